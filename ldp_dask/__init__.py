@@ -1,0 +1,42 @@
+"""ldp_dask — locally differentially private statistics over Parquet, with Dask and Prefect.
+
+The public surface::
+
+    from ldp_dask import privatize, read_summary, LaplaceHistogram, LaplaceMean
+    s = privatize("data/", column="income", channel=LaplaceHistogram(1.0, 32, (0, 2e5)))
+    s.to_parquet("income.summary.parquet")
+    ldp_dask.estimators.histogram_density(s).plot("income.png")
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import channels, estimators, exactsum, noise
+from ._validation import InputDataError, LdpDaskError
+from .channels import Channel, LaplaceHistogram, LaplaceMean
+from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean
+from .pipeline import connect, privatize
+from .summary import Summary, read_summary
+
+__all__ = [
+    "__version__",
+    "privatize",
+    "connect",
+    "Summary",
+    "read_summary",
+    "Channel",
+    "LaplaceHistogram",
+    "LaplaceMean",
+    "estimate",
+    "histogram_density",
+    "mean",
+    "DensityEstimate",
+    "MeanEstimate",
+    "LdpDaskError",
+    "InputDataError",
+    "channels",
+    "estimators",
+    "exactsum",
+    "noise",
+]

@@ -1,0 +1,86 @@
+"""Argument validation at the public boundary.
+
+Every check raises :class:`LdpDaskError` (a ``ValueError``) whose message
+names the parameter, the value received and the allowed range, in the form
+``The 'epsilon' parameter must be a finite float in (0, inf). Got -1.0 instead.``
+NaN is rejected explicitly (comparisons alone let it through).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+__all__ = [
+    "LdpDaskError",
+    "InputDataError",
+    "check_epsilon",
+    "check_domain",
+    "check_int",
+    "check_probability",
+]
+
+
+class LdpDaskError(ValueError):
+    """Bad input or configuration, detected before any output is written."""
+
+
+class InputDataError(LdpDaskError):
+    """The data itself is unusable: NaN, out of domain, wrong type, empty, corrupt."""
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    """Return ``value`` as a float if it is finite and > 0, else raise."""
+    if not _is_real(value) or not math.isfinite(float(value)) or float(value) <= 0:
+        raise LdpDaskError(
+            f"The {name!r} parameter must be a finite float in (0, inf). Got {value!r} instead."
+        )
+    return float(value)
+
+
+def check_domain(lo: Any, hi: Any, name: str = "domain") -> tuple[float, float]:
+    """Return ``(lo, hi)`` as floats if both are finite and ``lo < hi``."""
+    for v in (lo, hi):
+        if not _is_real(v) or not math.isfinite(float(v)):
+            raise LdpDaskError(
+                f"The {name!r} parameter must be two finite numbers lo < hi. Got ({lo!r}, {hi!r}) instead."
+            )
+    lo_f, hi_f = float(lo), float(hi)
+    if not lo_f < hi_f:
+        raise LdpDaskError(
+            f"The {name!r} parameter must satisfy lo < hi. Got lo={lo_f!r}, hi={hi_f!r} instead."
+        )
+    if not math.isfinite(hi_f - lo_f):
+        raise LdpDaskError(
+            f"The {name!r} parameter has a width hi - lo that overflows a float. Got ({lo_f!r}, {hi_f!r})."
+        )
+    return lo_f, hi_f
+
+
+def check_int(value: Any, name: str, lo: int, hi: int | None = None) -> int:
+    """Return ``value`` as an int if it is an integer in ``[lo, hi]``."""
+    upper = "inf" if hi is None else str(hi)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise LdpDaskError(
+            f"The {name!r} parameter must be an integer in [{lo}, {upper}]. Got {value!r} instead."
+        )
+    v = int(value)
+    if v < lo or (hi is not None and v > hi):
+        raise LdpDaskError(
+            f"The {name!r} parameter must be an integer in [{lo}, {upper}]. Got {v!r} instead."
+        )
+    return v
+
+
+def check_probability(value: Any, name: str) -> float:
+    """Return ``value`` as a float strictly inside (0, 1)."""
+    if not _is_real(value) or not (0.0 < float(value) < 1.0):
+        raise LdpDaskError(
+            f"The {name!r} parameter must be a float in (0, 1). Got {value!r} instead."
+        )
+    return float(value)

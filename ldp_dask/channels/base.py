@@ -1,0 +1,143 @@
+"""The non-interactive channel contract (DESIGN.md "Contracts").
+
+A channel maps each row ``x_i`` to a private view ``Z_i`` that depends on
+``x_i`` alone (SPEC §0), so rows can be privatized anywhere, in any order.
+Channels are pure numpy: they know nothing of Dask, files or keys.
+
+Every channel provides
+
+* ``epsilon`` (requested) and :meth:`epsilon_spent`, computed from the
+  channel's own sensitivity and noise scale; construction refuses a
+  configuration that would spend more than requested;
+* ``dim`` and :meth:`privatize` ``(x, rng) -> (rows, dim)`` — rows mode;
+* :meth:`exact_stats` / :meth:`add_noise` and their composition :meth:`stats`
+  — summary mode: the sums of the rows' views drawn exactly in distribution
+  without materialising any row's view (SPEC §4). The exact statistics never
+  leave the worker; only :meth:`add_noise`'s output does.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._validation import InputDataError, check_domain
+
+__all__ = ["Channel", "NumericChannel", "noise_scale_for"]
+
+
+def noise_scale_for(sensitivity: float, epsilon: float) -> float:
+    """Smallest float ``b`` with ``sensitivity / b <= epsilon`` (Laplace mechanism).
+
+    ``sensitivity / epsilon`` can round down by an ulp, which would overspend;
+    the scale is nudged up until the float division honours the budget.
+    """
+    b = sensitivity / epsilon
+    while sensitivity / b > epsilon:
+        b = math.nextafter(b, math.inf)
+    return b
+
+
+class Channel(ABC):
+    """Base class of all local channels."""
+
+    name: ClassVar[str]
+    epsilon: float
+    dim: int
+
+    # --- privacy accounting -------------------------------------------------
+    @abstractmethod
+    def epsilon_spent(self) -> float:
+        """The ε this channel spends per row, from its sensitivities."""
+
+    # --- parameters -----------------------------------------------------------
+    @abstractmethod
+    def params(self) -> dict[str, Any]:
+        """JSON-serialisable parameters; ``type(self)(**params)`` rebuilds it."""
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "Channel":
+        return cls(**params)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.params() == self.params()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.name, repr(sorted(self.params().items()))))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+    # --- data ---------------------------------------------------------------------
+    @abstractmethod
+    def prepare(self, x: np.ndarray, clip: bool = False) -> tuple[np.ndarray, int]:
+        """Validate one block of raw values; return ``(values, n_clipped)``."""
+
+    @abstractmethod
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Each row's private view, shape ``(len(x), dim)`` (rows mode)."""
+
+    @abstractmethod
+    def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Exact sufficient statistics of a block. Never released as such."""
+
+    @abstractmethod
+    def add_noise(
+        self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator
+    ) -> dict[str, np.ndarray]:
+        """Noisy statistics distributed as the sums of ``m`` rows' views."""
+
+    def stats(self, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Summary mode for one block: ``add_noise(exact_stats(x), len(x), rng)``."""
+        return self.add_noise(self.exact_stats(x), len(x), rng)
+
+    def row_sums(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        """The same statistics computed from released views ``z`` (rows mode)."""
+        return {"sum": np.asarray(z, dtype=np.float64).sum(axis=0)}
+
+
+class NumericChannel(Channel):
+    """A channel on a numeric column with a public domain ``[lo, hi]``."""
+
+    domain: tuple[float, float]
+
+    def _set_domain(self, domain: Any) -> None:
+        try:
+            lo, hi = domain
+        except (TypeError, ValueError):
+            raise InputDataError(
+                f"The 'domain' parameter must be a pair (lo, hi). Got {domain!r} instead."
+            ) from None
+        self.domain = check_domain(lo, hi)
+
+    def prepare(self, x: np.ndarray, clip: bool = False) -> tuple[np.ndarray, int]:
+        """Check that ``x`` is numeric, finite and inside the domain.
+
+        Out-of-domain values raise unless ``clip``; then they are clamped to
+        the domain and counted. Messages never quote data values.
+        """
+        x = np.asarray(x)
+        if x.dtype.kind not in "iuf":
+            raise InputDataError(f"values must be numeric; got an array of dtype {x.dtype}")
+        x = x.astype(np.float64, copy=False).ravel()
+        finite = np.isfinite(x)
+        if not finite.all():
+            kind = "NaN" if np.isnan(x).any() else "infinite"
+            raise InputDataError(
+                f"the column contains {kind} values; ldp_dask does not impute: drop or fill them first"
+            )
+        lo, hi = self.domain
+        below, above = x < lo, x > hi
+        n_out = int(np.count_nonzero(below) + np.count_nonzero(above))
+        if n_out:
+            if not clip:
+                raise InputDataError(
+                    f"the column contains values outside the declared domain [{lo:g}, {hi:g}]; "
+                    "widen the domain or pass clip=True (--clip) to clamp them"
+                )
+            x = np.clip(x, lo, hi)
+        return x, n_out

@@ -1,0 +1,214 @@
+"""Small result objects: plain data, ``to_dict()``, plots; math lives elsewhere."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .._io import atomic_write
+from .._validation import LdpDaskError, check_probability
+
+__all__ = ["DensityEstimate", "MeanEstimate"]
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _save_json(obj: dict[str, Any], path: str | os.PathLike[str], overwrite: bool) -> str:
+    blob = json.dumps(_jsonable(obj), indent=2, sort_keys=True).encode()
+    return atomic_write(path, lambda fh: fh.write(blob), overwrite=overwrite)
+
+
+@dataclass(frozen=True)
+class DensityEstimate:
+    """A piecewise-constant density estimate on bins with pointwise uncertainty.
+
+    Attributes
+    ----------
+    edges : ndarray, shape (K+1,)
+    density : ndarray, shape (K,)
+        Estimated density on each bin.
+    se : ndarray, shape (K,)
+        Standard error of the *raw* estimate on each bin (sampling + privacy noise).
+    method : str
+        ``"histogram"`` (raw, unbiased, may be negative) or
+        ``"histogram+simplex"`` (projected to a proper density).
+    n, epsilon : int, float
+    level : float
+        Confidence level of :meth:`band`.
+    """
+
+    edges: np.ndarray
+    density: np.ndarray
+    se: np.ndarray
+    method: str
+    n: int
+    epsilon: float
+    level: float = 0.95
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def widths(self) -> np.ndarray:
+        return np.diff(self.edges)
+
+    @property
+    def masses(self) -> np.ndarray:
+        """Estimated probability of each bin."""
+        return self.density * self.widths
+
+    def band(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pointwise normal confidence band ``density ± z·se`` at :attr:`level`."""
+        from scipy.stats import norm
+
+        z = norm.ppf(0.5 + self.level / 2)
+        return self.density - z * self.se, self.density + z * self.se
+
+    def pdf(self, x: Any) -> np.ndarray:
+        """Density at ``x`` (0 outside the domain)."""
+        x = np.asarray(x, dtype=np.float64)
+        j = np.searchsorted(self.edges, x, side="right") - 1
+        j = np.where(x == self.edges[-1], len(self.density) - 1, j)
+        inside = (j >= 0) & (j < len(self.density))
+        return np.where(inside, self.density[np.clip(j, 0, len(self.density) - 1)], 0.0)
+
+    def _monotone_cdf_knots(self) -> np.ndarray:
+        m = np.clip(self.masses, 0.0, None)
+        total = m.sum()
+        if total <= 0:
+            m, total = np.ones_like(m), float(len(m))
+        return np.concatenate([[0.0], np.cumsum(m) / total])
+
+    def cdf(self, x: Any) -> np.ndarray:
+        """CDF at ``x``: piecewise linear through the bin masses.
+
+        Negative masses of a raw estimate are set to zero and the rest
+        renormalised, so the CDF is monotone (a projection is better still).
+        """
+        return np.interp(np.asarray(x, dtype=np.float64), self.edges, self._monotone_cdf_knots())
+
+    def quantile(self, q: Any) -> np.ndarray:
+        """Inverse of :meth:`cdf` (linear within bins)."""
+        q = np.asarray(q, dtype=np.float64)
+        if np.any(~((q >= 0) & (q <= 1))):
+            raise LdpDaskError(f"The 'q' parameter must lie in [0, 1]. Got {q!r} instead.")
+        knots = self._monotone_cdf_knots()
+        # strictly increasing knots for interpolation: drop repeated plateaus
+        keep = np.concatenate([[True], np.diff(knots) > 0])
+        return np.interp(q, knots[keep], self.edges[keep])
+
+    def distance(self, pdf: Callable[[np.ndarray], np.ndarray], r: float = 2.0, grid: int = 1 << 14) -> float:
+        """L^r distance ``(∫ |f̂ − f|^r)^{1/r}`` to a density ``pdf`` on the domain (r = inf: sup)."""
+        lo, hi = float(self.edges[0]), float(self.edges[-1])
+        x = lo + (np.arange(grid) + 0.5) * (hi - lo) / grid  # midpoint rule
+        d = np.abs(self.pdf(x) - np.asarray(pdf(x), dtype=np.float64))
+        if math.isinf(r):
+            return float(d.max())
+        if r <= 0:
+            raise LdpDaskError(f"The 'r' parameter must be > 0. Got {r!r} instead.")
+        return float((np.mean(d**r) * (hi - lo)) ** (1.0 / r))
+
+    def to_dict(self) -> dict[str, Any]:
+        lo, hi = self.band()
+        return _jsonable({
+            "kind": "density", "method": self.method, "n": self.n, "epsilon": self.epsilon,
+            "level": self.level, "edges": self.edges, "density": self.density, "se": self.se,
+            "band_lo": lo, "band_hi": hi, **self.info,
+        })
+
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        """Write :meth:`to_dict` as JSON, atomically."""
+        return _save_json(self.to_dict(), path, overwrite)
+
+    def plot(self, path: str | os.PathLike[str] | None = None, truth: Callable[[np.ndarray], np.ndarray] | None = None,
+             ax: Any = None, title: str | None = None, overwrite: bool = False) -> Any:
+        """Step plot of the estimate, its confidence band and optionally the true density.
+
+        Returns the matplotlib Axes; with ``path`` also writes a PNG atomically.
+        """
+        import matplotlib
+
+        if ax is None:
+            matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        own = ax is None
+        if own:
+            fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+        lo, hi = self.band()
+        e = self.edges
+        ax.fill_between(e, np.append(lo, lo[-1]), np.append(hi, hi[-1]), step="post", alpha=0.25,
+                        color="tab:blue", label=f"{self.level:.0%} pointwise band")
+        ax.step(e, np.append(self.density, self.density[-1]), where="post", color="tab:blue",
+                label=f"estimate ({self.method})")
+        if truth is not None:
+            x = np.linspace(e[0], e[-1], 1000)
+            ax.plot(x, truth(x), color="black", lw=1.2, ls="--", label="true density")
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xlabel(self.info.get("column", "value"))
+        ax.set_ylabel("density")
+        ax.set_title(title or f"Locally private density: n = {self.n:,}, ε = {self.epsilon:g}, K = {len(self.density)}")
+        ax.legend(loc="best", fontsize=8)
+        if path is not None:
+            buf = io.BytesIO()
+            ax.figure.tight_layout()
+            ax.figure.savefig(buf, format="png")
+            atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
+        if own and path is not None:
+            plt.close(ax.figure)
+        return ax
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """A private mean with a confidence interval that includes the privacy noise.
+
+    Attributes
+    ----------
+    value : float
+        Unbiased estimate θ̂ = S/n.
+    se : float
+        Standard error (conservative: Var X bounded by Bhatia–Davis, see
+        :func:`ldp_dask.estimators.mean`).
+    ci : (float, float)
+        Normal interval at ``level``, intersected with the domain.
+    noise_share : float
+        Fraction of the variance due to the privacy noise.
+    """
+
+    value: float
+    se: float
+    ci: tuple[float, float]
+    level: float
+    n: int
+    epsilon: float
+    domain: tuple[float, float]
+    noise_share: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_probability(self.level, "level")
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable({
+            "kind": "mean", "value": self.value, "se": self.se, "ci": list(self.ci), "level": self.level,
+            "n": self.n, "epsilon": self.epsilon, "domain": list(self.domain),
+            "noise_share": self.noise_share, **self.info,
+        })
+
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        return _save_json(self.to_dict(), path, overwrite)

@@ -1,0 +1,182 @@
+"""Keyed, idempotent noise (SPEC §4) and sums of Laplace noise in distribution.
+
+Key hierarchy
+-------------
+* A :class:`Secret` lives on the driver only. It comes from ``--secret-file``
+  / ``secret_file=``, from ``LDP_DASK_SECRET``, from an explicit ``seed``
+  (insecure, for simulations and tests), or is drawn fresh for the run
+  (``secrets.token_bytes``; the release is then not reproducible).
+* For partition ``p`` the driver derives ``base_p = HMAC-SHA256(secret,
+  context ‖ p)``, where the context is the canonical JSON of the dataset's
+  structural fingerprint, the column, the channel's parameters and the mode.
+  Only ``base_p`` is shipped to the worker.
+* The worker binds the key to the partition's content:
+  ``key_p = HMAC-SHA256(base_p, digest)``, where ``digest`` hashes the exact
+  sufficient statistics (summary mode) or the raw values (rows mode) of the
+  partition. A retried or duplicated task reproduces the same release; a
+  partition whose released statistics would change gets fresh, independent
+  noise — so two releases of edited data can never share noise and be
+  differenced to reveal the edit.
+* ``key_p`` seeds a counter-based ``numpy.random.Philox`` generator.
+
+The secret and the keys are never logged or written; the summary records only
+``key_id`` (an HMAC of a fixed label, which identifies but does not reveal it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets as _secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ._validation import LdpDaskError
+
+__all__ = [
+    "Secret",
+    "resolve_secret",
+    "partition_base_keys",
+    "bind_key",
+    "generator",
+    "laplace_sum",
+    "digest_arrays",
+    "SECRET_ENV",
+]
+
+SECRET_ENV = "LDP_DASK_SECRET"
+
+
+@dataclass(frozen=True)
+class Secret:
+    """The run's secret key. ``repr`` never shows the key material.
+
+    Attributes
+    ----------
+    source : str
+        ``"file"``, ``"env"``, ``"explicit"``, ``"seed"`` (insecure) or ``"random"``.
+    reproducible : bool
+        False for a fresh random secret: nobody can reproduce the release.
+    insecure : bool
+        True for an integer seed: anyone who guesses it can remove the noise.
+    """
+
+    key: bytes
+    source: str
+    reproducible: bool
+    insecure: bool
+
+    def __repr__(self) -> str:  # never leak the key
+        return f"Secret(source={self.source!r}, key_id={self.key_id!r})"
+
+    __str__ = __repr__
+
+    @property
+    def key_id(self) -> str:
+        """A public identifier of the key (HMAC of a fixed label), 16 hex digits."""
+        return hmac.new(self.key, b"ldp_dask/key-id/v1", hashlib.sha256).hexdigest()[:16]
+
+
+def resolve_secret(
+    secret: bytes | str | None = None,
+    seed: int | None = None,
+    secret_file: str | os.PathLike[str] | None = None,
+) -> Secret:
+    """Pick the run's secret: explicit secret, seed, file, environment, else random.
+
+    Parameters
+    ----------
+    secret : bytes or str, optional
+        Key material given directly (at least 16 bytes).
+    seed : int, optional
+        An integer for simulations and tests; recorded as insecure.
+    secret_file : path, optional
+        A file whose bytes (surrounding whitespace stripped) are the secret.
+
+    Returns
+    -------
+    Secret
+    """
+    given = [x is not None for x in (secret, seed, secret_file)]
+    if sum(given) > 1:
+        raise LdpDaskError("Give at most one of 'secret', 'seed' and 'secret_file'.")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise LdpDaskError(f"The 'seed' parameter must be a non-negative integer. Got {seed!r} instead.")
+        key = hashlib.sha256(b"ldp_dask/seed/v1:" + str(int(seed)).encode()).digest()
+        return Secret(key, "seed", reproducible=True, insecure=True)
+    if secret is not None:
+        return Secret(_check_key(_as_bytes(secret), "secret"), "explicit", True, False)
+    if secret_file is not None:
+        path = Path(secret_file)
+        if not path.is_file():
+            raise LdpDaskError(f"The 'secret_file' parameter must name a readable file. Got {str(path)!r}.")
+        return Secret(_check_key(path.read_bytes().strip(), "secret_file"), "file", True, False)
+    env = os.environ.get(SECRET_ENV)
+    if env:
+        return Secret(_check_key(env.strip().encode(), SECRET_ENV), "env", True, False)
+    return Secret(_secrets.token_bytes(32), "random", reproducible=False, insecure=False)
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def _check_key(key: bytes, name: str) -> bytes:
+    if len(key) < 16:
+        raise LdpDaskError(
+            f"The {name!r} secret must hold at least 16 bytes of key material. Got {len(key)} bytes."
+        )
+    return key
+
+
+def _canonical(context: Mapping[str, Any]) -> bytes:
+    return json.dumps(context, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def partition_base_keys(secret: Secret, context: Mapping[str, Any], count: int) -> list[bytes]:
+    """Per-partition base keys ``HMAC(secret, context ‖ index)`` (driver side)."""
+    ctx = _canonical(context)
+    return [
+        hmac.new(secret.key, ctx + b"|partition:" + str(i).encode(), hashlib.sha256).digest()
+        for i in range(count)
+    ]
+
+
+def digest_arrays(*arrays: np.ndarray) -> bytes:
+    """A BLAKE2b digest of arrays' dtypes, shapes and bytes (worker side)."""
+    h = hashlib.blake2b(digest_size=32)
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.digest()
+
+
+def bind_key(base_key: bytes, digest: bytes) -> int:
+    """Bind a partition's base key to its content digest; a 128-bit Philox key."""
+    k = hmac.new(base_key, b"content:" + digest, hashlib.sha256).digest()
+    return int.from_bytes(k[:16], "little")
+
+
+def generator(key: int) -> np.random.Generator:
+    """A counter-based generator for a 128-bit key (numpy ``Philox``)."""
+    return np.random.Generator(np.random.Philox(key=key))
+
+
+def laplace_sum(rng: np.random.Generator, m: int, scale: float, size: int) -> np.ndarray:
+    """``size`` independent draws of the sum of ``m`` iid Lap(``scale``) variables.
+
+    A Lap(1) variable is the difference of two Exp(1) variables, so the sum of
+    ``m`` of them is ``Gamma(m, 1) - Gamma(m, 1)`` (SPEC §4): O(size), not O(m·size).
+    """
+    if m < 0:
+        raise ValueError(f"m must be >= 0, got {m}")
+    if m == 0:
+        return np.zeros(size)
+    return scale * (rng.standard_gamma(m, size) - rng.standard_gamma(m, size))

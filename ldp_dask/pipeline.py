@@ -1,0 +1,309 @@
+"""Partitions → per-partition private statistics → tree reduction → Summary.
+
+The pipeline knows nothing of statistics: it reads a piece, asks the channel
+to validate it and to produce its noisy statistics (or its privatized rows),
+and adds results up. Data path (DESIGN.md)::
+
+    piece ──read──► channel.prepare ──► channel.exact_stats ─┐ (on the worker)
+                                        channel.add_noise ◄──┘ keyed rng
+          ──► exact fixed-point limbs ──► combine (split_every-ary tree) ──► Summary
+
+* Only noisy statistics leave a worker (summary mode), or privatized rows
+  written straight to Parquet by the worker (rows mode).
+* The reduction adds fixed-point limbs exactly (:mod:`ldp_dask.exactsum`), so
+  the result is bit-identical for every ``split_every``, every completion
+  order, in-process or on a cluster, and after retries.
+* Noise keys depend only on the secret, the public context, the partition
+  index and the partition's content (:mod:`ldp_dask.noise`), so a retried or
+  duplicated task reproduces its output exactly.
+* Deterministic data errors (NaN, out of domain, ...) are returned as values
+  rather than raised on the worker, so they are not retried and reach the
+  driver as one clear :class:`InputDataError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import exactsum
+from ._io import atomic_directory, check_output
+from ._validation import InputDataError, LdpDaskError, check_int
+from .channels import Channel
+from .noise import Secret, bind_key, digest_arrays, generator, partition_base_keys, resolve_secret
+from .source import Dataset, Piece, open_source, read_piece
+from .summary import Summary
+
+__all__ = ["privatize", "connect", "MODES"]
+
+MODES = ("summary", "rows")
+#: Rows mode privatizes a partition in blocks of about this many values.
+ROWS_BLOCK_VALUES = 1 << 22
+
+
+@dataclass(frozen=True)
+class _Task:
+    dataset: Dataset
+    piece: Piece
+    channel: Channel
+    base_key: bytes
+    clip: bool
+    mode: str
+    rows_dir: str | None = None
+    rows_fs: Any = None
+
+
+def _run_piece(task: _Task) -> dict[str, Any]:
+    """Process one partition on a worker; returns a small accumulator dict."""
+    where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
+    try:
+        x = read_piece(task.dataset, task.piece)
+        x, n_clipped = task.channel.prepare(x, clip=task.clip)
+    except InputDataError as exc:
+        return {"error": f"{where}: {exc}"}
+    m = len(x)
+    if task.mode == "summary":
+        exact = task.channel.exact_stats(x)
+        digest = digest_arrays(np.array([m]), *(exact[k] for k in sorted(exact)))
+        rng = generator(bind_key(task.base_key, digest))
+        noisy = task.channel.add_noise(exact, m, rng)
+        del exact  # never leaves this function
+        stats = {k: exactsum.from_float(v) for k, v in noisy.items()}
+    else:
+        rng = generator(bind_key(task.base_key, digest_arrays(x)))
+        stats = _write_rows(task, x, rng)
+    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats}
+
+
+def _write_rows(task: _Task, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Privatize ``x`` block by block, write the views, return their exact sums."""
+    dim = task.channel.dim
+    block = max(1, ROWS_BLOCK_VALUES // dim)
+    schema = pa.schema(
+        [("z", pa.list_(pa.float64(), dim))],
+        metadata={b"ldp_dask.channel": task.channel.name.encode(),
+                  b"ldp_dask.channel_params": repr(task.channel.params()).encode()},
+    )
+    sums: dict[str, np.ndarray] | None = None
+    path = f"{task.rows_dir}/part-{task.piece.index:05d}.parquet"
+    with task.rows_fs.open(path, "wb") as fh, pq.ParquetWriter(fh, schema) as writer:
+        for s in range(0, len(x), block):
+            z = task.channel.privatize(x[s : s + block], rng)
+            col = pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), dim)
+            writer.write_table(pa.Table.from_arrays([col], schema=schema))
+            part = {k: exactsum.from_float(v) for k, v in task.channel.row_sums(z).items()}
+            sums = part if sums is None else {k: exactsum.add(sums[k], part[k]) for k in part}
+    assert sums is not None
+    return sums
+
+
+def _combine(*accs: dict[str, Any]) -> dict[str, Any]:
+    """Associative, exact combination of accumulators (errors propagate)."""
+    for a in accs:
+        if "error" in a:
+            return {"error": a["error"]}
+    keys = accs[0]["stats"].keys()
+    return {
+        "n": sum(a["n"] for a in accs),
+        "clipped": sum(a["clipped"] for a in accs),
+        "pieces": sum(a["pieces"] for a in accs),
+        "stats": {k: exactsum.add(*(a["stats"][k] for a in accs)) for k in keys},
+    }
+
+
+def _tree_reduce_local(accs: list[dict[str, Any]], split_every: int) -> dict[str, Any]:
+    level = accs
+    while len(level) > 1:
+        level = [_combine(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
+    return level[0]
+
+
+def _progress(total: int, enabled: bool, desc: str) -> Any:
+    if not enabled:
+        return nullcontext(None)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="row", unit_scale=True, desc=desc, leave=False)
+
+
+def _run_local(tasks: list[_Task], split_every: int, progress: bool) -> dict[str, Any]:
+    accs = []
+    with _progress(sum(t.piece.num_rows for t in tasks), progress, "privatize") as bar:
+        for t in tasks:
+            acc = _run_piece(t)
+            if "error" in acc:
+                return acc
+            accs.append(acc)
+            if bar is not None:
+                bar.update(t.piece.num_rows)
+    return _tree_reduce_local(accs, split_every)
+
+
+def _run_dask(client: Any, tasks: list[_Task], split_every: int, progress: bool, retries: int) -> dict[str, Any]:
+    from distributed import as_completed
+
+    token = uuid.uuid4().hex[:12]
+    futures = client.map(
+        _run_piece, tasks, key=[f"ldp-piece-{token}-{t.piece.index}" for t in tasks],
+        retries=retries, pure=False,
+    )
+    level, depth = list(futures), 0
+    while len(level) > 1:
+        level = [
+            client.submit(_combine, *level[i : i + split_every], key=f"ldp-combine-{token}-{depth}-{i}",
+                          retries=retries, pure=False)
+            for i in range(0, len(level), split_every)
+        ]
+        depth += 1
+    rows = {f.key: t.piece.num_rows for f, t in zip(futures, tasks)}
+    with _progress(sum(rows.values()), progress, "privatize") as bar:
+        if bar is not None:
+            for f in as_completed(futures):
+                bar.update(rows[f.key])
+    return level[0].result()
+
+
+@contextmanager
+def connect(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
+    """A ``distributed.Client``: the one given, one for an address, or a new LocalCluster.
+
+    ``client=None`` starts a LocalCluster of worker processes (one thread
+    each) for the duration of the block.
+    """
+    from distributed import Client, LocalCluster
+
+    if client is None:
+        workers = n_workers or max(1, min(os.cpu_count() or 1, 8))
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                          dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+                Client(cluster) as c:
+            yield c
+    elif isinstance(client, str):
+        with Client(client) as c:
+            yield c
+    else:
+        yield client
+
+
+def privatize(
+    source: Any,
+    column: str | None = None,
+    channel: Channel | None = None,
+    mode: str = "summary",
+    client: Any = None,
+    secret: bytes | str | None = None,
+    seed: int | None = None,
+    *,
+    secret_file: str | os.PathLike[str] | None = None,
+    clip: bool = False,
+    partition_rows: int | None = None,
+    split_every: int = 8,
+    rows_path: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+    retries: int = 2,
+) -> Summary:
+    """Privatize one column with a local channel and reduce it to a :class:`Summary`.
+
+    Parameters
+    ----------
+    source : path, URL, numpy array, pandas DataFrame/Series or pyarrow Table
+        A Parquet file, directory, glob or fsspec URL (processed on Dask), or
+        in-memory data (processed in-process; same result for the same key
+        and partitioning).
+    column : str
+        Column to privatize (optional for 1-D arrays).
+    channel : Channel
+        E.g. ``LaplaceHistogram(epsilon=1, bins=32, domain=(0, 1))``.
+    mode : {"summary", "rows"}
+        ``"summary"``: only noisy sums leave workers, drawn exactly in
+        distribution. ``"rows"``: every row's view is written to ``rows_path``
+        (one Parquet file per partition) and the summary is reduced from them.
+    client : None, "local", str or distributed.Client
+        ``None`` starts a LocalCluster; ``"local"`` runs in this process; an
+        address or a Client attaches to a running cluster.
+    secret, seed, secret_file :
+        Key material (see :func:`ldp_dask.noise.resolve_secret`); without any,
+        ``LDP_DASK_SECRET`` is used, else a fresh random secret.
+    clip : bool
+        Clamp out-of-domain values to the domain instead of failing.
+    partition_rows : int, optional
+        Target rows per partition (default 2^22).
+    split_every : int
+        Fan-in of the tree reduction (≥ 2).
+    rows_path : path, optional
+        Output directory for rows mode.
+    overwrite : bool
+        Replace an existing ``rows_path``.
+    progress : bool
+        Show a progress bar.
+    retries : int
+        Dask retries per task (output is identical after a retry).
+
+    Returns
+    -------
+    Summary
+    """
+    if not isinstance(channel, Channel):
+        raise LdpDaskError(f"The 'channel' parameter must be a Channel instance. Got {channel!r} instead.")
+    if mode not in MODES:
+        raise LdpDaskError(f"The 'mode' parameter must be one of {MODES}. Got {mode!r} instead.")
+    split_every = check_int(split_every, "split_every", 2, 1 << 16)
+    retries = check_int(retries, "retries", 0, 100)
+    if mode == "rows":
+        if rows_path is None:
+            raise LdpDaskError("Rows mode needs 'rows_path' (--rows-out), the directory for privatized rows.")
+        check_output(rows_path, overwrite, "rows_path")
+    elif rows_path is not None:
+        raise LdpDaskError("'rows_path' is only used with mode='rows'.")
+    dataset = open_source(source, column, partition_rows)
+    sec = resolve_secret(secret, seed, secret_file)
+    context = {
+        "v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column,
+        "channel": channel.name, "params": channel.params(), "mode": mode,
+    }
+    keys = partition_base_keys(sec, context, len(dataset.pieces))
+    in_process = dataset.kind == "memory" or (isinstance(client, str) and client == "local")
+    rows_ctx = atomic_directory(rows_path, overwrite) if mode == "rows" else nullcontext((None, None))
+    with rows_ctx as (rows_fs, rows_tmp):
+        tasks = [
+            _Task(dataset, piece, channel, key, clip,
+                  mode, rows_tmp, rows_fs)
+            for piece, key in zip(dataset.pieces, keys)
+        ]
+        if in_process:
+            acc = _run_local(tasks, split_every, progress)
+        else:
+            with connect(client) as c:
+                acc = _run_dask(c, tasks, split_every, progress, retries)
+        if "error" in acc:
+            raise InputDataError(acc["error"])
+        if acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
+            raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
+    sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
+    metadata = _metadata(dataset, sec, mode, clip, rows_path)
+    return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if clip else None)
+
+
+def _metadata(dataset: Dataset, sec: Secret, mode: str, clip: bool, rows_path: Any) -> dict[str, Any]:
+    return {
+        "column": dataset.column,
+        "source": dataset.description,
+        "fingerprint": dataset.fingerprint,
+        "mode": mode,
+        "partitions": len(dataset.pieces),
+        "key_id": sec.key_id,
+        "key_source": sec.source,
+        "reproducible": sec.reproducible,
+        "insecure_seed": sec.insecure,
+        "clip": bool(clip),
+        "rows_path": os.fspath(rows_path) if rows_path is not None else None,
+    }

@@ -1,0 +1,253 @@
+"""Where rows come from: planning partitions over Parquet or in-memory data.
+
+This module knows files and arrays, nothing of statistics. A :class:`Dataset`
+is a list of :class:`Piece` s (whole Parquet row groups of one file, or a
+slice of an in-memory array) and a structural fingerprint. Only metadata is
+read on the driver; values are read by :func:`read_piece` where the piece is
+processed.
+
+The fingerprint is public (it is written into summaries), so it hashes only
+structure — relative file names, row counts, the column's name and type —
+never content, sizes or column statistics: a deterministic function of the
+values would break differential privacy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._validation import InputDataError, LdpDaskError, check_int
+
+__all__ = ["Piece", "Dataset", "open_source", "read_piece", "DEFAULT_PARTITION_ROWS"]
+
+#: Target rows per partition: large, because a Dask task costs milliseconds.
+DEFAULT_PARTITION_ROWS = 1 << 22
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One partition: row groups of a file, or ``[start, stop)`` of an array."""
+
+    index: int
+    num_rows: int
+    path: str | None = None
+    row_groups: tuple[int, ...] = ()
+    start: int = 0
+    stop: int = 0
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A planned source: its pieces, size and structural fingerprint."""
+
+    kind: str  # "parquet" or "memory"
+    column: str
+    pieces: tuple[Piece, ...]
+    n: int
+    fingerprint: str
+    description: str
+    fs: Any = None
+    values: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def open_source(
+    source: Any, column: str | None = None, partition_rows: int | None = None
+) -> Dataset:
+    """Plan a source into partitions.
+
+    Parameters
+    ----------
+    source : str, path, numpy array, pandas DataFrame or Series, or pyarrow Table
+        A Parquet file, directory, glob or fsspec URL; or in-memory data.
+    column : str, optional
+        The column to read (optional for a 1-D array or a Series).
+    partition_rows : int, optional
+        Target rows per partition (whole row groups are never split).
+
+    Raises
+    ------
+    InputDataError
+        Missing or non-numeric column, empty dataset, no or corrupt Parquet files.
+    """
+    target = DEFAULT_PARTITION_ROWS if partition_rows is None else check_int(
+        partition_rows, "partition_rows", 1
+    )
+    if isinstance(source, (str, os.PathLike)):
+        return _open_parquet(os.fspath(source), column, target)
+    return _open_memory(source, column, target)
+
+
+# --- in-memory --------------------------------------------------------------------
+def _open_memory(source: Any, column: str | None, target: int) -> Dataset:
+    values, name = _memory_values(source, column)
+    if values.dtype.kind not in "iuf":
+        raise InputDataError(
+            f"column {name!r} has dtype {values.dtype}; a numeric column is required"
+        )
+    n = int(values.shape[0])
+    if n == 0:
+        raise InputDataError("the dataset is empty (0 rows)")
+    pieces = tuple(
+        Piece(index=i, num_rows=min(n, s + target) - s, start=s, stop=min(n, s + target))
+        for i, s in enumerate(range(0, n, target))
+    )
+    fp = _fingerprint({"kind": "memory", "column": name, "dtype": values.dtype.str, "n": n})
+    return Dataset("memory", name, pieces, n, fp, f"in-memory {type(source).__name__}", None, values)
+
+
+def _memory_values(source: Any, column: str | None) -> tuple[np.ndarray, str]:
+    if isinstance(source, pa.Table):
+        if column is None or column not in source.column_names:
+            raise InputDataError(_missing(column, source.column_names, "the table"))
+        col = source.column(column)
+        if col.null_count:
+            raise InputDataError(f"column {column!r} contains null values; drop or fill them first")
+        if not _is_numeric(col.type):
+            raise InputDataError(f"column {column!r} has type {col.type}; a numeric column is required")
+        return col.to_numpy(), column
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pd = None
+    if pd is not None and isinstance(source, pd.DataFrame):
+        if column is None or column not in source.columns:
+            raise InputDataError(_missing(column, list(source.columns), "the DataFrame"))
+        source = source[column]
+    if pd is not None and isinstance(source, pd.Series):
+        name = column or (str(source.name) if source.name is not None else "value")
+        if source.isna().any():
+            raise InputDataError(f"column {name!r} contains null values; drop or fill them first")
+        return source.to_numpy(), name
+    if isinstance(source, (np.ndarray, list, tuple)):
+        arr = np.asarray(source)
+        if arr.ndim != 1:
+            raise InputDataError(f"an in-memory array must be 1-D; got shape {arr.shape}")
+        return arr, column or "value"
+    raise LdpDaskError(
+        "The 'source' parameter must be a Parquet path/URL, a 1-D numpy array, a pandas "
+        f"DataFrame or Series, or a pyarrow Table. Got {type(source).__name__} instead."
+    )
+
+
+# --- Parquet -----------------------------------------------------------------------
+def _list_files(fs: Any, path: str) -> list[str]:
+    if any(c in path for c in "*?["):
+        files = sorted(fs.glob(path))
+    elif fs.isdir(path):
+        files = sorted(
+            p for p in fs.find(path)
+            if not any(part.startswith(("_", ".")) for part in p[len(path):].split("/") if part)
+        )
+    elif fs.exists(path):
+        files = [path]
+    else:
+        raise InputDataError(f"no such file or directory: {path!r}")
+    files = [f for f in files if not fs.isdir(f)]
+    if not files:
+        raise InputDataError(f"no Parquet files found at {path!r}")
+    return files
+
+
+def _open_parquet(url: str, column: str | None, target: int) -> Dataset:
+    if column is None:
+        raise LdpDaskError("The 'column' parameter is required for a Parquet source.")
+    fs, path = fsspec.core.url_to_fs(url)
+    files = _list_files(fs, path)
+    root = path if fs.isdir(path) else os.path.dirname(path)
+    pieces: list[Piece] = []
+    structure: list[tuple[str, int]] = []
+    col_type: str | None = None
+    for f in files:
+        meta = _read_metadata(fs, f)
+        schema = meta.schema.to_arrow_schema()
+        if column not in schema.names:
+            raise InputDataError(_missing(column, schema.names, f"file {f!r}"))
+        t = schema.field(column).type
+        if not _is_numeric(t):
+            raise InputDataError(
+                f"column {column!r} in file {f!r} has type {t}; a numeric column is required"
+            )
+        col_type = col_type or str(t)
+        rel = os.path.relpath(f, root) if root else f
+        structure.append((rel, meta.num_rows))
+        group: list[int] = []
+        rows = 0
+        for rg in range(meta.num_row_groups):
+            r = meta.row_group(rg).num_rows
+            if group and rows + r > target:
+                pieces.append(Piece(len(pieces), rows, f, tuple(group)))
+                group, rows = [], 0
+            group.append(rg)
+            rows += r
+        if rows:
+            pieces.append(Piece(len(pieces), rows, f, tuple(group)))
+    n = sum(p.num_rows for p in pieces)
+    if n == 0:
+        raise InputDataError(f"the dataset at {url!r} is empty (0 rows)")
+    fp = _fingerprint({"kind": "parquet", "column": column, "type": col_type, "files": structure})
+    return Dataset("parquet", column, tuple(pieces), n, fp, url, fs)
+
+
+def _read_metadata(fs: Any, path: str) -> pq.FileMetaData:
+    try:
+        with fs.open(path, "rb") as fh:
+            return pq.ParquetFile(fh).metadata
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError) as exc:
+        raise InputDataError(f"{path!r} is not a readable Parquet file ({exc})") from None
+
+
+def _missing(column: str | None, names: list[Any], where: str) -> str:
+    shown = ", ".join(map(str, names[:20])) + (", ..." if len(names) > 20 else "")
+    if column is None:
+        return f"The 'column' parameter is required; {where} has columns: {shown}"
+    return f"column {column!r} not found in {where}; available columns: {shown}"
+
+
+def _fingerprint(structure: dict[str, Any]) -> str:
+    blob = json.dumps(structure, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+# --- worker side --------------------------------------------------------------------
+def read_piece(dataset: Dataset, piece: Piece) -> np.ndarray:
+    """Read one piece's values as a numpy array (no copy for in-memory data)."""
+    if dataset.kind == "memory":
+        assert dataset.values is not None
+        return dataset.values[piece.start : piece.stop]
+    fs = dataset.fs
+    try:
+        if _is_local(fs):
+            pf = pq.ParquetFile(piece.path, memory_map=False)
+            table = pf.read_row_groups(list(piece.row_groups), columns=[dataset.column], use_threads=False)
+        else:
+            with fs.open(piece.path, "rb") as fh:
+                pf = pq.ParquetFile(fh)
+                table = pf.read_row_groups(list(piece.row_groups), columns=[dataset.column], use_threads=False)
+    except (pa.ArrowInvalid, pa.ArrowIOError) as exc:
+        raise InputDataError(f"{piece.path!r} could not be read as Parquet ({exc})") from None
+    col = table.column(0)
+    if col.null_count:
+        raise InputDataError(
+            f"column {dataset.column!r} contains null values; drop or fill them first"
+        )
+    if col.num_chunks == 1:
+        return col.chunk(0).to_numpy()
+    return col.to_numpy()
+
+
+def _is_local(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "file" in protocol and type(fs).__name__ == "LocalFileSystem"

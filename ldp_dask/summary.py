@@ -1,0 +1,165 @@
+"""The :class:`Summary` — reduced private statistics — and its Parquet file.
+
+A summary file is one Parquet file holding a long table
+
+    statistic: string   (e.g. "sum")
+    index:     int32    (coordinate)
+    value:     float64  (the released, noisy value)
+
+and key-value metadata under ``ldp_dask.summary`` (JSON): format version,
+channel name and parameters, ε requested and spent, n, domain, dataset
+fingerprint (structural only), mode, key identifier and key source, creation
+time, package version. Reading it back rebuilds the channel.
+
+Nothing exact about the raw data is in a summary. The number of clipped
+values, an exact count, is kept in memory only (``Summary.n_clipped``) for
+the operator and is never serialised.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._io import atomic_write
+from ._validation import InputDataError
+from .channels import Channel, channel_from_params
+
+__all__ = ["Summary", "read_summary", "FORMAT_VERSION", "METADATA_KEY"]
+
+FORMAT_VERSION = 1
+METADATA_KEY = b"ldp_dask.summary"
+
+
+@dataclass(frozen=True, eq=False)
+class Summary:
+    """Reduced, privatized statistics of one column under one channel.
+
+    Attributes
+    ----------
+    channel : Channel
+        The channel that produced the statistics (with its ε and parameters).
+    n : int
+        Number of rows (public).
+    sums : dict of str to ndarray
+        Released statistics, e.g. ``{"sum": S}`` with S = Σ_i Z_i.
+    metadata : dict
+        Provenance: column, fingerprint, mode, key_id, key_source, ...
+    n_clipped : int or None
+        Exact number of clipped values when clipping was asked (operator-only;
+        never written to disk).
+    """
+
+    channel: Channel
+    n: int
+    sums: dict[str, np.ndarray]
+    metadata: dict[str, Any]
+    n_clipped: int | None = field(default=None)
+
+    @property
+    def epsilon(self) -> float:
+        return self.channel.epsilon
+
+    def __repr__(self) -> str:
+        return (
+            f"Summary(channel={self.channel!r}, n={self.n}, "
+            f"statistics={sorted(self.sums)}, mode={self.metadata.get('mode')!r})"
+        )
+
+    def same_release(self, other: "Summary") -> bool:
+        """True when both hold the same channel, n and bit-identical statistics."""
+        return (
+            self.channel == other.channel
+            and self.n == other.n
+            and self.sums.keys() == other.sums.keys()
+            and all(
+                np.array_equal(self.sums[k].view(np.int64), other.sums[k].view(np.int64))
+                for k in self.sums
+            )
+        )
+
+    # --- file format ---------------------------------------------------------------
+    def file_metadata(self) -> dict[str, Any]:
+        from . import __version__
+
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "channel": self.channel.name,
+            "channel_params": self.channel.params(),
+            "epsilon": self.channel.epsilon,
+            "epsilon_spent": self.channel.epsilon_spent(),
+            "n": int(self.n),
+            "domain": list(getattr(self.channel, "domain", ())) or None,
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "package_version": __version__,
+        }
+        meta.update({k: v for k, v in self.metadata.items() if k not in meta})
+        return meta
+
+    def to_table(self) -> pa.Table:
+        names, idx, vals = [], [], []
+        for k in sorted(self.sums):
+            v = np.asarray(self.sums[k], dtype=np.float64).ravel()
+            names += [k] * len(v)
+            idx.append(np.arange(len(v), dtype=np.int32))
+            vals.append(v)
+        table = pa.table(
+            {
+                "statistic": pa.array(names, pa.string()),
+                "index": pa.array(np.concatenate(idx), pa.int32()),
+                "value": pa.array(np.concatenate(vals), pa.float64()),
+            }
+        )
+        meta = json.dumps(self.file_metadata(), sort_keys=True).encode()
+        return table.replace_schema_metadata({METADATA_KEY: meta})
+
+    def to_parquet(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        """Write the summary atomically to ``path`` (local path or fsspec URL)."""
+        table = self.to_table()
+        return atomic_write(path, lambda fh: pq.write_table(table, fh), overwrite=overwrite)
+
+
+def read_summary(path: str | os.PathLike[str] | Summary) -> Summary:
+    """Read a summary file written by :meth:`Summary.to_parquet` (or pass one through)."""
+    if isinstance(path, Summary):
+        return path
+    url = os.fspath(path)
+    fs, p = fsspec.core.url_to_fs(url)
+    if not fs.exists(p):
+        raise InputDataError(f"no such summary file: {url!r}")
+    try:
+        with fs.open(p, "rb") as fh:
+            table = pq.read_table(io.BytesIO(fh.read()))
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        raise InputDataError(f"{url!r} is not a readable Parquet file ({exc})") from None
+    raw = (table.schema.metadata or {}).get(METADATA_KEY)
+    if raw is None:
+        raise InputDataError(f"{url!r} is not an ldp_dask summary (no {METADATA_KEY.decode()!r} metadata)")
+    meta = json.loads(raw)
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise InputDataError(
+            f"{url!r} has summary format version {meta.get('format_version')!r}; "
+            f"this ldp_dask reads version {FORMAT_VERSION}"
+        )
+    channel = channel_from_params(meta["channel"], meta["channel_params"])
+    stat = table.column("statistic").to_pylist()
+    index = table.column("index").to_numpy()
+    value = table.column("value").to_numpy()
+    sums: dict[str, np.ndarray] = {}
+    for k in dict.fromkeys(stat):
+        mask = np.array([s == k for s in stat])
+        out = np.empty(int(mask.sum()))
+        out[index[mask]] = value[mask]
+        sums[k] = out
+    core = {"format_version", "channel", "channel_params", "epsilon", "n", "domain"}
+    extra = {k: v for k, v in meta.items() if k not in core}
+    return Summary(channel, int(meta["n"]), sums, extra)

@@ -205,6 +205,7 @@ def privatize(
     secret_file: str | os.PathLike[str] | None = None,
     clip: bool = False,
     partition_rows: int | None = None,
+    storage_options: dict[str, Any] | None = None,
     split_every: int = 8,
     rows_path: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
@@ -237,6 +238,8 @@ def privatize(
         Clamp out-of-domain values to the domain instead of failing.
     partition_rows : int, optional
         Target rows per partition (default 2^22).
+    storage_options : dict, optional
+        fsspec options for URL sources (credentials, endpoints, ...).
     split_every : int
         Fan-in of the tree reduction (≥ 2).
     rows_path : path, optional
@@ -264,7 +267,7 @@ def privatize(
         check_output(rows_path, overwrite, "rows_path")
     elif rows_path is not None:
         raise LdpDaskError("'rows_path' is only used with mode='rows'.")
-    dataset = open_source(source, column, partition_rows)
+    dataset = open_source(source, column, partition_rows, storage_options)
     sec = resolve_secret(secret, seed, secret_file)
     context = {
         "v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column,

@@ -64,7 +64,10 @@ def _is_numeric(t: pa.DataType) -> bool:
 
 
 def open_source(
-    source: Any, column: str | None = None, partition_rows: int | None = None
+    source: Any,
+    column: str | None = None,
+    partition_rows: int | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Dataset:
     """Plan a source into partitions.
 
@@ -76,6 +79,8 @@ def open_source(
         The column to read (optional for a 1-D array or a Series).
     partition_rows : int, optional
         Target rows per partition (whole row groups are never split).
+    storage_options : dict, optional
+        Passed to fsspec for URLs (credentials, endpoints, ...).
 
     Raises
     ------
@@ -86,7 +91,7 @@ def open_source(
         partition_rows, "partition_rows", 1
     )
     if isinstance(source, (str, os.PathLike)):
-        return _open_parquet(os.fspath(source), column, target)
+        return _open_parquet(os.fspath(source), column, target, storage_options or {})
     return _open_memory(source, column, target)
 
 
@@ -161,10 +166,13 @@ def _list_files(fs: Any, path: str) -> list[str]:
     return files
 
 
-def _open_parquet(url: str, column: str | None, target: int) -> Dataset:
+def _open_parquet(url: str, column: str | None, target: int, storage_options: dict[str, Any]) -> Dataset:
     if column is None:
         raise LdpDaskError("The 'column' parameter is required for a Parquet source.")
-    fs, path = fsspec.core.url_to_fs(url)
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **storage_options)
+    except (ValueError, ImportError) as exc:
+        raise InputDataError(f"cannot open {url!r}: {exc}") from None
     files = _list_files(fs, path)
     root = path if fs.isdir(path) else os.path.dirname(path)
     pieces: list[Piece] = []

@@ -6,7 +6,7 @@ from typing import Any
 
 from .._validation import LdpDaskError
 from .base import Channel, NumericChannel, noise_scale_for
-from .histogram import LaplaceHistogram
+from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
 
 __all__ = [
@@ -17,6 +17,8 @@ __all__ = [
     "CHANNELS",
     "channel_from_params",
     "noise_scale_for",
+    "default_bins",
+    "build_channel",
 ]
 
 #: Registry of channels by their public name (used by summaries and the CLI).
@@ -35,3 +37,35 @@ def channel_from_params(name: str, params: dict[str, Any]) -> Channel:
             f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}."
         ) from None
     return cls.from_params(dict(params))
+
+
+def build_channel(
+    name: str,
+    epsilon: float,
+    domain: tuple[float, float] | list[float] | None = None,
+    bins: int | str | None = None,
+    n: int | None = None,
+) -> Channel:
+    """Build a channel from flat parameters (CLI and flows).
+
+    ``bins="auto"`` (or None for a histogram) uses :func:`default_bins` with
+    the public row count ``n``.
+    """
+    if name not in CHANNELS:
+        raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.")
+    if domain is None:
+        raise LdpDaskError(f"The {name!r} channel needs a public 'domain' (lo, hi).")
+    if name == "histogram":
+        if bins is None or bins == "auto":
+            if n is None:
+                raise LdpDaskError("bins='auto' needs the number of rows n.")
+            bins = default_bins(n, epsilon)
+        elif isinstance(bins, str):
+            try:
+                bins = int(bins)
+            except ValueError:
+                raise LdpDaskError(f"The 'bins' parameter must be an integer or 'auto'. Got {bins!r} instead.") from None
+        return LaplaceHistogram(epsilon=epsilon, bins=bins, domain=tuple(domain))
+    if bins not in (None, "auto"):
+        raise LdpDaskError(f"The 'bins' parameter does not apply to the {name!r} channel.")
+    return LaplaceMean(epsilon=epsilon, domain=tuple(domain))

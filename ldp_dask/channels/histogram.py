@@ -94,3 +94,14 @@ class LaplaceHistogram(NumericChannel):
         z = rng.laplace(0.0, self.noise_scale, size=(len(x), self.bins))
         z[np.arange(len(x)), self.bin_index(x)] += 1.0
         return z
+
+
+def default_bins(n: int, epsilon: float, beta: float = 1.0) -> int:
+    """K ≍ (nα²)^{1/(2β+2)} (SPEC §1.1), the MSE-optimal order for β-Hölder densities.
+
+    ``n`` is public (the number of reports) and α is chosen before privatizing,
+    so the choice costs no privacy. β = 1 (Lipschitz) by default.
+    """
+    check_int(n, "n", 1)
+    check_epsilon(epsilon)
+    return int(min(MAX_BINS, max(1, np.ceil((n * epsilon**2) ** (1.0 / (2 * beta + 2))))))

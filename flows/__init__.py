@@ -1,0 +1,10 @@
+"""Prefect flows: thin wiring around ldp_dask (retries on I/O, artifacts, logs).
+
+One flow per file: ``flows/privatize.py:privatize_flow`` and
+``flows/estimate.py:estimate_flow``.
+"""
+
+from .estimate import estimate_flow
+from .privatize import privatize_flow
+
+__all__ = ["privatize_flow", "estimate_flow"]

@@ -1,0 +1,106 @@
+"""Prefect flow: privatize one column of a Parquet dataset into a summary file.
+
+Thin by design: the statistics live in :mod:`ldp_dask`; this file adds
+retries on the I/O tasks, a markdown artifact and logs. Task results are not
+persisted (``persist_result=False``). Nothing exact about the data is logged:
+only public quantities (n, ε, parameters, paths, key id).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+
+import ldp_dask
+from ldp_dask._io import check_output
+from ldp_dask.channels import build_channel
+from ldp_dask.source import open_source
+
+
+@task(retries=2, retry_delay_seconds=2, persist_result=False)
+def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float],
+                 bins: int | str | None, out: str, overwrite: bool) -> dict[str, Any]:
+    """Read metadata only: check the output path, count rows, build the channel."""
+    check_output(out, overwrite)
+    dataset = open_source(source, column)
+    ch = build_channel(channel, epsilon, domain, bins, n=dataset.n)
+    return {"channel": ch, "n": dataset.n, "partitions": len(dataset.pieces)}
+
+
+@task(persist_result=False)
+def run_privatize(source: str, column: str, channel: ldp_dask.Channel, mode: str, scheduler: str | None,
+                  secret_file: str | None, seed: int | None, clip: bool, partition_rows: int | None,
+                  split_every: int, rows_out: str | None, overwrite: bool) -> ldp_dask.Summary:
+    """Run the Dask pipeline (Dask retries its own tasks; no Prefect retry here)."""
+    return ldp_dask.privatize(
+        source, column=column, channel=channel, mode=mode, client=scheduler, seed=seed,
+        secret_file=secret_file, clip=clip, partition_rows=partition_rows,
+        split_every=split_every, rows_path=rows_out, overwrite=overwrite,
+    )
+
+
+@task(retries=3, retry_delay_seconds=1, persist_result=False)
+def write_summary(summary: ldp_dask.Summary, out: str, overwrite: bool) -> str:
+    """Atomic write (temp file + rename), so a retry never sees a partial file."""
+    return summary.to_parquet(out, overwrite=overwrite)
+
+
+@flow(name="ldp-privatize", log_prints=False)
+def privatize_flow(
+    source: str,
+    column: str,
+    out: str,
+    domain: list[float],
+    channel: str = "histogram",
+    epsilon: float = 1.0,
+    bins: int | str | None = "auto",
+    mode: str = "summary",
+    rows_out: str | None = None,
+    scheduler: str | None = None,
+    secret_file: str | None = None,
+    seed: int | None = None,
+    clip: bool = False,
+    partition_rows: int | None = None,
+    split_every: int = 8,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Privatize ``column`` of ``source`` with a local channel and write a summary.
+
+    ``scheduler`` is a Dask scheduler address; without one a LocalCluster is
+    started for the run. Returns public facts about the release.
+    """
+    logger = get_run_logger()
+    plan = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite)
+    ch = plan["channel"]
+    logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
+                source, column, plan["n"], plan["partitions"], ch, mode)
+    summary = run_privatize(source, column, ch, mode, scheduler, secret_file, seed, clip,
+                            partition_rows, split_every, rows_out, overwrite)
+    path = write_summary(summary, out, overwrite)
+    meta = summary.file_metadata()
+    facts = {
+        "summary": path, "channel": ch.name, "params": ch.params(), "epsilon": ch.epsilon,
+        "epsilon_spent": ch.epsilon_spent(), "n": summary.n, "mode": mode,
+        "key_id": meta["key_id"], "key_source": meta["key_source"], "reproducible": meta["reproducible"],
+        "rows_out": rows_out,
+    }
+    create_markdown_artifact(
+        key="ldp-release",
+        markdown="\n".join([
+            f"# Local-DP release of `{column}`",
+            "",
+            "| what | value |", "|---|---|",
+            f"| channel | `{ch!r}` |",
+            f"| ε requested / spent per row | {ch.epsilon:g} / {ch.epsilon_spent():g} |",
+            f"| rows (n) | {summary.n:,} |",
+            f"| mode | {mode} |",
+            f"| key id (source) | `{meta['key_id']}` ({meta['key_source']}) |",
+            f"| summary | `{path}` |",
+            *([f"| privatized rows | `{rows_out}` |"] if rows_out else []),
+        ]),
+        description="What was released and what it cost",
+    )
+    logger.info("Wrote %s (ε=%g per row, key id %s)", path, ch.epsilon, meta["key_id"])
+    return facts

@@ -1,0 +1,174 @@
+"""``ldp-dask`` command line: demo, privatize, estimate.
+
+Bad input exits with status 2 and one line ``ldp-dask: error: ...`` on
+stderr; nothing is written in that case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from ._validation import LdpDaskError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ldp-dask", description="Locally private statistics over Parquet with Dask.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="run the embedded demo (synthetic data, LocalCluster, Prefect without a server)",
+                       description="Generate synthetic Parquet data, privatize and estimate it with the Prefect flows.")
+    d.add_argument("--out", default="demo-output", help="output directory (default: demo-output)")
+    d.add_argument("--rows", type=int, default=2_000_000, help="rows to generate (default: 2,000,000)")
+    d.add_argument("--files", type=int, default=4, help="Parquet files to generate (default: 4)")
+    d.add_argument("--epsilon", type=float, default=1.0, help="ε per row (default: 1)")
+    d.add_argument("--workers", type=int, default=2, help="Dask worker processes (default: 2)")
+
+    r = sub.add_parser("privatize", help="privatize a column into a summary file",
+                       description="Privatize one column of a Parquet dataset with a local-DP channel.")
+    r.add_argument("source", help="Parquet file, directory, glob or fsspec URL")
+    r.add_argument("--column", required=True, help="column to privatize")
+    r.add_argument("--channel", required=True, choices=["histogram", "mean"], help="local channel")
+    r.add_argument("--domain", nargs=2, type=float, required=True, metavar=("LO", "HI"), help="public domain")
+    r.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
+    r.add_argument("--bins", default=None, help="histogram bins K, or 'auto' = ceil((n ε²)^(1/4)) (default)")
+    r.add_argument("--out", required=True, help="summary file to write")
+    r.add_argument("--mode", choices=["summary", "rows"], default="summary",
+                   help="summary: only noisy sums leave workers (default); rows: also write privatized rows")
+    r.add_argument("--rows-out", default=None, help="directory for privatized rows (rows mode)")
+    r.add_argument("--clip", action="store_true", help="clamp out-of-domain values instead of failing")
+    r.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    r.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="attach to a running Dask scheduler (default: start a LocalCluster)")
+    r.add_argument("--local", action="store_true", help="run in this process, without Dask")
+    r.add_argument("--secret-file", default=None, help="file with the secret key (else $LDP_DASK_SECRET, else random)")
+    r.add_argument("--seed", type=int, default=None, help="insecure integer seed, for simulations only")
+    r.add_argument("--partition-rows", type=int, default=None, help="target rows per partition (default 4,194,304)")
+    r.add_argument("--split-every", type=int, default=8, help="fan-in of the tree reduction (default 8)")
+    r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar (default: when stderr is a terminal)")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    e = sub.add_parser("estimate", help="estimate from a summary file",
+                       description="Density (histogram channel) or mean (mean channel) from a summary.")
+    e.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
+    e.add_argument("--plot", default=None, help="write a PNG plot of the density")
+    e.add_argument("--out", default=None, help="write the estimate as JSON")
+    e.add_argument("--raw", action="store_true", help="histogram: raw unbiased estimate (no simplex projection)")
+    e.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+    e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    e.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def _cmd_privatize(a: argparse.Namespace) -> int:
+    import ldp_dask
+    from ldp_dask._io import check_output
+    from ldp_dask.channels import build_channel
+    from ldp_dask.source import open_source
+
+    if a.local and a.scheduler:
+        raise LdpDaskError("Give at most one of --local and --scheduler.")
+    check_output(a.out, a.overwrite)
+    dataset = open_source(a.source, a.column, a.partition_rows)
+    channel = build_channel(a.channel, a.epsilon, tuple(a.domain), a.bins, n=dataset.n)
+    progress = sys.stderr.isatty() if a.progress is None else a.progress
+    summary = ldp_dask.privatize(
+        a.source, column=a.column, channel=channel, mode=a.mode,
+        client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
+        clip=a.clip, partition_rows=a.partition_rows, split_every=a.split_every,
+        rows_path=a.rows_out, overwrite=a.overwrite, progress=progress,
+    )
+    path = summary.to_parquet(a.out, overwrite=a.overwrite)
+    meta = summary.file_metadata()
+    info = {"summary": path, "channel": channel.name, "params": channel.params(), "n": summary.n,
+            "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
+            "key_id": meta["key_id"], "key_source": meta["key_source"], "rows_out": a.rows_out}
+    if a.json:
+        print(json.dumps(info))
+    else:
+        print(f"wrote {path}: {channel!r}, n={summary.n:,}, ε spent per row {channel.epsilon_spent():g}, "
+              f"key id {meta['key_id']} ({meta['key_source']})")
+        if meta["key_source"] == "random":
+            print("note: a fresh random secret was used; set LDP_DASK_SECRET or --secret-file to make releases reproducible")
+    if summary.n_clipped is not None:
+        # exact count, shown to the operator only; never written to the summary
+        print(f"clipped {summary.n_clipped:,} out-of-domain values to the domain (operator-only, not released)",
+              file=sys.stderr)
+    return 0
+
+
+def _cmd_estimate(a: argparse.Namespace) -> int:
+    import ldp_dask
+    from ldp_dask.estimators import DensityEstimate
+
+    s = ldp_dask.read_summary(a.summary)
+    if s.channel.name == "histogram":
+        est = ldp_dask.histogram_density(s, projection="none" if a.raw else "simplex", level=a.level)
+    else:
+        if a.raw or a.plot:
+            raise LdpDaskError("--raw and --plot apply to histogram summaries only.")
+        est = ldp_dask.mean(s, level=a.level)
+    from ldp_dask._io import check_output
+
+    for p in (a.out, a.plot):
+        if p:
+            check_output(p, a.overwrite)
+    if a.out:
+        est.save(a.out, overwrite=a.overwrite)
+    if a.plot and isinstance(est, DensityEstimate):
+        est.plot(a.plot, overwrite=a.overwrite)
+    if a.json:
+        print(json.dumps(est.to_dict()))
+    elif isinstance(est, DensityEstimate):
+        lo, hi = est.band()
+        print(f"{est.method} density, n={est.n:,}, ε={est.epsilon:g}, {len(est.density)} bins, "
+              f"{est.level:.0%} pointwise band")
+        print(f"{'bin':>24}  {'density':>11}  {'band':>25}")
+        for j in range(len(est.density)):
+            edge = f"[{est.edges[j]:.4g}, {est.edges[j + 1]:.4g})"
+            print(f"{edge:>24}  {est.density[j]:11.4g}  [{lo[j]:11.4g}, {hi[j]:11.4g}]")
+        q = est.quantile([0.1, 0.5, 0.9])
+        print(f"quantiles of the estimate: 10% {q[0]:.4g}, 50% {q[1]:.4g}, 90% {q[2]:.4g}")
+    else:
+        print(f"mean {est.value:.6g} (se {est.se:.3g}), {est.level:.0%} interval [{est.ci[0]:.6g}, {est.ci[1]:.6g}], "
+              f"n={est.n:,}, ε={est.epsilon:g}; privacy noise is {est.noise_share:.0%} of the variance")
+    for label, p in (("json", a.out), ("plot", a.plot)):
+        if p and not a.json:
+            print(f"wrote {label}: {p}")
+    return 0
+
+
+def _cmd_demo(a: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    res = run_demo(out=a.out, rows=a.rows, files=a.files, epsilon=a.epsilon, workers=a.workers)
+    p = res["paths"]
+    print()
+    print(f"ldp_dask demo finished in {res['seconds']:.1f} s")
+    print(f"  density plot : {p['density_png']}  (L1 distance to the truth {res['l1']:.3f})")
+    print(f"  mean         : {res['mean']['value']:,.1f}, interval [{res['mean']['ci'][0]:,.1f}, "
+          f"{res['mean']['ci'][1]:,.1f}] (truth {res['true_mean']:,.1f})")
+    print(f"  summaries    : {p['hist']}, {p['mean']}")
+    print(f"  report       : {p['report']}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ldp-dask`` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate}
+    try:
+        return handlers[args.command](args)
+    except LdpDaskError as exc:
+        msg = " ".join(str(exc).split())
+        print(f"ldp-dask: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

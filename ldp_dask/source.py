@@ -244,8 +244,9 @@ def read_piece(dataset: Dataset, piece: Piece) -> np.ndarray:
             with fs.open(piece.path, "rb") as fh:
                 pf = pq.ParquetFile(fh)
                 table = pf.read_row_groups(list(piece.row_groups), columns=[dataset.column], use_threads=False)
-    except (pa.ArrowInvalid, pa.ArrowIOError) as exc:
+    except pa.ArrowInvalid as exc:  # corrupt content: deterministic, not worth a retry
         raise InputDataError(f"{piece.path!r} could not be read as Parquet ({exc})") from None
+    # OSError (a transient I/O failure) propagates, so Dask retries the task
     col = table.column(0)
     if col.null_count:
         raise InputDataError(

@@ -1,0 +1,45 @@
+"""Shared fixtures: a real LocalCluster with worker processes, real Parquet data."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.pop("LDP_DASK_SECRET", None)  # tests choose their keys explicitly
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """Two worker processes, one thread each (the machine has two cores)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as lc, Client(lc) as client:
+        yield client
+
+
+def write_dataset(directory: Path, values: list[np.ndarray], row_group_size: int = 25_000,
+                  extra: bool = True) -> Path:
+    """Write one Parquet file per array (column ``x``, plus a string column ``s``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, v in enumerate(values):
+        cols = {"x": v}
+        if extra:
+            cols["s"] = pa.array(np.where(np.arange(len(v)) % 2 == 0, "a", "b"))
+        pq.write_table(pa.table(cols), directory / f"part-{i:03d}.parquet", row_group_size=row_group_size)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def beta_dataset(tmp_path_factory):
+    """~210k rows of Beta(2,5) in 3 files with several row groups each."""
+    rng = np.random.default_rng(20261122)
+    d = tmp_path_factory.mktemp("beta") / "data"
+    return write_dataset(d, [rng.beta(2, 5, size=m) for m in (80_000, 70_000, 60_000)])

@@ -1,0 +1,39 @@
+"""A real fsspec filesystem that fails the first read of each Parquet file on a worker.
+
+Used to prove that a retried task reproduces the undisturbed release. The
+first failure per file is recorded as a marker file, so it works across
+worker processes; reads in the driver process (planning) never fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from fsspec.implementations.local import LocalFileSystem
+
+
+class FlakyFileSystem(LocalFileSystem):
+    protocol = ("flaky",)
+
+    def __init__(self, marker_dir: str, driver_pid: int, **kwargs):
+        super().__init__(**kwargs)
+        self.marker_dir = marker_dir
+        self.driver_pid = driver_pid
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        path = path[len("flaky://"):] if str(path).startswith("flaky://") else path
+        return LocalFileSystem._strip_protocol(path)
+
+    def _open(self, path, mode="rb", **kwargs):
+        if "r" in mode and str(path).endswith(".parquet") and os.getpid() != self.driver_pid:
+            marker = os.path.join(self.marker_dir, hashlib.sha256(str(path).encode()).hexdigest())
+            try:
+                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.close(fd)
+                raise OSError(f"injected transient failure reading {path}")
+        return super()._open(path, mode, **kwargs)

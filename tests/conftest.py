@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.pop("LDP_DASK_SECRET", None)  # tests choose their keys explicitly
 
 

@@ -1,0 +1,149 @@
+"""Every bad input of issue 2: a clear one-line error, exit status 2, nothing written."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import ldp_dask
+from ldp_dask.cli import main
+
+
+@pytest.fixture
+def good(tmp_path):
+    d = tmp_path / "good"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 100, 4000)
+    pq.write_table(pa.table({"x": x, "name": pa.array(["a"] * len(x))}), d / "a.parquet", row_group_size=1000)
+    return d
+
+
+def _dataset(tmp_path, name, table=None, raw=None):
+    d = tmp_path / name
+    d.mkdir()
+    if table is not None:
+        pq.write_table(table, d / "a.parquet")
+    if raw is not None:
+        (d / "a.parquet").write_bytes(raw)
+    return d
+
+
+def _run(capsys, tmp_path, source, *extra, out=None):
+    out = out or tmp_path / "out.summary.parquet"
+    argv = ["privatize", str(source), "--column", "x", "--channel", "histogram", "--bins", "8",
+            "--domain", "0", "100", "--epsilon", "1", "--out", str(out), "--local", "--seed", "1", *extra]
+    # later flags override earlier ones in argparse
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    return code, err, out
+
+
+def _bad_data(tmp_path):
+    x = np.random.default_rng(1).uniform(0, 100, 100)
+    nan, inf, big = x.copy(), x.copy(), x.copy()
+    nan[3], inf[4], big[5] = np.nan, -np.inf, 1e6
+    return {
+        "nan": (pa.table({"x": nan}), None, "NaN"),
+        "inf": (pa.table({"x": inf}), None, "infinite"),
+        "out_of_domain": (pa.table({"x": big}), None, "outside the declared domain"),
+        "nulls": (pa.table({"x": pa.array([1.0, None, 2.0])}), None, "null"),
+        "missing_column": (pa.table({"y": x}), None, "column 'x' not found"),
+        "string_column": (pa.table({"x": pa.array(["a"] * 10)}), None, "numeric column is required"),
+        "empty": (pa.table({"x": pa.array([], pa.float64())}), None, "empty"),
+        "corrupt": (None, b"PAR1 this is not parquet", "not a readable Parquet"),
+    }
+
+
+@pytest.mark.parametrize("case", ["nan", "inf", "out_of_domain", "nulls", "missing_column", "string_column",
+                                  "empty", "corrupt"])
+def test_bad_data_gives_clear_error_and_writes_nothing(capsys, tmp_path, case):
+    table, raw, message = _bad_data(tmp_path)[case]
+    src = _dataset(tmp_path, case, table, raw)
+    code, err, out = _run(capsys, tmp_path, src)
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("ldp-dask: error:") and message in err[0], err
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [case]  # nothing else written, no temp files
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--epsilon", "0"], "'epsilon' parameter"),
+        (["--epsilon", "-1"], "'epsilon' parameter"),
+        (["--epsilon", "nan"], "'epsilon' parameter"),
+        (["--epsilon", "inf"], "'epsilon' parameter"),
+        (["--bins", "0"], "'bins' parameter"),
+        (["--bins", "-4"], "'bins' parameter"),
+        (["--bins", "many"], "'bins' parameter"),
+        (["--domain", "5", "5"], "lo < hi"),
+        (["--domain", "9", "1"], "lo < hi"),
+        (["--mode", "rows"], "rows_path"),
+        (["--partition-rows", "0"], "'partition_rows' parameter"),
+        (["--split-every", "1"], "'split_every' parameter"),
+    ],
+)
+def test_bad_parameters(capsys, tmp_path, good, extra, message):
+    code, err, out = _run(capsys, tmp_path, good, *extra)
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_missing_source_and_empty_directory(capsys, tmp_path):
+    code, err, _ = _run(capsys, tmp_path, tmp_path / "nowhere")
+    assert code == 2 and "no such file or directory" in err[0]
+    empty = tmp_path / "empty_dir"
+    empty.mkdir()
+    code, err, _ = _run(capsys, tmp_path, empty)
+    assert code == 2 and "no Parquet files" in err[0]
+
+
+def test_existing_output_needs_overwrite(capsys, tmp_path, good):
+    out = tmp_path / "exists.parquet"
+    out.write_bytes(b"precious")
+    code, err, _ = _run(capsys, tmp_path, good, out=out)
+    assert code == 2 and "already exists" in err[0] and "--overwrite" in err[0]
+    assert out.read_bytes() == b"precious"
+    code, _, _ = _run(capsys, tmp_path, good, "--overwrite", out=out)
+    assert code == 0 and ldp_dask.read_summary(out).n == 4000
+
+
+def test_clip_is_opt_in_counted_and_reported_to_the_operator_only(capsys, tmp_path):
+    x = np.random.default_rng(2).uniform(-10, 110, 1000)
+    src = _dataset(tmp_path, "wide", pa.table({"x": x}))
+    expected = int(np.sum((x < 0) | (x > 100)))
+    code, err, out = _run(capsys, tmp_path, src, "--clip")
+    assert code == 0
+    assert any(f"clipped {expected:,} " in line for line in err), err
+    meta = ldp_dask.read_summary(out).metadata
+    assert meta["clip"] is True and "n_clipped" not in meta
+
+
+def test_python_api_errors_name_the_parameter(good):
+    ch = ldp_dask.LaplaceHistogram(1.0, 4, (0, 100))
+    with pytest.raises(ldp_dask.LdpDaskError, match="'channel' parameter"):
+        ldp_dask.privatize(str(good), column="x", channel="histogram")
+    with pytest.raises(ldp_dask.LdpDaskError, match="'mode' parameter"):
+        ldp_dask.privatize(str(good), column="x", channel=ch, mode="fast")
+    with pytest.raises(ldp_dask.LdpDaskError, match="'column' parameter is required"):
+        ldp_dask.privatize(str(good), channel=ch)
+    with pytest.raises(ldp_dask.LdpDaskError, match="'source' parameter"):
+        ldp_dask.privatize({"x": 1}, channel=ch)
+    with pytest.raises(ldp_dask.LdpDaskError, match="1-D"):
+        ldp_dask.privatize(np.zeros((3, 2)), channel=ch)
+    with pytest.raises(ldp_dask.InputDataError, match="empty"):
+        ldp_dask.privatize(np.array([]), channel=ch)
+    assert os.listdir(good) == ["a.parquet"]
+
+
+def test_cli_help_for_every_command(capsys):
+    for cmd in (["--help"], ["demo", "--help"], ["privatize", "--help"], ["estimate", "--help"]):
+        with pytest.raises(SystemExit) as info:
+            main(cmd)
+        assert info.value.code == 0
+        assert "usage:" in capsys.readouterr().out

@@ -138,7 +138,9 @@ def read_summary(path: str | os.PathLike[str] | Summary) -> Summary:
         raise InputDataError(f"no such summary file: {url!r}")
     try:
         with fs.open(p, "rb") as fh:
-            table = pq.read_table(io.BytesIO(fh.read()))
+            # use_threads=False: pyarrow 26's thread pool can abort the process at
+            # interpreter exit ("terminate called without an active exception")
+            table = pq.read_table(io.BytesIO(fh.read()), use_threads=False)
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
         raise InputDataError(f"{url!r} is not a readable Parquet file ({exc})") from None
     raw = (table.schema.metadata or {}).get(METADATA_KEY)

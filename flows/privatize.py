@@ -21,16 +21,17 @@ from ldp_dask.source import open_source
 
 @task(retries=2, retry_delay_seconds=2, persist_result=False)
 def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float],
-                 bins: int | str | None, out: str, overwrite: bool) -> dict[str, Any]:
-    """Read metadata only: check the output path, count rows, build the channel."""
+                 bins: int | str | None, out: str, overwrite: bool,
+                 partition_rows: int | None) -> dict[str, Any]:
+    """Read metadata only: check the output path, plan partitions, build the channel."""
     check_output(out, overwrite)
-    dataset = open_source(source, column)
+    dataset = open_source(source, column, partition_rows)
     ch = build_channel(channel, epsilon, domain, bins, n=dataset.n)
-    return {"channel": ch, "n": dataset.n, "partitions": len(dataset.pieces)}
+    return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
 
 
 @task(persist_result=False)
-def run_privatize(source: str, column: str, channel: ldp_dask.Channel, mode: str, scheduler: str | None,
+def run_privatize(source: Any, column: str, channel: ldp_dask.Channel, mode: str, scheduler: str | None,
                   secret_file: str | None, seed: int | None, clip: bool, partition_rows: int | None,
                   split_every: int, rows_out: str | None, overwrite: bool) -> ldp_dask.Summary:
     """Run the Dask pipeline (Dask retries its own tasks; no Prefect retry here)."""
@@ -72,11 +73,11 @@ def privatize_flow(
     started for the run. Returns public facts about the release.
     """
     logger = get_run_logger()
-    plan = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite)
+    plan = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite, partition_rows)
     ch = plan["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, plan["n"], plan["partitions"], ch, mode)
-    summary = run_privatize(source, column, ch, mode, scheduler, secret_file, seed, clip,
+    summary = run_privatize(plan["dataset"], column, ch, mode, scheduler, secret_file, seed, clip,
                             partition_rows, split_every, rows_out, overwrite)
     path = write_summary(summary, out, overwrite)
     meta = summary.file_metadata()

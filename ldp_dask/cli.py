@@ -78,7 +78,7 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     channel = build_channel(a.channel, a.epsilon, tuple(a.domain), a.bins, n=dataset.n)
     progress = sys.stderr.isatty() if a.progress is None else a.progress
     summary = ldp_dask.privatize(
-        a.source, column=a.column, channel=channel, mode=a.mode,
+        dataset, column=a.column, channel=channel, mode=a.mode,
         client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
         clip=a.clip, partition_rows=a.partition_rows, split_every=a.split_every,
         rows_path=a.rows_out, overwrite=a.overwrite, progress=progress,

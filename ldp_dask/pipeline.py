@@ -216,10 +216,12 @@ def privatize(
 
     Parameters
     ----------
-    source : path, URL, numpy array, pandas DataFrame/Series or pyarrow Table
+    source : path, URL, numpy array, pandas DataFrame/Series, pyarrow Table or Dataset
         A Parquet file, directory, glob or fsspec URL (processed on Dask), or
         in-memory data (processed in-process; same result for the same key
-        and partitioning).
+        and partitioning), or a :class:`~ldp_dask.source.Dataset` already
+        planned by :func:`~ldp_dask.source.open_source` (then its partitioning
+        is used as it is).
     column : str
         Column to privatize (optional for 1-D arrays).
     channel : Channel

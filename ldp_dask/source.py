@@ -73,8 +73,9 @@ def open_source(
 
     Parameters
     ----------
-    source : str, path, numpy array, pandas DataFrame or Series, or pyarrow Table
-        A Parquet file, directory, glob or fsspec URL; or in-memory data.
+    source : str, path, numpy array, pandas DataFrame or Series, pyarrow Table, or Dataset
+        A Parquet file, directory, glob or fsspec URL; or in-memory data; a
+        :class:`Dataset` planned earlier is returned as it is.
     column : str, optional
         The column to read (optional for a 1-D array or a Series).
     partition_rows : int, optional
@@ -87,6 +88,8 @@ def open_source(
     InputDataError
         Missing or non-numeric column, empty dataset, no or corrupt Parquet files.
     """
+    if isinstance(source, Dataset):  # already planned (CLI, flows): don't read footers twice
+        return source
     target = DEFAULT_PARTITION_ROWS if partition_rows is None else check_int(
         partition_rows, "partition_rows", 1
     )

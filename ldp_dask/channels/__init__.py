@@ -8,12 +8,16 @@ from .._validation import LdpDaskError
 from .base import Channel, NumericChannel, noise_scale_for
 from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
+from .wavelet import CALIBRATIONS, WaveletLaplace, wavelet_levels
 
 __all__ = [
     "Channel",
     "NumericChannel",
     "LaplaceHistogram",
     "LaplaceMean",
+    "WaveletLaplace",
+    "wavelet_levels",
+    "CALIBRATIONS",
     "CHANNELS",
     "channel_from_params",
     "noise_scale_for",
@@ -25,6 +29,7 @@ __all__ = [
 CHANNELS: dict[str, type[Channel]] = {
     LaplaceHistogram.name: LaplaceHistogram,
     LaplaceMean.name: LaplaceMean,
+    WaveletLaplace.name: WaveletLaplace,
 }
 
 

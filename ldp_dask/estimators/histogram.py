@@ -24,18 +24,23 @@ from ..channels import LaplaceHistogram
 from ..summary import Summary, read_summary
 from .results import DensityEstimate
 
-__all__ = ["histogram_density", "project_simplex"]
+__all__ = ["histogram_density", "project_simplex", "simplex_shift"]
 
 
-def project_simplex(v: np.ndarray) -> np.ndarray:
-    """Euclidean projection of ``v`` onto {p ≥ 0, Σ p = 1} (sort-based, O(K log K))."""
+def simplex_shift(v: np.ndarray) -> float:
+    """The τ with Σ max(v − τ, 0) = 1 (Duchi et al. 2008, sort-based, O(K log K))."""
     v = np.asarray(v, dtype=np.float64)
     u = np.sort(v)[::-1]
     css = np.cumsum(u) - 1.0
     k = np.arange(1, len(v) + 1)
     r = k[u - css / k > 0][-1]
-    tau = css[r - 1] / r
-    return np.maximum(v - tau, 0.0)
+    return float(css[r - 1] / r)
+
+
+def project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection of ``v`` onto {p ≥ 0, Σ p = 1}: max(v − τ, 0)."""
+    v = np.asarray(v, dtype=np.float64)
+    return np.maximum(v - simplex_shift(v), 0.0)
 
 
 def histogram_density(

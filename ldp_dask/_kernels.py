@@ -1,0 +1,54 @@
+"""Fused numba kernels for the hot loops (pure functions of numpy arrays).
+
+Each kernel has a numpy reference implementation elsewhere (tests compare the
+two); the kernel exists because ``benchmarks/wavelet_rates.py --speed``
+measures it faster. Kernels are compiled once per process and cached on disk
+(``cache=True``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["wavelet_accumulate"]
+
+_ONE_MINUS = float(np.nextafter(1.0, 0.0))
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def wavelet_accumulate(
+    t: np.ndarray,
+    level_j: np.ndarray,
+    level_kind: np.ndarray,
+    level_offset: np.ndarray,
+    tabs: np.ndarray,
+    difs: np.ndarray,
+    support: int,
+    per_unit: int,
+    out: np.ndarray,
+) -> None:
+    """``out[offset_ℓ + k + S − 1] += Σ_i f_ℓ(2^{j_ℓ} t_i − k)`` for every level ℓ (unscaled).
+
+    One pass over the rows; per row and level, S table lookups with linear
+    interpolation (``difs`` is zero for step tables). ``tabs[kind]`` is the
+    table of φ (kind 0) or ψ (kind 1). The caller multiplies each level's
+    block by 2^{j/2}. Same arithmetic as :meth:`WaveletBasis.accumulate`,
+    different summation order.
+    """
+    nlev = level_j.shape[0]
+    for i in range(t.shape[0]):
+        ti = t[i]
+        if ti > _ONE_MINUS:
+            ti = _ONE_MINUS
+        for lev in range(nlev):
+            u = ti * float(1 << level_j[lev])
+            fl = np.floor(u)
+            q = (u - fl) * per_unit
+            i0 = int(q)
+            w = q - i0
+            base = level_offset[lev] + int(fl) + support - 1
+            kind = level_kind[lev]
+            for m in range(support):
+                idx = i0 + m * per_unit
+                out[base - m] += tabs[kind, idx] + w * difs[kind, idx]

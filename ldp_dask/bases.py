@@ -1,0 +1,261 @@
+"""Orthonormal compactly supported wavelet bases, tabulated once (SPEC §1.4).
+
+A :class:`WaveletBasis` holds φ and ψ of a PyWavelets orthogonal wavelet
+(``haar``, ``dbN``, ``symN``, ``coifN``) on a dyadic table of resolution
+2^−L (``pywt.Wavelet(name).wavefun(level=L)``, the cascade algorithm) and
+evaluates them by linear interpolation. Haar is tabulated exactly and
+evaluated as a step function (linear interpolation would smear its jumps).
+
+Both privatization and the sensitivity computation use *this* tabulated
+function, so the privacy proof concerns exactly the function that is released:
+for a piecewise-linear table, ``u ↦ Σ_k |ψ̃(u − k)|`` is convex on each grid
+cell, hence its maximum over the grid points is its exact supremum (SPEC §1.4).
+
+Coordinates. A public domain ``[lo, hi]`` is mapped to ``t = (x − lo)/(hi − lo)``
+in [0, 1] and the basis lives on t: φ_{jk}(t) = 2^{j/2} φ(2^j t − k) (seed 000,
+eq. (1)). With supp φ = supp ψ = [0, S] (S = filter length − 1), the functions
+at level j whose support meets [0, 1] are k ∈ N_j = {−S+1, …, 2^j − 1}, so
+|N_j| = 2^j + S − 1. ``t = 1`` is evaluated as the largest double below 1, so
+every value has exactly S (possibly zero) nonzero terms per level, all in N_j.
+
+For a block of values, :meth:`WaveletBasis.accumulate` adds Σ_i f_{jk}(t_i) for
+every k by S scatter-adds per level — O(rows × S × levels), never
+O(rows × dim) — and :meth:`WaveletBasis.design` materialises the dense
+(rows, |N_j|) matrix for rows mode and tests.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+
+from ._validation import LdpDaskError, check_int
+
+__all__ = ["WaveletBasis", "get_basis", "ORTHOGONAL_FAMILIES", "DEFAULT_TABLE_LEVEL", "MAX_LEVEL"]
+
+#: PyWavelets families with orthonormal, compactly supported wavelets.
+ORTHOGONAL_FAMILIES = ("haar", "db", "sym", "coif")
+#: Table resolution 2^−L per unit of the wavelet's own argument.
+DEFAULT_TABLE_LEVEL = 10
+#: Finest level j accepted: u = 2^j t must keep L + 12 bits of fraction in a
+#: double (j + L ≤ 40), and 2^j coefficients per level must stay tractable.
+MAX_LEVEL = 24
+_PRECISION_BITS = 40
+#: Relative safety margin on sup Σ|ψ̃|: the interpolation a + w(b − a) and the
+#: factor 2^{j/2} are each rounded, by a few ulps (~1e−15) at most.
+_SUP_MARGIN = 1.0 + 2.0**-40
+
+Kind = Literal["phi", "psi"]
+
+
+class WaveletBasis:
+    """φ and ψ of one orthogonal PyWavelets wavelet, tabulated at resolution 2^−L.
+
+    Parameters
+    ----------
+    name : str
+        PyWavelets name of an orthogonal compactly supported wavelet:
+        ``haar``, ``dbN``, ``symN`` or ``coifN``.
+    table_level : int
+        L, the table has 2^L points per unit (default 10); 4 ≤ L ≤ 20.
+
+    Attributes
+    ----------
+    support : int
+        S: φ and ψ vanish outside [0, S].
+    vanishing_moments : int
+        Vanishing moments of ψ (the regularity the estimator can exploit).
+    sup_abs : dict
+        ‖φ̃‖∞ and ‖ψ̃‖∞ of the tables.
+    sup_sum : dict
+        sup_u Σ_k |φ̃(u − k)| and sup_u Σ_k |ψ̃(u − k)|, exact for the tables
+        (times a 1 + 2^−40 rounding margin).
+    """
+
+    def __init__(self, name: str, table_level: int = DEFAULT_TABLE_LEVEL) -> None:
+        import pywt
+
+        if not isinstance(name, str):
+            raise LdpDaskError(f"The 'wavelet' parameter must be a string. Got {name!r} instead.")
+        self.table_level = check_int(table_level, "table_level", 4, 20)
+        try:
+            w = pywt.Wavelet(name)
+        except ValueError:
+            kind = "a continuous wavelet" if name in pywt.wavelist(kind="continuous") else "not a PyWavelets wavelet"
+            raise LdpDaskError(
+                f"The 'wavelet' parameter must name an orthogonal compactly supported wavelet "
+                f"(haar, dbN, symN, coifN). Got {name!r} instead, which is {kind}."
+            ) from None
+        if w.short_family_name not in ORTHOGONAL_FAMILIES or not w.orthogonal:
+            raise LdpDaskError(
+                f"The 'wavelet' parameter must name an orthogonal compactly supported wavelet "
+                f"(haar, dbN, symN, coifN). Got {name!r} instead, which is {w.family_name}"
+                f"{' (not orthogonal)' if not w.orthogonal else ''}."
+            )
+        self.name = name
+        self.family = w.short_family_name
+        self.vanishing_moments = int(w.vanishing_moments_psi)
+        self.support = S = int(w.dec_len) - 1
+        L = self.table_level
+        self.per_unit = P = 1 << L
+        npts = S * P + 1
+        if self.family == "haar":
+            # exact step functions, constant on each table cell [i/P, (i+1)/P)
+            u = np.arange(npts) / P
+            phi = np.where(u < 1.0, 1.0, 0.0)
+            psi = np.where(u < 0.5, 1.0, np.where(u < 1.0, -1.0, 0.0))
+            self.interpolation = "step"
+        else:
+            phi, psi, x = w.wavefun(level=L)
+            if len(x) < npts or x[npts - 1] != S or x[1] != 1.0 / P:
+                raise AssertionError(f"unexpected PyWavelets table layout for {name}")  # pragma: no cover
+            phi, psi = np.asarray(phi[:npts], dtype=np.float64), np.asarray(psi[:npts], dtype=np.float64)
+            # the support is [0, S]: the table must vanish at both ends
+            phi[0] = phi[-1] = psi[0] = psi[-1] = 0.0
+            self.interpolation = "linear"
+        self._tab: dict[str, np.ndarray] = {}
+        self._dif: dict[str, np.ndarray] = {}
+        self.sup_abs: dict[str, float] = {}
+        self.sup_sum: dict[str, float] = {}
+        for kind, tab in (("phi", phi), ("psi", psi)):
+            tab = np.ascontiguousarray(tab)
+            self._tab[kind] = tab
+            dif = np.zeros_like(tab) if self.interpolation == "step" else np.append(np.diff(tab), 0.0)
+            self._dif[kind] = dif
+            self.sup_abs[kind] = float(np.abs(tab).max())
+            # Σ_m |tab(u + m)| at the P + 1 grid points of u ∈ [0, 1]: exact sup
+            # for linear pieces (convexity) and for steps (constant on cells).
+            a = np.abs(tab)
+            per_u = a[: S * P].reshape(S, P).sum(axis=0)
+            per_u_end = a[P::P].sum()  # u = 1 (the same as u = 0 shifted by one)
+            self.sup_sum[kind] = float(max(per_u.max(), per_u_end)) * _SUP_MARGIN
+        # phi/psi stacked for the fused kernel; one spare zero so idx + 1 never overflows
+        self._stacked_tab = np.stack([np.append(self._tab["phi"], 0.0), np.append(self._tab["psi"], 0.0)])
+        self._stacked_dif = np.stack([np.append(self._dif["phi"], 0.0), np.append(self._dif["psi"], 0.0)])
+
+    def __repr__(self) -> str:
+        return f"WaveletBasis({self.name!r}, table_level={self.table_level})"
+
+    # --- index sets ---------------------------------------------------------------
+    @property
+    def c_A(self) -> int:
+        """The paper's c_A = 2⌈A⌉ + 1 for supports centred in [−A, A], A = S/2 (seed 000 §3)."""
+        return 2 * math.ceil(self.support / 2) + 1
+
+    def n_coefs(self, j: int) -> int:
+        """|N_j| = 2^j + S − 1."""
+        return (1 << j) + self.support - 1
+
+    def index_set(self, j: int) -> np.ndarray:
+        """N_j: the k whose φ_{jk}, ψ_{jk} support meets [0, 1]."""
+        return np.arange(-self.support + 1, 1 << j)
+
+    @property
+    def max_level(self) -> int:
+        """Finest level this table resolves: j + L ≤ 40 bits of a double, and j ≤ 24."""
+        return min(MAX_LEVEL, _PRECISION_BITS - self.table_level)
+
+    def check_level(self, j: int, name: str = "level") -> int:
+        """Validate a resolution level against the table's precision."""
+        if isinstance(j, (int, np.integer)) and not isinstance(j, bool) and j > self.max_level:
+            raise LdpDaskError(
+                f"The {name!r} parameter must be <= {self.max_level}: finer levels are beyond the resolution "
+                f"of the {self.name} table (2^-{self.table_level}) in double precision. Got {j!r} instead."
+            )
+        return check_int(j, name, 0, self.max_level)
+
+    # --- evaluation -----------------------------------------------------------------
+    def _cells(self, t: np.ndarray, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For t in [0, 1]: the base index ``floor(2^j t)``, table cell and weight."""
+        t = np.minimum(t, np.nextafter(1.0, 0.0))
+        u = t * float(1 << j)  # exact
+        fl = np.floor(u)
+        q = (u - fl) * self.per_unit  # exact (power of two)
+        i0 = q.astype(np.intp)
+        w = q - i0
+        return fl.astype(np.intp), i0, w
+
+    def _values(self, kind: Kind, i0: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
+        """Unscaled table value at argument m + fractional part (m = 0..S−1)."""
+        i = i0 + m * self.per_unit
+        tab, dif = self._tab[kind], self._dif[kind]
+        if self.interpolation == "step":
+            return tab[i]
+        return tab[i] + w * dif[i]
+
+    def accumulate(self, t: np.ndarray, j: int, kind: Kind, out: np.ndarray | None = None) -> np.ndarray:
+        """``out[k + S − 1] += Σ_i f_{jk}(t_i)`` for k ∈ N_j, f = φ or ψ.
+
+        O(len(t) × S): S weighted ``bincount`` passes. Returns ``out``.
+        """
+        S, nk = self.support, self.n_coefs(j)
+        if out is None:
+            out = np.zeros(nk)
+        fl, i0, w = self._cells(np.asarray(t, dtype=np.float64), j)
+        base = fl + (S - 1)
+        acc = np.zeros(nk)
+        for m in range(S):
+            acc += np.bincount(base - m, weights=self._values(kind, i0, w, m), minlength=nk)
+        out += acc * 2.0 ** (j / 2)
+        return out
+
+    def accumulate_levels(self, t: np.ndarray, levels: list[tuple[str, int]], out: np.ndarray | None = None) -> np.ndarray:
+        """All blocks at once: the concatenation of :meth:`accumulate` over ``levels``.
+
+        One fused pass over the rows (numba kernel, :mod:`ldp_dask._kernels`);
+        same values as the per-level numpy path up to summation order.
+        """
+        from ._kernels import wavelet_accumulate
+
+        sizes = [self.n_coefs(j) for _, j in levels]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        if out is None:
+            out = np.zeros(int(offsets[-1]))
+        acc = np.zeros(int(offsets[-1]))
+        t = np.ascontiguousarray(t, dtype=np.float64)
+        wavelet_accumulate(
+            t, np.array([j for _, j in levels], dtype=np.int64),
+            np.array([0 if k == "phi" else 1 for k, _ in levels], dtype=np.int64),
+            offsets[:-1], self._stacked_tab, self._stacked_dif, self.support, self.per_unit, acc,
+        )
+        for (_, j), a, c in zip(levels, offsets[:-1], offsets[1:]):
+            out[a:c] += acc[a:c] * 2.0 ** (j / 2)
+        return out
+
+    def design(self, t: np.ndarray, j: int, kind: Kind) -> np.ndarray:
+        """Dense matrix ``D[i, k + S − 1] = f_{jk}(t_i)``, shape (len(t), |N_j|)."""
+        S, nk = self.support, self.n_coefs(j)
+        t = np.asarray(t, dtype=np.float64)
+        d = np.zeros((len(t), nk))
+        fl, i0, w = self._cells(t, j)
+        rows = np.arange(len(t))
+        s = 2.0 ** (j / 2)
+        for m in range(S):  # the columns fl − m + S − 1 are distinct across m
+            d[rows, fl + (S - 1 - m)] = self._values(kind, i0, w, m) * s
+        return d
+
+    def evaluate(self, t: np.ndarray, j: int, kind: Kind, coefs: np.ndarray, power: int = 1) -> np.ndarray:
+        """``Σ_{k ∈ N_j} coefs[k + S − 1] f_{jk}(t)^power`` (synthesis for power 1), O(len(t) × S)."""
+        S = self.support
+        coefs = np.asarray(coefs, dtype=np.float64)
+        if coefs.shape != (self.n_coefs(j),):
+            raise LdpDaskError(f"coefs must have length |N_j| = {self.n_coefs(j)}; got shape {coefs.shape}")
+        t = np.asarray(t, dtype=np.float64)
+        fl, i0, w = self._cells(t, j)
+        out = np.zeros(len(t))
+        for m in range(S):
+            out += coefs[fl + (S - 1 - m)] * self._values(kind, i0, w, m) ** power
+        return out * 2.0 ** (power * j / 2)
+
+    def function(self, kind: Kind) -> tuple[np.ndarray, np.ndarray]:
+        """The table itself: (u grid on [0, S], values)."""
+        return np.arange(len(self._tab[kind])) / self.per_unit, self._tab[kind].copy()
+
+
+@lru_cache(maxsize=64)
+def get_basis(name: str, table_level: int = DEFAULT_TABLE_LEVEL) -> WaveletBasis:
+    """Cached :class:`WaveletBasis` (tables are built once per process)."""
+    return WaveletBasis(name, table_level)

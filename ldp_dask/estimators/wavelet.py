@@ -1,0 +1,178 @@
+"""Adaptive wavelet density estimator from a :class:`WaveletLaplace` summary (seed 000 §4, eq. (5)).
+
+With S the released coefficient sums and n the number of reports,
+
+    α̂_{j0k} = S_{j0−1,k}/n,    β̂_{jk} = S_{jk}/n,
+    f̃(t) = Σ_k α̂_{j0k} φ_{j0k}(t) + Σ_{j=j0}^{j1} Σ_k β̃_{jk} ψ_{jk}(t).
+
+Thresholds (SPEC §1.4). The seed keeps β̂_{jk} when |β̂_{jk}| ≥ K t_j with
+t_j = γ j^{ν+1/2} 2^{j/2}/√(nα²) and K = 4 c_A ‖ψ‖∞ (2ν−1)/(ν−1); since
+σ_j = K (j∨1)^ν 2^{j/2}/α for the paper's calibration, K t_j = γ √j σ_j/√n
+(for j ≥ 1). We use that form, λ_j = γ √j σ_j / √n, for either calibration:
+a universal-type threshold on the noise scale (β̂_{jk} carries noise of
+standard deviation √2 σ_j/√n). ``threshold``:
+
+* ``"hard"`` (the seed's estimator (5)): β̃ = β̂ 1{|β̂| ≥ λ_j};
+* ``"soft"``: β̃ = sign(β̂) max(|β̂| − λ_j, 0);
+* ``"none"``: the linear estimator, every detail kept.
+
+γ = :data:`DEFAULT_GAMMA` was chosen by ``benchmarks/wavelet_rates.py``
+(section "Choice of γ" of ``benchmarks/RESULTS.md``): the value with the
+smallest worst-case ratio to the best γ over three densities, three ε and
+four n.
+
+Projection. ``projection="density"`` (default) replaces f̃ by max(f̃ − c, 0)
+with c such that it integrates to one: the L2 projection onto densities,
+post-processing that never increases the L2 error (the truth is a density)
+and costs no privacy. ``"none"`` keeps the paper's raw estimator.
+
+Uncertainty. Conditionally on the selected coefficients, the kept terms have
+variance Var(ĉ_k) = (Var f_k(X) + 2σ_ℓ²)/n, and for the sampling part
+Σ_k f_k(t)² Var f_k(X) ≤ ‖f‖∞ Σ_k f_k(t)² (orthonormality), so
+
+    se(t)² = Σ_ℓ Σ_{k kept} (2σ_ℓ² + ‖f̃‖∞) f_k(t)² / n,
+
+a pointwise standard error that ignores the selection and the bias.
+
+All densities are reported on the original scale: f_X(x) = f_T(t)/(hi − lo).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._validation import LdpDaskError, check_probability
+from ..channels import WaveletLaplace
+from ..summary import Summary, read_summary
+from .histogram import simplex_shift
+from .results import DensityEstimate
+
+__all__ = ["wavelet_density", "wavelet_thresholds", "THRESHOLDS", "DEFAULT_GAMMA", "WaveletFunction"]
+
+THRESHOLDS = ("hard", "soft", "none")
+#: γ of λ_j = γ √j σ_j/√n; see the module docstring for how it was chosen.
+DEFAULT_GAMMA = 1.0
+
+
+def wavelet_thresholds(channel: WaveletLaplace, n: int, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
+    """λ_j = γ √j σ_j / √n for each detail level j0..j1 (SPEC §1.4)."""
+    j = np.array([jj for _, jj in channel.levels[1:]], dtype=np.float64)
+    return gamma * np.sqrt(j) * channel.sigmas[1:] / math.sqrt(n)
+
+
+class WaveletFunction:
+    """f(x) = shift-and-clip of Σ_ℓ Σ_k c_{ℓk} f_{ℓk}(t(x)) / (hi − lo), evaluated exactly."""
+
+    def __init__(self, channel: WaveletLaplace, coefs: list[np.ndarray], shift: float | None = None) -> None:
+        self.channel, self.coefs, self.shift = channel, coefs, shift
+
+    def raw_unit(self, t: np.ndarray) -> np.ndarray:
+        """Σ c f(t) on the unit scale (density of t)."""
+        b = self.channel.basis
+        out = np.zeros(len(t))
+        for (kind, j), c in zip(self.channel.levels, self.coefs):
+            if np.any(c):
+                out += b.evaluate(t, j, kind, c)  # type: ignore[arg-type]
+        return out
+
+    def unit(self, t: np.ndarray) -> np.ndarray:
+        v = self.raw_unit(t)
+        return v if self.shift is None else np.maximum(v - self.shift, 0.0)
+
+    def __call__(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        lo, hi = self.channel.domain
+        shape = x.shape
+        v = self.unit(self.channel.to_unit(x.ravel())) / (hi - lo)
+        return v.reshape(shape)
+
+
+def wavelet_density(
+    summary: Summary | str,
+    threshold: str = "hard",
+    gamma: float = DEFAULT_GAMMA,
+    projection: str = "density",
+    level: float = 0.95,
+    grid: int | None = None,
+) -> DensityEstimate:
+    """Adaptive thresholded wavelet density estimate (seed 000, eq. (5)).
+
+    Parameters
+    ----------
+    summary : Summary or path
+        A summary of the ``wavelet`` channel.
+    threshold : {"hard", "soft", "none"}
+        Hard thresholding (the seed's), soft, or none (linear estimator).
+    gamma : float
+        γ > 0 in λ_j = γ √j σ_j/√n.
+    projection : {"density", "none"}
+        Project onto densities (default) or return the raw estimate.
+    level : float
+        Confidence level of the pointwise band, in (0, 1).
+    grid : int, optional
+        Number of cells of the tabulation behind cdf/quantile/plot (default
+        max(1024, 2^(j1+4)), at most 2^16).
+    """
+    s = read_summary(summary)
+    ch = s.channel
+    if not isinstance(ch, WaveletLaplace):
+        raise LdpDaskError(f"wavelet_density needs a summary of the 'wavelet' channel; got {ch.name!r}.")
+    if threshold not in THRESHOLDS:
+        raise LdpDaskError(f"The 'threshold' parameter must be one of {', '.join(THRESHOLDS)}. Got {threshold!r} instead.")
+    if projection not in ("density", "none"):
+        raise LdpDaskError(f"The 'projection' parameter must be 'density' or 'none'. Got {projection!r} instead.")
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not (0 < gamma < math.inf):
+        raise LdpDaskError(f"The 'gamma' parameter must be a finite number > 0. Got {gamma!r} instead.")
+    level = check_probability(level, "level")
+    G = grid if grid is not None else min(1 << 16, max(1024, 1 << (ch.j1 + 4)))
+    if isinstance(G, bool) or not isinstance(G, (int, np.integer)) or not (16 <= G <= 1 << 22):
+        raise LdpDaskError(f"The 'grid' parameter must be an integer in [16, 4194304]. Got {grid!r} instead.")
+    n = s.n
+    raw = s.sums["sum"] / n
+    coefs = [raw[sl].copy() for sl in ch.slices]
+    lam = wavelet_thresholds(ch, n, gamma)
+    kept = [np.ones(len(coefs[0]), dtype=bool)]
+    for i, lj in enumerate(lam, start=1):
+        c = coefs[i]
+        if threshold == "hard":
+            keep = np.abs(c) >= lj
+            c[~keep] = 0.0
+        elif threshold == "soft":
+            keep = np.abs(c) > lj
+            coefs[i] = np.sign(c) * np.maximum(np.abs(c) - lj, 0.0)
+        else:
+            keep = np.ones(len(c), dtype=bool)
+        kept.append(keep)
+
+    lo, hi = ch.domain
+    width = hi - lo
+    t_mid = (np.arange(G) + 0.5) / G
+    f = WaveletFunction(ch, coefs)
+    v = f.raw_unit(t_mid)
+    if projection == "density":
+        f.shift = simplex_shift(v / G) * G
+        v = np.maximum(v - f.shift, 0.0)
+    sup_f = float(max(v.max(), 0.0))
+    var = np.zeros(G)
+    for (kind, j), sig, kp in zip(ch.levels, ch.sigmas, kept):
+        if kp.any():
+            var += ch.basis.evaluate(t_mid, j, kind, kp * (2 * sig**2 + sup_f), power=2)  # type: ignore[arg-type]
+    se = np.sqrt(var / n) / width
+    edges = lo + np.arange(G + 1) * (width / G)
+    edges[-1] = hi
+    method = f"wavelet-{threshold}" + ("+density" if projection == "density" else "")
+    n_kept = [int(k.sum()) for k in kept[1:]]
+    return DensityEstimate(
+        edges=edges, density=v / width, se=se, method=method, n=n, epsilon=ch.epsilon, level=level,
+        info={
+            "column": s.metadata.get("column", "value"), "domain": list(ch.domain), "wavelet": ch.wavelet,
+            "j0": ch.j0, "j1": ch.j1, "calibration": ch.calibration, "nu": ch.nu, "gamma": gamma,
+            "threshold": threshold, "thresholds": lam, "kept_per_level": n_kept,
+            "sigmas": ch.sigmas, "projection_shift": f.shift,
+            "label": f"{ch.wavelet} levels {ch.j0}–{ch.j1}, {threshold} threshold",
+        },
+        evaluator=f,
+    )

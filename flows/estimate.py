@@ -17,10 +17,12 @@ def load_summary(path: str) -> ldp_dask.Summary:
 
 
 @task(persist_result=False)
-def compute_estimate(summary: ldp_dask.Summary, level: float, projection: str) -> DensityEstimate | MeanEstimate:
-    if summary.channel.name == "histogram":
-        return ldp_dask.histogram_density(summary, projection=projection, level=level)
-    return ldp_dask.estimate(summary, level=level)
+def compute_estimate(summary: ldp_dask.Summary, level: float, projection: str | None,
+                     options: dict[str, Any] | None) -> DensityEstimate | MeanEstimate:
+    kwargs: dict[str, Any] = {"level": level, **(options or {})}
+    if projection is not None:
+        kwargs["projection"] = projection
+    return ldp_dask.estimate(summary, **kwargs)
 
 
 @task(retries=3, retry_delay_seconds=1, persist_result=False)
@@ -42,7 +44,10 @@ def _markdown(est: DensityEstimate | MeanEstimate, written: dict[str, str]) -> s
                 f"| share of variance from privacy noise | {est.noise_share:.1%} |"]
     else:
         med = float(est.quantile(0.5))
-        body = [f"| bins | {len(est.density)} on [{est.edges[0]:g}, {est.edges[-1]:g}] |",
+        i = est.info
+        shape = (f"{i['wavelet']} levels {i['j0']}–{i['j1']} ({i['calibration']}), γ = {i['gamma']:g}, "
+                 f"details kept per level {i['kept_per_level']}" if est.smooth else f"{len(est.density)} bins")
+        body = [f"| estimator | {shape} on [{est.edges[0]:g}, {est.edges[-1]:g}] |",
                 f"| method | {est.method} |",
                 f"| median of the estimate | {med:.6g} |",
                 f"| median pointwise se of the density | {float(sorted(est.se)[len(est.se) // 2]):.3g} |"]
@@ -53,11 +58,18 @@ def _markdown(est: DensityEstimate | MeanEstimate, written: dict[str, str]) -> s
 
 @flow(name="ldp-estimate")
 def estimate_flow(summary: str, out: str | None = None, plot: str | None = None, level: float = 0.95,
-                  projection: str = "simplex", overwrite: bool = False) -> dict[str, Any]:
-    """Estimate from ``summary``; write ``out`` (JSON) and ``plot`` (PNG)."""
+                  projection: str | None = None, overwrite: bool = False,
+                  options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Estimate from ``summary``; write ``out`` (JSON) and ``plot`` (PNG).
+
+    The estimator follows the summary's channel (histogram or wavelet density,
+    mean). ``projection`` is the estimator's (None: its default; "none": raw)
+    and ``options`` its other keyword arguments, e.g. ``{"threshold": "soft",
+    "gamma": 2.0}`` for a wavelet summary.
+    """
     logger = get_run_logger()
     s = load_summary(summary)
-    est = compute_estimate(s, level, projection)
+    est = compute_estimate(s, level, projection, options)
     written = write_outputs(est, out, plot, overwrite)
     if plot and isinstance(est, DensityEstimate):
         with open(plot, "rb") as fh:

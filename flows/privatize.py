@@ -22,11 +22,11 @@ from ldp_dask.source import open_source
 @task(retries=2, retry_delay_seconds=2, persist_result=False)
 def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float],
                  bins: int | str | None, out: str, overwrite: bool,
-                 partition_rows: int | None) -> dict[str, Any]:
+                 partition_rows: int | None, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Read metadata only: check the output path, plan partitions, build the channel."""
     check_output(out, overwrite)
     dataset = open_source(source, column, partition_rows)
-    ch = build_channel(channel, epsilon, domain, bins, n=dataset.n)
+    ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}))
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
 
 
@@ -66,14 +66,18 @@ def privatize_flow(
     partition_rows: int | None = None,
     split_every: int = 8,
     overwrite: bool = False,
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
 
     ``scheduler`` is a Dask scheduler address; without one a LocalCluster is
-    started for the run. Returns public facts about the release.
+    started for the run. ``options`` holds channel-specific parameters, e.g.
+    ``{"wavelet": "db4", "j0": 2, "j1": 8, "calibration": "tight"}`` for the
+    wavelet channel (levels default to the seed's choice from n and ε).
+    Returns public facts about the release.
     """
     logger = get_run_logger()
-    plan = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite, partition_rows)
+    plan = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite, partition_rows, options)
     ch = plan["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, plan["n"], plan["partitions"], ch, mode)

@@ -32,10 +32,16 @@ def _parser() -> argparse.ArgumentParser:
                        description="Privatize one column of a Parquet dataset with a local-DP channel.")
     r.add_argument("source", help="Parquet file, directory, glob or fsspec URL")
     r.add_argument("--column", required=True, help="column to privatize")
-    r.add_argument("--channel", required=True, choices=["histogram", "mean"], help="local channel")
+    r.add_argument("--channel", required=True, choices=["histogram", "mean", "wavelet"], help="local channel")
     r.add_argument("--domain", nargs=2, type=float, required=True, metavar=("LO", "HI"), help="public domain")
     r.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
     r.add_argument("--bins", default=None, help="histogram bins K, or 'auto' = ceil((n ε²)^(1/4)) (default)")
+    r.add_argument("--wavelet", default=None, help="wavelet: haar, dbN, symN or coifN (default db4)")
+    r.add_argument("--j0", type=int, default=None, help="wavelet: coarsest level (default from n and ε, seed 000)")
+    r.add_argument("--j1", type=int, default=None, help="wavelet: finest level (default from n and ε, seed 000)")
+    r.add_argument("--calibration", choices=["tight", "paper"], default=None,
+                   help="wavelet: noise calibration (default tight)")
+    r.add_argument("--nu", type=float, default=None, help="wavelet: level-weight exponent ν > 1 (default 1.5)")
     r.add_argument("--out", required=True, help="summary file to write")
     r.add_argument("--mode", choices=["summary", "rows"], default="summary",
                    help="summary: only noisy sums leave workers (default); rows: also write privatized rows")
@@ -54,15 +60,38 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the result as JSON")
 
     e = sub.add_parser("estimate", help="estimate from a summary file",
-                       description="Density (histogram channel) or mean (mean channel) from a summary.")
+                       description="Density (histogram or wavelet channel) or mean (mean channel) from a summary.")
     e.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
     e.add_argument("--plot", default=None, help="write a PNG plot of the density")
     e.add_argument("--out", default=None, help="write the estimate as JSON")
-    e.add_argument("--raw", action="store_true", help="histogram: raw unbiased estimate (no simplex projection)")
+    e.add_argument("--raw", action="store_true",
+                   help="density: the raw estimate (no projection onto densities)")
+    e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
+                   help="wavelet: hard (seed 000, default), soft, or none (linear estimator)")
+    e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 2)")
     e.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
+
+
+def _channel_options(a: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(a, k) for k in ("wavelet", "j0", "j1", "calibration", "nu") if getattr(a, k) is not None}
+
+
+def _estimator_options(a: argparse.Namespace, channel: str) -> dict[str, Any]:
+    """Estimator keyword arguments from the estimate command's flags."""
+    opts: dict[str, Any] = {"level": a.level}
+    if channel == "histogram":
+        opts["projection"] = "none" if a.raw else "simplex"
+    elif channel == "wavelet":
+        opts["projection"] = "none" if a.raw else "density"
+        opts.update({k: getattr(a, k) for k in ("threshold", "gamma") if getattr(a, k) is not None})
+    elif a.raw or a.plot:
+        raise LdpDaskError("--raw and --plot apply to density summaries (histogram, wavelet) only.")
+    if channel != "wavelet" and (a.threshold is not None or a.gamma is not None):
+        raise LdpDaskError("--threshold and --gamma apply to wavelet summaries only.")
+    return opts
 
 
 def _cmd_privatize(a: argparse.Namespace) -> int:
@@ -75,7 +104,7 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
         raise LdpDaskError("Give at most one of --local and --scheduler.")
     check_output(a.out, a.overwrite)
     dataset = open_source(a.source, a.column, a.partition_rows)
-    channel = build_channel(a.channel, a.epsilon, tuple(a.domain), a.bins, n=dataset.n)
+    channel = build_channel(a.channel, a.epsilon, tuple(a.domain), a.bins, n=dataset.n, **_channel_options(a))
     progress = sys.stderr.isatty() if a.progress is None else a.progress
     summary = ldp_dask.privatize(
         dataset, column=a.column, channel=channel, mode=a.mode,
@@ -103,16 +132,13 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
 
 
 def _cmd_estimate(a: argparse.Namespace) -> int:
+    import numpy as np
+
     import ldp_dask
     from ldp_dask.estimators import DensityEstimate
 
     s = ldp_dask.read_summary(a.summary)
-    if s.channel.name == "histogram":
-        est = ldp_dask.histogram_density(s, projection="none" if a.raw else "simplex", level=a.level)
-    else:
-        if a.raw or a.plot:
-            raise LdpDaskError("--raw and --plot apply to histogram summaries only.")
-        est = ldp_dask.mean(s, level=a.level)
+    est = ldp_dask.estimate(s, **_estimator_options(a, s.channel.name))
     from ldp_dask._io import check_output
 
     for p in (a.out, a.plot):
@@ -124,6 +150,18 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
         est.plot(a.plot, overwrite=a.overwrite)
     if a.json:
         print(json.dumps(est.to_dict()))
+    elif isinstance(est, DensityEstimate) and est.smooth:
+        i = est.info
+        print(f"{est.method} density, n={est.n:,}, ε={est.epsilon:g}, {i['wavelet']} levels {i['j0']}..{i['j1']} "
+              f"({i['calibration']} calibration), γ={i['gamma']:g}; details kept per level: {i['kept_per_level']}")
+        mid = (est.edges[:-1] + est.edges[1:]) / 2
+        lo, hi = est.band()
+        print(f"{'x':>12}  {'density':>11}  {est.level:.0%} pointwise band")
+        for x in np.linspace(est.edges[0], est.edges[-1], 21):
+            b = (np.interp(x, mid, lo), np.interp(x, mid, hi))
+            print(f"{x:12.4g}  {float(est.pdf(x)):11.4g}  [{b[0]:11.4g}, {b[1]:11.4g}]")
+        q = est.quantile([0.1, 0.5, 0.9])
+        print(f"quantiles of the estimate: 10% {q[0]:.4g}, 50% {q[1]:.4g}, 90% {q[2]:.4g}")
     elif isinstance(est, DensityEstimate):
         lo, hi = est.band()
         print(f"{est.method} density, n={est.n:,}, ε={est.epsilon:g}, {len(est.density)} bins, "

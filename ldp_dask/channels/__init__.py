@@ -50,16 +50,26 @@ def build_channel(
     domain: tuple[float, float] | list[float] | None = None,
     bins: int | str | None = None,
     n: int | None = None,
+    **options: Any,
 ) -> Channel:
     """Build a channel from flat parameters (CLI and flows).
 
     ``bins="auto"`` (or None for a histogram) uses :func:`default_bins` with
-    the public row count ``n``.
+    the public row count ``n``. Wavelet ``options``: ``wavelet``, ``j0``,
+    ``j1`` (None: :func:`wavelet_levels` from ``n`` and ε), ``calibration``,
+    ``nu``, ``table_level``.
     """
     if name not in CHANNELS:
         raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.")
     if domain is None:
         raise LdpDaskError(f"The {name!r} channel needs a public 'domain' (lo, hi).")
+    options = {k: v for k, v in options.items() if v is not None}
+    allowed = {"wavelet": {"wavelet", "j0", "j1", "calibration", "nu", "table_level"}}.get(name, set())
+    extra = sorted(set(options) - allowed)
+    if extra:
+        raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to the {name!r} channel.")
+    if name != "histogram" and bins not in (None, "auto"):
+        raise LdpDaskError(f"The 'bins' parameter does not apply to the {name!r} channel.")
     if name == "histogram":
         if bins is None or bins == "auto":
             if n is None:
@@ -71,6 +81,14 @@ def build_channel(
             except ValueError:
                 raise LdpDaskError(f"The 'bins' parameter must be an integer or 'auto'. Got {bins!r} instead.") from None
         return LaplaceHistogram(epsilon=epsilon, bins=bins, domain=tuple(domain))
-    if bins not in (None, "auto"):
-        raise LdpDaskError(f"The 'bins' parameter does not apply to the {name!r} channel.")
+    if name == "wavelet":
+        wavelet = options.pop("wavelet", "db4")
+        if options.get("j0") is None or options.get("j1") is None:
+            if n is None:
+                raise LdpDaskError("automatic wavelet levels need the number of rows n.")
+            j0, j1 = wavelet_levels(n, epsilon, wavelet)
+            options.setdefault("j0", j0)
+            if "j1" not in options:  # an explicit j0 above the automatic j1 pulls j1 up with it
+                options["j1"] = max(j1, options["j0"]) if isinstance(options["j0"], int) else j1
+        return WaveletLaplace(epsilon=epsilon, domain=tuple(domain), wavelet=wavelet, **options)
     return LaplaceMean(epsilon=epsilon, domain=tuple(domain))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from .._validation import LdpDaskError
@@ -20,10 +21,14 @@ __all__ = [
 def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEstimate:
     """The natural estimate for a summary's channel (density for a histogram or wavelet, mean for a mean)."""
     s = read_summary(summary)
-    if s.channel.name == "histogram":
-        return histogram_density(s, **kwargs)
-    if s.channel.name == "wavelet":
-        return wavelet_density(s, **kwargs)
-    if s.channel.name == "mean":
-        return mean(s, **kwargs)
-    raise LdpDaskError(f"no estimator for channel {s.channel.name!r}")  # pragma: no cover
+    fn = {"histogram": histogram_density, "wavelet": wavelet_density, "mean": mean}.get(s.channel.name)
+    if fn is None:
+        raise LdpDaskError(f"no estimator for channel {s.channel.name!r}")  # pragma: no cover
+    allowed = set(inspect.signature(fn).parameters) - {"summary"}
+    extra = sorted(set(kwargs) - allowed)
+    if extra:
+        raise LdpDaskError(
+            f"The option(s) {', '.join(extra)} do not apply to {fn.__name__} ({s.channel.name!r} summaries); "
+            f"it takes {', '.join(sorted(allowed))}."
+        )
+    return fn(s, **kwargs)

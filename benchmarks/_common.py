@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import platform
 import re
+import time
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 
@@ -40,3 +44,40 @@ def write_section(name: str, body: str) -> None:
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     RESULTS.write_text(text)
+
+
+def best_of(fn: Callable[[], Any], repeats: int) -> float:
+    """Smallest wall time of ``repeats`` calls of ``fn``."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def make_data(directory: Path, rows: int, files: int, sampler: Callable[[np.random.Generator, int], np.ndarray]
+              | None = None) -> Path:
+    """``files`` Parquet files with a float column ``x`` (Beta(2, 5) unless ``sampler``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    per = rows // files
+    for f in range(files):
+        x = sampler(rng, per) if sampler is not None else rng.beta(2, 5, per)
+        pq.write_table(pa.table({"x": x}), directory / f"part-{f:03d}.parquet", row_group_size=1 << 20)
+    return directory
+
+
+def _sum(*parts: np.ndarray) -> np.ndarray:
+    return np.sum(parts, axis=0)
+
+
+def tree_sum(client: Any, futures: list[Any], split_every: int = 8) -> np.ndarray:
+    """Tree-sum the arrays behind ``futures`` on the cluster (the non-private floor's reduction)."""
+    level = futures
+    while len(level) > 1:
+        level = [client.submit(_sum, *level[i:i + split_every], pure=False) for i in range(0, len(level), split_every)]
+    return level[0].result()

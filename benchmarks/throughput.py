@@ -24,27 +24,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write_section  # noqa: E402
+from _common import best_of, machine, make_data, tree_sum, write_section  # noqa: E402
 
 import ldp_dask  # noqa: E402
 from ldp_dask.source import open_source, read_piece  # noqa: E402
 
 DOMAIN = (0.0, 1.0)
 WORKERS = 2
-
-
-def make_data(directory: Path, rows: int, files: int) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    per = rows // files
-    for f in range(files):
-        pq.write_table(pa.table({"x": rng.beta(2, 5, per)}), directory / f"part-{f:03d}.parquet",
-                       row_group_size=1 << 20)
-    return directory
 
 
 def _floor_piece(args):
@@ -55,18 +44,10 @@ def _floor_piece(args):
     return np.bincount(idx, minlength=bins)
 
 
-def _sum(*parts):
-    return np.sum(parts, axis=0)
-
-
 def floor_histogram(client, path: str, bins: int) -> np.ndarray:
     """(a) non-private: same reading and partitioning, bincount, tree-summed counts."""
     ds = open_source(path, "x")
-    futs = client.map(_floor_piece, [(ds, p, bins) for p in ds.pieces], pure=False)
-    level = futs
-    while len(level) > 1:
-        level = [client.submit(_sum, *level[i:i + 8], pure=False) for i in range(0, len(level), 8)]
-    return level[0].result()
+    return tree_sum(client, client.map(_floor_piece, [(ds, p, bins) for p in ds.pieces], pure=False))
 
 
 def naive_dense(x: np.ndarray, bins: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -79,15 +60,6 @@ def naive_dense(x: np.ndarray, bins: int, epsilon: float, rng: np.random.Generat
         z[np.arange(len(z)), idx[s:s + 4096]] += 1.0
         total += z.sum(axis=0)
     return total
-
-
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:

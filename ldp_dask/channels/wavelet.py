@@ -186,19 +186,26 @@ class WaveletLaplace(NumericChannel):
         return z
 
 
-def wavelet_levels(n: int, epsilon: float, wavelet: str = "db4") -> tuple[int, int]:
+def wavelet_levels(n: int, epsilon: float, wavelet: str = "db4", regularity: int = 1) -> tuple[int, int]:
     """Levels of seed 000, Thm 4.1: 2^{j0} ≍ (nα²)^{1/(2N+2)}, 2^{2 j1} ≍ nα²/log(nα²).
 
-    N is the paper's regularity index of φ; we take N = (vanishing moments of
-    ψ) − 1, at least 1 (Haar has one vanishing moment). Both levels are rounded
-    to the nearest integer, j1 ≥ j0 ≥ 0; with nα² ≤ e the log is not positive
-    and j1 = j0. ``n`` is public (the number of reports) and α is fixed
-    before privatizing, so the choice costs no privacy.
+    N (``regularity``) is the paper's index in Hypothesis 1.1: φ is N + 1
+    times weakly differentiable, an integer N > 0, and the estimator adapts
+    to Besov smoothness s < N + 1. The default N = 1 is the smallest the
+    paper allows and the only one that db4/sym4/coif2 satisfy (their φ are
+    Hölder 1.6–1.8, not twice differentiable); it gives 2^{j0} ≍ (nα²)^{1/4},
+    the linear rate-optimal resolution for s = 1, like the histogram's K.
+    A larger N lowers j0: the seed's theory then relies on the detail levels,
+    which local noise makes expensive (``benchmarks/wavelet_rates.py``).
+
+    Both levels are rounded to the nearest integer, j1 ≥ j0 ≥ 0; with
+    nα² ≤ e the log is not positive and j1 = j0. ``n`` is public (the number of
+    reports) and α is fixed before privatizing, so the choice costs no privacy.
     """
     check_int(n, "n", 1)
     epsilon = check_epsilon(epsilon)
+    N = check_int(regularity, "regularity", 1, 20)
     b = get_basis(wavelet)
-    N = max(1, b.vanishing_moments - 1)
     na2 = n * epsilon**2
     j0 = max(0, round(math.log2(max(na2, 1.0)) / (2 * N + 2)))
     j1 = j0

@@ -1,0 +1,344 @@
+"""Wavelet bases, the WaveletLaplace channel and the thresholded estimator (seed 000, SPEC §1.4).
+
+Seeds are fixed; every statistical tolerance states its source and the
+chance that a correct implementation would fail it with a random seed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import pywt
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from ldp_dask import LdpDaskError
+from ldp_dask.bases import get_basis
+from ldp_dask.channels import WaveletLaplace, build_channel, wavelet_levels
+from ldp_dask.estimators import DEFAULT_GAMMA, wavelet_density, wavelet_thresholds
+from ldp_dask.summary import Summary
+
+WAVELETS = ["haar", "db2", "db4", "db8", "sym4", "sym6", "coif1", "coif3"]
+Z = 4.5  # P(|N(0,1)| > 4.5) = 6.8e-6 per check
+
+
+# --- the tabulated basis ---------------------------------------------------------------
+def _grid(n: int = 1 << 16) -> np.ndarray:
+    return (np.arange(n) + 0.5) / n  # midpoint rule on [0, 1]
+
+
+@pytest.mark.parametrize("name", ["db2", "db4", "sym4", "coif2", "haar"])
+def test_two_scale_relation_with_pywavelets_filters(name):
+    # φ_{jk} = Σ_l h_l φ_{j+1,2k+l} and ψ_{jk} = Σ_l g_l φ_{j+1,2k+l} with PyWavelets' rec_lo / rec_hi:
+    # the table is PyWavelets' φ, ψ. Relative L2 error budget 2e-3: linear interpolation of a
+    # Hölder-r function at resolution h = 2^-10 errs by O(h^r); db2 (r ≈ 0.55, the roughest here)
+    # measured 8e-4, the smoother ones <= 4e-5. A wrong filter or shift gives errors of order 1.
+    b, w = get_basis(name), pywt.Wavelet(name)
+    S, j, t = b.support, 5, _grid()
+    fine = b.design(t, j + 1, "phi")
+    for kind, filt in (("phi", w.rec_lo), ("psi", w.rec_hi)):
+        coarse = b.design(t, j, kind)
+        rec = np.zeros_like(coarse)
+        for k in range(-S + 1, 1 << j):
+            for ell, h in enumerate(filt):
+                kk = 2 * k + ell
+                if -S + 1 <= kk < 1 << (j + 1):
+                    rec[:, k + S - 1] += h * fine[:, kk + S - 1]
+        interior = slice(S, (1 << j) - S)  # children all inside N_{j+1}
+        err = np.linalg.norm(rec[:, interior] - coarse[:, interior]) / np.linalg.norm(coarse[:, interior])
+        assert err < 2e-3, (kind, err)
+
+
+@pytest.mark.parametrize("name", ["haar", "db4", "sym4", "coif2"])
+def test_tabulated_basis_is_orthonormal(name):
+    # Gram matrix of the interior functions of levels (φ, j0=3), (ψ, 3), (ψ, 4) by quadrature.
+    b, t = get_basis(name), _grid()
+    S = b.support
+    cols = [b.design(t, 3, "phi")[:, S - 1: 8], b.design(t, 3, "psi")[:, S - 1: 8],
+            b.design(t, 4, "psi")[:, S - 1: 16]]
+    D = np.hstack([c for c in cols if c.shape[1]])
+    gram = D.T @ D / len(t)
+    assert np.abs(gram - np.eye(len(gram))).max() < 2e-3
+
+
+def test_sparse_accumulation_matches_dense_design_and_kernel():
+    b = get_basis("db4")
+    t = np.random.default_rng(0).random(5000)
+    t[:3] = [0.0, 1.0, np.nextafter(1.0, 0.0)]
+    levels = [("phi", 2), ("psi", 2), ("psi", 3), ("psi", 6)]
+    dense = np.concatenate([b.design(t, j, k).sum(axis=0) for k, j in levels])
+    numpy_path = np.concatenate([b.accumulate(t, j, k) for k, j in levels])
+    fused = b.accumulate_levels(t, levels)
+    scale = np.abs(dense).max()
+    assert np.abs(numpy_path - dense).max() < 1e-12 * scale * len(t)
+    assert np.abs(fused - dense).max() < 1e-12 * scale * len(t)
+
+
+def _beta_coefficients(b, levels, a=2.0, c=3.0, n=1 << 17):
+    t = _grid(n)
+    f = stats.beta(a, c).pdf(t)
+    return [b.design(t, j, k).T @ f / n for k, j in levels]
+
+
+def test_noiseless_coefficients_from_samples_are_unbiased():
+    # mean_i f_{jk}(X_i) vs ∫ f f_{jk} by quadrature, X ~ Beta(2, 3); tolerance Z × sd/√n per
+    # coefficient with the sd computed from the same samples (~100 coefficients: false-failure < 1e-3)
+    b = get_basis("db4")
+    levels = [("phi", 2), ("psi", 2), ("psi", 3), ("psi", 4)]
+    truth = np.concatenate(_beta_coefficients(b, levels))
+    x = np.random.default_rng(7).beta(2.0, 3.0, size=200_000)
+    D = np.hstack([b.design(x, j, k) for k, j in levels])
+    est, sd = D.mean(axis=0), D.std(axis=0)
+    ok = sd > 0
+    assert np.all(np.abs(est - truth)[ok] <= Z * sd[ok] / math.sqrt(len(x)) + 1e-6)
+    assert np.all(np.abs(truth[~ok]) < 1e-6)  # coefficients no sample touches are ~0
+
+
+@pytest.mark.parametrize("name", ["haar", "db4", "coif2"])
+def test_reconstruction_from_exact_coefficients(name):
+    # f ∈ V_6 supported inside [0, 1]: its coefficients at levels j0=2..j1=5 reconstruct it
+    b = get_basis(name)
+    S, J = b.support, 6
+    rng = np.random.default_rng(3)
+    c = np.zeros(b.n_coefs(J))
+    c[S - 1: S - 1 + (1 << J) - S + 1] = rng.normal(size=(1 << J) - S + 1)  # k = 0..2^J − S
+    t = _grid()
+    f = b.evaluate(t, J, "phi", c)
+    levels = [("phi", 2)] + [("psi", j) for j in range(2, J)]
+    coefs = [b.design(t, j, k).T @ f / len(t) for k, j in levels]
+    rec = sum(b.evaluate(t, j, k, cc) for (k, j), cc in zip(levels, coefs))
+    assert np.linalg.norm(rec - f) / np.linalg.norm(f) < 2e-3
+
+
+# --- privacy ----------------------------------------------------------------------------------
+@settings(max_examples=150, deadline=None)
+@given(
+    name=st.sampled_from(WAVELETS),
+    j0=st.integers(0, 8),
+    extra=st.integers(0, 7),
+    nu=st.floats(1.0001, 6.0),
+    eps=st.floats(1e-3, 50.0),
+    lo=st.floats(-1e6, 1e6),
+    width=st.floats(1e-6, 1e6),
+    calibration=st.sampled_from(["tight", "paper"]),
+)
+def test_epsilon_spent_never_exceeds_requested(name, j0, extra, nu, eps, lo, width, calibration):
+    if not lo + width > lo:
+        return
+    ch = WaveletLaplace(eps, (lo, lo + width), j0, j0 + extra, wavelet=name, calibration=calibration, nu=nu)
+    assert ch.epsilon_spent() <= eps
+    if calibration == "tight":
+        assert ch.epsilon_spent() >= eps * (1 - 1e-12)  # the whole budget is used
+    else:
+        assert ch.epsilon_spent() <= eps / 2  # the paper's bounds are loose by more than 2×
+
+
+@pytest.mark.parametrize("name", ["haar", "db4", "sym4", "coif2"])
+def test_sensitivity_bounds_every_pair_of_rows(name):
+    # brute force over a fine grid of t: max_{t,t'} Σ_ℓ ‖D_ℓ(t) − D_ℓ(t')‖₁/σ_ℓ ≤ ε_spent, and
+    # each level's sup_t ‖D_ℓ(t)‖₁ is within 1% of Δ_ℓ/2 (the bound is tight, not just valid)
+    ch = WaveletLaplace(1.0, (0.0, 1.0), 1, 3, wavelet=name)
+    t = np.linspace(0.0, 1.0, 4097)
+    blocks = [ch.basis.design(t, j, k) for k, j in ch.levels]
+    for D, delta in zip(blocks, ch.sensitivities):
+        norms = np.abs(D).sum(axis=1)
+        assert norms.max() <= delta / 2
+        assert norms.max() >= 0.99 * delta / 2
+    scaled = np.hstack([D / s for D, s in zip(blocks, ch.sigmas)])
+    sub = scaled[::8]
+    worst = max(np.abs(sub[i] - scaled).sum(axis=1).max() for i in range(len(sub)))
+    assert worst <= ch.epsilon_spent()
+
+
+def _worst_pair(ch):
+    t = np.linspace(0.0, 1.0, 1025)
+    scaled = np.hstack([ch.basis.design(t, j, k) / s for (k, j), s in zip(ch.levels, ch.sigmas)])
+    dist = np.abs(scaled[:, None, :] - scaled[None, :, :]).sum(axis=2)
+    i, k = np.unravel_index(np.argmax(dist), dist.shape)
+    return t[i], t[k], float(dist[i, k])
+
+
+def _event_log_ratio(ch, x, xp, rng, n):
+    # A = {z : each coordinate lies beyond both means on x's side}; on A the likelihood ratio
+    # is constant and equal to its supremum exp(Σ|a − a'|/σ), and P(A|x) = 2^-(#differing coords)
+    a = ch.exact_stats(np.array([x]))["sum"]
+    ap = ch.exact_stats(np.array([xp]))["sum"]
+    diff = np.abs(a - ap) > 1e-12
+    up = a > ap
+
+    def hits(z):
+        zz = z[:, diff]
+        hi = np.maximum(a, ap)[diff]
+        lo = np.minimum(a, ap)[diff]
+        ok = np.where(up[diff], zz >= hi, zz <= lo)
+        return int(np.count_nonzero(ok.all(axis=1)))
+
+    h1 = hits(ch.privatize(np.full(n, x), rng))
+    h2 = hits(ch.privatize(np.full(n, xp), rng))
+    p1, p2 = h1 / n, h2 / n
+    se = math.sqrt((1 - p1) / (n * p1) + (1 - p2) / (n * p2))
+    return math.log(p1 / p2), se, int(diff.sum())
+
+
+def test_density_ratio_on_the_worst_case_event():
+    # haar, j0 = j1 = 1: 3 coordinates, small enough for the event to have probability >= 1/8
+    ch = WaveletLaplace(1.0, (0.0, 1.0), 1, 1, wavelet="haar")
+    x, xp, realised = _worst_pair(ch)
+    assert realised <= ch.epsilon_spent() * (1 + 1e-12)
+    lr, se, _ = _event_log_ratio(ch, x, xp, np.random.default_rng(11), 400_000)
+    assert abs(lr - realised) <= Z * se, (lr, realised, se)
+
+
+def test_density_ratio_audit_catches_halved_noise():
+    ch = WaveletLaplace(1.0, (0.0, 1.0), 1, 1, wavelet="haar")
+    x, xp, realised = _worst_pair(ch)
+    ch.scales = ch.scales / 2  # miscalibrated: spends 2× what it reports
+    lr, se, _ = _event_log_ratio(ch, x, xp, np.random.default_rng(12), 400_000)
+    assert lr > ch.epsilon_spent() + Z * se
+
+
+# --- summary mode has the law of summed rows ----------------------------------------------------
+ALPHA_KS = 1e-3  # per KS test; 3 × 4 tests: family-wise false failure <= 1.2%
+
+
+@pytest.mark.parametrize("m", [1, 4, 30])
+def test_summary_law_equals_rows_law(m):
+    ch = WaveletLaplace(1.0, (-2.0, 3.0), 1, 2, wavelet="db2")
+    rng = np.random.default_rng(40 + m)
+    x = rng.uniform(-2, 3, size=m)
+    summ = np.array([ch.stats(x, rng)["sum"] for _ in range(3000)])
+    rows = np.array([ch.privatize(x, rng).sum(axis=0) for _ in range(3000)])
+    for col in (0, 3, ch.slices[1].start + 1, ch.dim - 2):
+        assert stats.ks_2samp(summ[:, col], rows[:, col]).pvalue > ALPHA_KS
+
+
+# --- the estimator ----------------------------------------------------------------------------------
+def _mixture_pdf(x):
+    return 0.6 * stats.norm.pdf(x, 0.35, 0.08) + 0.4 * stats.norm.pdf(x, 0.65, 0.1)
+
+
+def _mixture_sample(rng, n):
+    pick = rng.random(n) < 0.6
+    x = np.where(pick, rng.normal(0.35, 0.08, n), rng.normal(0.65, 0.1, n))
+    return np.clip(x, 0.0, 1.0)  # mass outside [0,1] is < 1e-4
+
+
+def _hard_threshold_risk(beta, v, lam):
+    """E(Y 1{|Y| ≥ λ} − β)² for Y ~ N(β, v): β² P(|Y| < λ) + v E[Z² 1{Z ≥ a or Z ≤ b}]."""
+    s = np.sqrt(v)
+    a, b = (lam - beta) / s, (-lam - beta) / s
+    kill = stats.norm.cdf(a) - stats.norm.cdf(b)
+    tails = a * stats.norm.pdf(a) + stats.norm.sf(a) + stats.norm.cdf(b) - b * stats.norm.pdf(b)
+    return beta**2 * kill + v * tails
+
+
+def test_l2_risk_below_its_theoretical_value_for_a_smooth_density():
+    # Bound: for an orthonormal basis on ℝ, ‖f̃ − f‖²_[0,1] ≤ Σ_k (ĉ_k − c_k)² + ‖f − P_{j1+1} f‖², and
+    # coefficient by coefficient E(ĉ − c)² is v_k (father) or the hard-threshold risk of
+    # Y ~ N(β_k, v_k) at λ_j (details). v_k = Var f_k(X)/n + 2σ_ℓ²/n exactly (quadrature); the sum of
+    # n Laplace noises is Gaussian up to a Berry–Esseen error O(1/√n). Tolerance: Z × the Monte-Carlo
+    # standard error of the mean over 12 seeded replicates, plus 1% for the tabulation (~1e-5).
+    n, eps = 200_000, 1.0
+    j0, j1 = wavelet_levels(n, eps)
+    ch = WaveletLaplace(eps, (0.0, 1.0), j0, j1)
+    t = _grid(1 << 16)
+    f = _mixture_pdf(t)
+    design = [ch.basis.design(t, j, k) for k, j in ch.levels]
+    beta = [D.T @ f / len(t) for D in design]
+    second = [(D**2).T @ f / len(t) for D in design]
+    var = [(s2 - b**2) / n + 2 * sig**2 / n for s2, b, sig in zip(second, beta, ch.sigmas)]
+    tail = float(np.mean((f - sum(D @ b for D, b in zip(design, beta))) ** 2))
+    lam = wavelet_thresholds(ch, n, DEFAULT_GAMMA)
+    theory = float(var[0].sum()) + tail + sum(
+        float(_hard_threshold_risk(b, v, lj).sum()) for b, v, lj in zip(beta[1:], var[1:], lam))
+    rng = np.random.default_rng(2024)
+    risks = []
+    for _ in range(12):
+        x = _mixture_sample(rng, n)
+        s = Summary(ch, n, ch.stats(x, rng), {})
+        risks.append(wavelet_density(s, projection="none").distance(_mixture_pdf) ** 2)
+    se = np.std(risks, ddof=1) / math.sqrt(len(risks))
+    assert np.mean(risks) <= 1.01 * theory + Z * se, (np.mean(risks), theory, se)
+    # and the projection onto densities does not make it worse
+    assert wavelet_density(s).distance(_mixture_pdf) ** 2 <= risks[-1] + 1e-12
+
+
+def test_estimator_options_and_projection():
+    rng = np.random.default_rng(5)
+    n = 100_000
+    ch = WaveletLaplace(2.0, (0.0, 1.0), *wavelet_levels(n, 2.0))
+    s = Summary(ch, n, ch.stats(_mixture_sample(rng, n), rng), {"column": "x"})
+    raw = {thr: wavelet_density(s, threshold=thr, projection="none") for thr in ("hard", "soft", "none")}
+    # hard keeps a subset of the linear estimator's details, soft shrinks the kept ones
+    assert sum(raw["hard"].info["kept_per_level"]) <= sum(raw["none"].info["kept_per_level"])
+    proj = wavelet_density(s)
+    assert np.all(proj.density >= 0)
+    assert abs(proj.masses.sum() - 1) < 1e-9
+    # projection onto densities never increases the L2 error (the truth is a density)
+    assert proj.distance(_mixture_pdf) <= raw["hard"].distance(_mixture_pdf) + 1e-9
+    # pdf is evaluated exactly and agrees with the tabulated midpoints
+    mid = (proj.edges[:-1] + proj.edges[1:]) / 2
+    assert np.allclose(proj.pdf(mid), proj.density)
+    assert proj.pdf(-0.5) == 0 and proj.pdf(1.5) == 0
+    q = proj.quantile([0.1, 0.5, 0.9])
+    assert np.all(np.diff(q) > 0) and np.allclose(proj.cdf(q), [0.1, 0.5, 0.9], atol=1e-3)
+    for r in (1, 2, 3, math.inf):
+        assert proj.distance(_mixture_pdf, r) >= 0
+    d = proj.to_dict()
+    assert d["wavelet"] == "db4" and d["method"] == "wavelet-hard+density"
+
+
+def test_levels_follow_the_paper():
+    # 2^{j0} ≍ (nα²)^{1/(2N+2)} with N = 1 by default; 2^{2 j1} ≍ nα²/log(nα²) (seed 000, Thm 4.1)
+    j0, j1 = wavelet_levels(10**6, 1.0, "db4")
+    assert j0 == round(math.log2(1e6) / 4)
+    assert wavelet_levels(10**6, 1.0, "db4", regularity=3)[0] == round(math.log2(1e6) / 8)
+    assert j1 == round(0.5 * math.log2(1e6 / math.log(1e6)))
+    assert wavelet_levels(2, 1.0) == (0, 0)  # nα² < e: no detail level beyond j0
+    ch = build_channel("wavelet", 1.0, (0, 1), n=10**6)
+    assert (ch.j0, ch.j1) == (j0, j1)
+    assert build_channel("wavelet", 1.0, (0, 1), n=10**6, j0=5).j1 == max(5, j1)
+
+
+# --- bad input ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"wavelet": "nope"}, "not a PyWavelets wavelet"),
+        ({"wavelet": "bior2.2"}, "not orthogonal|Biorthogonal"),
+        ({"wavelet": "mexh"}, "continuous wavelet"),
+        ({"wavelet": "dmey"}, "Meyer"),
+        ({"wavelet": 4}, "'wavelet' parameter"),
+        ({"j0": 3, "j1": 2}, "'j1' parameter must be >= j0"),
+        ({"j0": -1}, "'j0' parameter"),
+        ({"j1": 2.5}, "'j1' parameter"),
+        ({"nu": 1.0}, "'nu' parameter"),
+        ({"nu": 0.5}, "'nu' parameter"),
+        ({"nu": float("nan")}, "'nu' parameter"),
+        ({"nu": float("inf")}, "'nu' parameter"),
+        ({"j1": 31}, "beyond the resolution"),
+        ({"j1": 27, "table_level": 14}, "beyond the resolution"),
+        ({"calibration": "loose"}, "'calibration' parameter"),
+        ({"table_level": 2}, "'table_level' parameter"),
+        ({"epsilon": 0}, "'epsilon' parameter"),
+    ],
+)
+def test_bad_configurations(kwargs, match):
+    base = {"epsilon": 1.0, "domain": (0.0, 1.0), "j0": 1, "j1": 4}
+    with pytest.raises(LdpDaskError, match=match):
+        WaveletLaplace(**{**base, **kwargs})
+
+
+def test_bad_estimator_arguments():
+    ch = WaveletLaplace(1.0, (0, 1), 1, 3)
+    s = Summary(ch, 100, ch.stats(np.full(100, 0.5), np.random.default_rng(0)), {})
+    for kwargs, match in [({"threshold": "medium"}, "'threshold'"), ({"gamma": 0}, "'gamma'"),
+                          ({"gamma": float("nan")}, "'gamma'"), ({"projection": "simplex"}, "'projection'"),
+                          ({"grid": 3}, "'grid'")]:
+        with pytest.raises(LdpDaskError, match=match):
+            wavelet_density(s, **kwargs)
+    with pytest.raises(LdpDaskError, match="do not apply"):
+        build_channel("histogram", 1.0, (0, 1), n=100, wavelet="db4")

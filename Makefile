@@ -22,6 +22,8 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/throughput.py
+	$(PY) benchmarks/wavelet_throughput.py
+	$(PY) benchmarks/wavelet_rates.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

@@ -6,16 +6,19 @@ The public surface::
     s = privatize("data/", column="income", channel=LaplaceHistogram(1.0, 32, (0, 2e5)))
     s.to_parquet("income.summary.parquet")
     ldp_dask.estimators.histogram_density(s).plot("income.png")
+
+    w = privatize("data/", column="income", channel=WaveletLaplace(1.0, (0, 2e5), j0=4, j1=8))
+    ldp_dask.wavelet_density(w).plot("income-wavelet.png")
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import channels, estimators, exactsum, noise
+from . import bases, channels, estimators, exactsum, noise
 from ._validation import InputDataError, LdpDaskError
-from .channels import Channel, LaplaceHistogram, LaplaceMean
-from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean
+from .channels import Channel, LaplaceHistogram, LaplaceMean, WaveletLaplace
+from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
 from .pipeline import connect, privatize
 from .summary import Summary, read_summary
 
@@ -28,13 +31,16 @@ __all__ = [
     "Channel",
     "LaplaceHistogram",
     "LaplaceMean",
+    "WaveletLaplace",
     "estimate",
     "histogram_density",
+    "wavelet_density",
     "mean",
     "DensityEstimate",
     "MeanEstimate",
     "LdpDaskError",
     "InputDataError",
+    "bases",
     "channels",
     "estimators",
     "exactsum",

@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="density: the raw estimate (no projection onto densities)")
     e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
                    help="wavelet: hard (seed 000, default), soft, or none (linear estimator)")
-    e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 2)")
+    e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
     e.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     e.add_argument("--json", action="store_true", help="print the result as JSON")

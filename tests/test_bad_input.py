@@ -33,6 +33,9 @@ def _dataset(tmp_path, name, table=None, raw=None):
     return d
 
 
+WAVELET = ["--channel", "wavelet", "--bins", "auto"]
+
+
 def _run(capsys, tmp_path, source, *extra, out=None):
     out = out or tmp_path / "out.summary.parquet"
     argv = ["privatize", str(source), "--column", "x", "--channel", "histogram", "--bins", "8",
@@ -86,6 +89,14 @@ def test_bad_data_gives_clear_error_and_writes_nothing(capsys, tmp_path, case):
         (["--mode", "rows"], "rows_path"),
         (["--partition-rows", "0"], "'partition_rows' parameter"),
         (["--split-every", "1"], "'split_every' parameter"),
+        ([*WAVELET, "--wavelet", "bior2.2"], "not orthogonal"),
+        ([*WAVELET, "--wavelet", "mexh"], "continuous wavelet"),
+        ([*WAVELET, "--wavelet", "db99"], "not a PyWavelets wavelet"),
+        ([*WAVELET, "--j0", "5", "--j1", "2"], "'j1' parameter must be >= j0"),
+        ([*WAVELET, "--j0", "-1"], "'j0' parameter"),
+        ([*WAVELET, "--nu", "1"], "'nu' parameter"),
+        ([*WAVELET, "--j1", "40"], "beyond the resolution"),
+        (["--wavelet", "db4"], "do not apply to the 'histogram' channel"),
     ],
 )
 def test_bad_parameters(capsys, tmp_path, good, extra, message):

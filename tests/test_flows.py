@@ -94,3 +94,32 @@ def test_console_script_privatize_then_estimate(beta_dataset, tmp_path):
     assert abs(m["value"] - 2 / 7) < 4.5 * 0.0031
     r = subprocess.run([str(exe), "estimate", str(tmp_path / "missing.parquet")], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith("ldp-dask: error:") and len(r.stderr.splitlines()) == 1
+
+
+def test_wavelet_flows_and_console_script(prefect_harness, cluster, beta_dataset, tmp_path):
+    from flows import estimate_flow, privatize_flow
+
+    out = tmp_path / "w.summary.parquet"
+    facts = privatize_flow(source=str(beta_dataset), column="x", out=str(out), domain=[0.0, 1.0],
+                           channel="wavelet", epsilon=1.0, bins=None, options={"wavelet": "sym4"},
+                           scheduler=cluster.scheduler.address, seed=9)
+    s = ldp_dask.read_summary(out)
+    # levels from n and ε (seed 000, Thm 4.1, N = 1): j0 = round(log2(n)/4), j1 = round(log2(n/log n)/2)
+    n = 210_000
+    assert (s.channel.j0, s.channel.j1) == (round(np.log2(n) / 4), round(0.5 * np.log2(n / np.log(n))))
+    assert s.channel.wavelet == "sym4" and facts["epsilon_spent"] <= 1.0
+    res = estimate_flow(summary=str(out), plot=str(tmp_path / "w.png"), options={"threshold": "soft"})
+    assert res["estimate"]["method"] == "wavelet-soft+density" and res["written"]["plot"]
+
+    exe = Path(sys.executable).with_name("ldp-dask")
+    png = tmp_path / "cli.png"
+    r = subprocess.run([str(exe), "estimate", str(out), "--plot", str(png), "--gamma", "2.5", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["gamma"] == 2.5 and png.read_bytes()[:4] == b"\x89PNG"
+    # projected onto densities by default: nonnegative, integrates to one over the domain
+    dens = np.array(d["density"])
+    assert dens.min() >= 0 and abs(np.sum(dens * np.diff(d["edges"])) - 1) < 1e-9
+    r = subprocess.run([str(exe), "estimate", str(out), "--bins", "3"], capture_output=True, text=True)
+    assert r.returncode == 2

@@ -16,6 +16,10 @@ def test_channels_and_summaries_pickle_by_value():
     assert pickle.loads(pickle.dumps(ch)) == ch
     m = LaplaceMean(2.0, (0, 10))
     assert pickle.loads(pickle.dumps(m)) == m
+    w = ldp_dask.WaveletLaplace(1.0, (0, 1), 2, 5, wavelet="sym4", calibration="paper", nu=2.0)
+    blob = pickle.dumps(w)
+    assert pickle.loads(blob) == w and len(blob) < 2000  # by parameters, not by table
+    assert np.array_equal(pickle.loads(blob).scales, w.scales)
     s = ldp_dask.privatize(np.linspace(-1, 3, 1000), channel=ch, seed=1)
     back = pickle.loads(pickle.dumps(s))
     assert back.same_release(s) and back.metadata == s.metadata

@@ -54,7 +54,7 @@ __all__ = ["wavelet_density", "wavelet_thresholds", "THRESHOLDS", "DEFAULT_GAMMA
 
 THRESHOLDS = ("hard", "soft", "none")
 #: γ of λ_j = γ √j σ_j/√n; see the module docstring for how it was chosen.
-DEFAULT_GAMMA = 3.0
+DEFAULT_GAMMA = 4.0
 
 
 def wavelet_thresholds(channel: WaveletLaplace, n: int, gamma: float = DEFAULT_GAMMA) -> np.ndarray:

@@ -1,10 +1,11 @@
 """Prefect flows: thin wiring around ldp_dask (retries on I/O, artifacts, logs).
 
-One flow per file: ``flows/privatize.py:privatize_flow`` and
-``flows/estimate.py:estimate_flow``.
+One flow per file: ``flows/privatize.py:privatize_flow``,
+``flows/estimate.py:estimate_flow`` and ``flows/gof.py:gof_flow``.
 """
 
 from .estimate import estimate_flow
+from .gof import gof_flow
 from .privatize import privatize_flow
 
-__all__ = ["privatize_flow", "estimate_flow"]
+__all__ = ["privatize_flow", "estimate_flow", "gof_flow"]

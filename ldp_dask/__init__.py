@@ -15,9 +15,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import bases, channels, estimators, exactsum, noise
+from . import bases, channels, estimators, exactsum, gof, noise
 from ._validation import InputDataError, LdpDaskError
-from .channels import Channel, LaplaceHistogram, LaplaceMean, WaveletLaplace
+from .channels import Channel, HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, WaveletLaplace
 from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
 from .pipeline import connect, privatize
 from .summary import Summary, read_summary
@@ -32,6 +32,8 @@ __all__ = [
     "LaplaceHistogram",
     "LaplaceMean",
     "WaveletLaplace",
+    "HaarLaplace",
+    "HaarAdaptive",
     "estimate",
     "histogram_density",
     "wavelet_density",
@@ -41,6 +43,7 @@ __all__ = [
     "LdpDaskError",
     "InputDataError",
     "bases",
+    "gof",
     "channels",
     "estimators",
     "exactsum",

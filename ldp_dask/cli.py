@@ -1,4 +1,4 @@
-"""``ldp-dask`` command line: demo, privatize, estimate.
+"""``ldp-dask`` command line: demo, privatize, estimate, gof.
 
 Bad input exits with status 2 and one line ``ldp-dask: error: ...`` on
 stderr; nothing is written in that case.
@@ -32,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
                        description="Privatize one column of a Parquet dataset with a local-DP channel.")
     r.add_argument("source", help="Parquet file, directory, glob or fsspec URL")
     r.add_argument("--column", required=True, help="column to privatize")
-    r.add_argument("--channel", required=True, choices=["histogram", "mean", "wavelet"], help="local channel")
+    r.add_argument("--channel", required=True, choices=["histogram", "mean", "wavelet", "haar", "haar-adaptive"],
+                   help="local channel")
     r.add_argument("--domain", nargs=2, type=float, required=True, metavar=("LO", "HI"), help="public domain")
     r.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
     r.add_argument("--bins", default=None, help="histogram bins K, or 'auto' = ceil((n ε²)^(1/4)) (default)")
@@ -42,6 +43,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--calibration", choices=["tight", "paper"], default=None,
                    help="wavelet: noise calibration (default tight)")
     r.add_argument("--nu", type=float, default=None, help="wavelet: level-weight exponent ν > 1 (default 1.5)")
+    r.add_argument("--level", type=int, default=None,
+                   help="haar: level J, 2^J bins (default: 2^J ≍ (nε²)^(2/(4s+3)) with --smoothness s)")
+    r.add_argument("--smoothness", type=float, default=None, help="haar: smoothness s for the default level (1)")
+    r.add_argument("--levels", type=int, nargs="+", default=None,
+                   help="haar-adaptive: the levels J (default: all J with 2^J <= (nε²)^(2/3))")
+    r.add_argument("--split", choices=["rows", "epsilon"], default=None,
+                   help="haar-adaptive: one random level per row with full ε (rows, default) or ε/|J| per level")
     r.add_argument("--out", required=True, help="summary file to write")
     r.add_argument("--mode", choices=["summary", "rows"], default="summary",
                    help="summary: only noisy sums leave workers (default); rows: also write privatized rows")
@@ -72,17 +80,87 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
+    g = sub.add_parser("gof", help="locally private goodness-of-fit test (seed 001)",
+                       description="Test H0: f = f0 from a haar / haar-adaptive summary, or privatize raw data "
+                                   "first (--column, --domain, --epsilon). Prints the statistic, the critical "
+                                   "value, the p-value and the decision.")
+    g.add_argument("source", help="summary file, or Parquet data (file, directory, glob, fsspec URL)")
+    g.add_argument("--null", required=True,
+                   help="f0: a scipy.stats name like 'beta(2,2)' or 'norm(loc=0.5, scale=0.1)', "
+                        "or a file of bin probabilities (one per line)")
+    g.add_argument("--level", type=float, default=0.05, help="significance level γ (default 0.05)")
+    g.add_argument("--B", type=int, default=9999, help="Monte-Carlo replicates (default 9999)")
+    g.add_argument("--statistic", choices=["summary", "U"], default="summary",
+                   help="T' from the sums (default) or the seed's U-statistic from privatized rows (--rows)")
+    g.add_argument("--rows", default=None, help="directory of privatized rows (U-statistic)")
+    g.add_argument("--calibration-seed", type=int, default=None, help="seed of the Monte-Carlo calibration")
+    g.add_argument("--column", default=None, help="raw data: column to privatize")
+    g.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"), help="raw data: public domain")
+    g.add_argument("--epsilon", type=float, default=None, help="raw data: ε per row")
+    g.add_argument("--adaptive", action="store_true", help="raw data: the adaptive test over all levels")
+    g.add_argument("--split", choices=["rows", "epsilon"], default="rows", help="adaptive: how levels share the budget")
+    g.add_argument("--J", type=int, default=None, help="raw data: Haar level (default from n, ε and --smoothness)")
+    g.add_argument("--smoothness", type=float, default=1.0, help="raw data: smoothness s for the default J (1)")
+    g.add_argument("--summary-out", default=None, help="raw data: also write the summary here")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS", help="raw data: running Dask scheduler")
+    g.add_argument("--local", action="store_true", help="raw data: run in this process, without Dask")
+    g.add_argument("--secret-file", default=None, help="raw data: file with the secret key")
+    g.add_argument("--seed", type=int, default=None, help="raw data: insecure integer key, for simulations only")
+    g.add_argument("--clip", action="store_true", help="raw data: clamp out-of-domain values")
+    g.add_argument("--out", default=None, help="write the result as JSON")
+    g.add_argument("--plot", default=None, help="write a PNG of the null law with the observed statistic")
+    g.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
 
+def _read_null(spec: str) -> Any:
+    """A null from the command line: a scipy name, or a file of bin probabilities."""
+    import os
+
+    import numpy as np
+
+    if os.path.isfile(spec):
+        try:
+            return np.loadtxt(spec, dtype=np.float64, ndmin=1)
+        except ValueError:
+            raise LdpDaskError(f"{spec!r} is not a file of numbers (one bin probability per line).") from None
+    return spec
+
+
+def _cmd_gof(a: argparse.Namespace) -> int:
+    from ldp_dask import gof
+    from ldp_dask._io import check_output
+
+    if a.local and a.scheduler:
+        raise LdpDaskError("Give at most one of --local and --scheduler.")
+    for p in (a.out, a.plot):
+        if p:
+            check_output(p, a.overwrite)
+    res, _ = gof.run(
+        a.source, _read_null(a.null), a.level, column=a.column,
+        domain=tuple(a.domain) if a.domain else None, epsilon=a.epsilon, adaptive=a.adaptive, split=a.split,
+        J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
+        client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file, clip=a.clip,
+        summary_out=a.summary_out, overwrite=a.overwrite,
+    )
+    if a.out:
+        res.save(a.out, overwrite=a.overwrite)
+    if a.plot:
+        res.plot(a.plot, overwrite=a.overwrite)
+    print(json.dumps(res.to_dict()) if a.json else res)
+    return 0
+
+
 def _channel_options(a: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(a, k) for k in ("wavelet", "j0", "j1", "calibration", "nu") if getattr(a, k) is not None}
+    keys = ("wavelet", "j0", "j1", "calibration", "nu", "level", "smoothness", "levels", "split")
+    return {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
 
 
 def _estimator_options(a: argparse.Namespace, channel: str) -> dict[str, Any]:
     """Estimator keyword arguments from the estimate command's flags."""
     opts: dict[str, Any] = {"level": a.level}
-    if channel == "histogram":
+    if channel in ("histogram", "haar"):
         opts["projection"] = "none" if a.raw else "simplex"
     elif channel == "wavelet":
         opts["projection"] = "none" if a.raw else "density"
@@ -199,9 +277,13 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ldp-dask`` console script; returns the exit status."""
     args = _parser().parse_args(argv)
-    handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate}
+    handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
+                                "gof": _cmd_gof}
     try:
         return handlers[args.command](args)
+    except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error
+        sys.stderr.close()
+        return 0
     except LdpDaskError as exc:
         msg = " ".join(str(exc).split())
         print(f"ldp-dask: error: {msg}", file=sys.stderr)

@@ -34,7 +34,7 @@ from ._io import atomic_write
 from ._validation import InputDataError
 from .channels import Channel, channel_from_params
 
-__all__ = ["Summary", "read_summary", "FORMAT_VERSION", "METADATA_KEY"]
+__all__ = ["Summary", "read_summary", "is_summary_file", "FORMAT_VERSION", "METADATA_KEY"]
 
 FORMAT_VERSION = 1
 METADATA_KEY = b"ldp_dask.summary"
@@ -126,6 +126,20 @@ class Summary:
         """Write the summary atomically to ``path`` (local path or fsspec URL)."""
         table = self.to_table()
         return atomic_write(path, lambda fh: pq.write_table(table, fh), overwrite=overwrite)
+
+
+def is_summary_file(path: str | os.PathLike[str]) -> bool:
+    """True if ``path`` is a single Parquet file carrying ldp_dask summary metadata (footer only)."""
+    url = os.fspath(path)
+    try:
+        fs, p = fsspec.core.url_to_fs(url)
+        if not fs.isfile(p):
+            return False
+        with fs.open(p, "rb") as fh:
+            meta = pq.ParquetFile(fh).schema_arrow.metadata or {}
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError):
+        return False
+    return METADATA_KEY in meta
 
 
 def read_summary(path: str | os.PathLike[str] | Summary) -> Summary:

@@ -6,6 +6,7 @@ from typing import Any
 
 from .._validation import LdpDaskError
 from .base import Channel, NumericChannel, noise_scale_for
+from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
 from .wavelet import CALIBRATIONS, WaveletLaplace, wavelet_levels
@@ -17,6 +18,10 @@ __all__ = [
     "LaplaceMean",
     "WaveletLaplace",
     "wavelet_levels",
+    "HaarLaplace",
+    "HaarAdaptive",
+    "haar_level",
+    "adaptive_levels",
     "CALIBRATIONS",
     "CHANNELS",
     "channel_from_params",
@@ -30,6 +35,8 @@ CHANNELS: dict[str, type[Channel]] = {
     LaplaceHistogram.name: LaplaceHistogram,
     LaplaceMean.name: LaplaceMean,
     WaveletLaplace.name: WaveletLaplace,
+    HaarLaplace.name: HaarLaplace,
+    HaarAdaptive.name: HaarAdaptive,
 }
 
 
@@ -57,14 +64,17 @@ def build_channel(
     ``bins="auto"`` (or None for a histogram) uses :func:`default_bins` with
     the public row count ``n``. Wavelet ``options``: ``wavelet``, ``j0``,
     ``j1`` (None: :func:`wavelet_levels` from ``n`` and ε), ``calibration``,
-    ``nu``, ``table_level``.
+    ``nu``, ``table_level``. Haar: ``level`` (None: :func:`haar_level` from
+    ``n``, ε and ``smoothness``, default 1). Adaptive Haar: ``levels`` (None:
+    :func:`adaptive_levels`) and ``split``.
     """
     if name not in CHANNELS:
         raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.")
     if domain is None:
         raise LdpDaskError(f"The {name!r} channel needs a public 'domain' (lo, hi).")
     options = {k: v for k, v in options.items() if v is not None}
-    allowed = {"wavelet": {"wavelet", "j0", "j1", "calibration", "nu", "table_level"}}.get(name, set())
+    allowed = {"wavelet": {"wavelet", "j0", "j1", "calibration", "nu", "table_level"},
+               "haar": {"level", "smoothness"}, "haar-adaptive": {"levels", "split"}}.get(name, set())
     extra = sorted(set(options) - allowed)
     if extra:
         raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to the {name!r} channel.")
@@ -91,4 +101,16 @@ def build_channel(
             if "j1" not in options:  # an explicit j0 above the automatic j1 pulls j1 up with it
                 options["j1"] = max(j1, options["j0"]) if isinstance(options["j0"], int) else j1
         return WaveletLaplace(epsilon=epsilon, domain=tuple(domain), wavelet=wavelet, **options)
+    if name in ("haar", "haar-adaptive") and n is None and not ({"level", "levels"} & set(options)):
+        raise LdpDaskError(f"automatic levels of the {name!r} channel need the number of rows n.")
+    if name == "haar":
+        level = options.get("level")
+        if level is None:
+            level = haar_level(n, epsilon, options.get("smoothness", 1.0))  # type: ignore[arg-type]
+        return HaarLaplace(epsilon=epsilon, level=level, domain=tuple(domain))
+    if name == "haar-adaptive":
+        levels = options.get("levels")
+        if levels is None:
+            levels = adaptive_levels(n, epsilon)  # type: ignore[arg-type]
+        return HaarAdaptive(epsilon=epsilon, levels=levels, domain=tuple(domain), split=options.get("split", "rows"))
     return LaplaceMean(epsilon=epsilon, domain=tuple(domain))

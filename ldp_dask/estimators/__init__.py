@@ -21,7 +21,8 @@ __all__ = [
 def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEstimate:
     """The natural estimate for a summary's channel (density for a histogram or wavelet, mean for a mean)."""
     s = read_summary(summary)
-    fn = {"histogram": histogram_density, "wavelet": wavelet_density, "mean": mean}.get(s.channel.name)
+    fn = {"histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density,
+          "mean": mean}.get(s.channel.name)
     if fn is None:
         raise LdpDaskError(f"no estimator for channel {s.channel.name!r}")  # pragma: no cover
     allowed = set(inspect.signature(fn).parameters) - {"summary"}

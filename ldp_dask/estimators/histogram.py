@@ -1,4 +1,4 @@
-"""Histogram density from a :class:`LaplaceHistogram` summary (SPEC §1.1, seed 004).
+"""Histogram density from a :class:`LaplaceHistogram` (or :class:`HaarLaplace`) summary (SPEC §1.1, seed 004).
 
 With S_j = Σ_i Z_ij the released bin sums,
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import LdpDaskError, check_probability
-from ..channels import LaplaceHistogram
+from ..channels import HaarLaplace, LaplaceHistogram
 from ..summary import Summary, read_summary
 from .results import DensityEstimate
 
@@ -57,9 +57,9 @@ def histogram_density(
         Confidence level of the pointwise band, in (0, 1).
     """
     s = read_summary(summary)
-    if not isinstance(s.channel, LaplaceHistogram):
+    if not isinstance(s.channel, (LaplaceHistogram, HaarLaplace)):
         raise LdpDaskError(
-            f"histogram_density needs a summary of the 'histogram' channel; got {s.channel.name!r}."
+            f"histogram_density needs a summary of the 'histogram' or 'haar' channel; got {s.channel.name!r}."
         )
     if projection not in ("simplex", "none"):
         raise LdpDaskError(f"The 'projection' parameter must be 'simplex' or 'none'. Got {projection!r} instead.")
@@ -67,9 +67,10 @@ def histogram_density(
     ch = s.channel
     lo, hi = ch.domain
     n = s.n
-    p_hat = s.sums["sum"] / n
+    c = getattr(ch, "c", 1.0)  # a Haar summary holds 2^{J/2} × the histogram's sums (SPEC §1.5)
+    p_hat = s.sums["sum"] / (c * n)
     pc = np.clip(p_hat, 0.0, 1.0)
-    var = (pc * (1 - pc) + 2 * ch.noise_scale**2) / n
+    var = (pc * (1 - pc) + 2 * (ch.noise_scale / c) ** 2) / n
     scale = ch.bins / (hi - lo)
     p = project_simplex(p_hat) if projection == "simplex" else p_hat
     return DensityEstimate(

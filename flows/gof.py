@@ -1,0 +1,85 @@
+"""Prefect flow: locally private goodness-of-fit test from a summary or from raw Parquet data."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+
+from ldp_dask import gof
+from ldp_dask._io import check_output
+
+
+@task(persist_result=False)
+def run_test(source: str, null: Any, level: float, column: str | None, domain: list[float] | None,
+             epsilon: float | None, adaptive: bool, split: str, J: int | None, smoothness: float,
+             B: int, calibration_seed: int | None, scheduler: str | None, secret_file: str | None,
+             seed: int | None, summary_out: str | None, overwrite: bool) -> gof.TestResult:
+    """Privatize if needed (Dask retries its own tasks) and run the Monte-Carlo test."""
+    res, _ = gof.run(source, null, level, column=column, domain=tuple(domain) if domain else None,
+                     epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
+                     rng=calibration_seed, client=scheduler, secret_file=secret_file, seed=seed,
+                     summary_out=summary_out, overwrite=overwrite)
+    return res
+
+
+@task(retries=3, retry_delay_seconds=1, persist_result=False)
+def write_outputs(res: gof.TestResult, out: str | None, plot: str | None, overwrite: bool) -> dict[str, str]:
+    written = {}
+    if out:
+        written["json"] = res.save(out, overwrite=overwrite)
+    if plot:
+        res.plot(plot, overwrite=overwrite)
+        written["plot"] = plot
+    return written
+
+
+def _markdown(res: gof.TestResult, written: dict[str, str]) -> str:
+    lo, hi = res.critical_value_ci
+    rows = [f"| {d['J']} | {d['n']:,} | {d['statistic']:.4g} | {d['threshold']:.4g} | {d['p_value']:.4g} |"
+            for d in res.details]
+    return "\n".join([
+        f"# Goodness-of-fit test: H0 f = {res.null}", "",
+        "| what | value |", "|---|---|",
+        f"| decision | **{'reject H0' if res.reject else 'do not reject H0'}** at level {res.level:g} |",
+        f"| method | {res.method} |",
+        f"| n, ε per row | {res.n:,}, {res.epsilon:g} |",
+        f"| statistic | {res.statistic:.6g} |",
+        f"| critical value (95% Monte-Carlo interval) | {res.critical_value:.6g} ([{lo:.6g}, {hi:.6g}]) |",
+        f"| p-value (Monte-Carlo se) | {res.p_value:.4g} ({res.p_value_se:.2g}), B = {res.B:,} |",
+        *[f"| {k} | `{v}` |" for k, v in written.items()],
+        "", "| J | rows | statistic | threshold | p-value |", "|---|---|---|---|---|", *rows,
+    ])
+
+
+@flow(name="ldp-gof")
+def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: str | None = None,
+             domain: list[float] | None = None, epsilon: float | None = None, adaptive: bool = False,
+             split: str = "rows", J: int | None = None, smoothness: float = 1.0, B: int = 9999,
+             calibration_seed: int | None = None, scheduler: str | None = None, secret_file: str | None = None,
+             seed: int | None = None, summary_out: str | None = None, out: str | None = None,
+             plot: str | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """Test H0: f = ``null`` from a haar summary, or privatize ``source`` (raw data) first.
+
+    ``null`` is a scipy.stats name such as ``"beta(2,2)"`` or bin probabilities.
+    Writes ``out`` (JSON) and ``plot`` (PNG) and publishes a markdown artifact.
+    """
+    logger = get_run_logger()
+    for p in (out, plot, summary_out):
+        if p:
+            check_output(p, overwrite)
+    res = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
+                   calibration_seed, scheduler, secret_file, seed, summary_out, overwrite)
+    written = write_outputs(res, out, plot, overwrite)
+    if plot:
+        with open(plot, "rb") as fh:
+            png = base64.b64encode(fh.read()).decode()
+        create_markdown_artifact(key="ldp-gof-plot", markdown=f"![null law](data:image/png;base64,{png})",
+                                 description="Null law of the statistic with the observed value")
+    create_markdown_artifact(key="ldp-gof", markdown=_markdown(res, written),
+                             description="Goodness-of-fit decision, p-value and privacy parameters")
+    logger.info("GoF test of %s (n=%d, ε=%g): p=%.4g, reject=%s", res.null, res.n, res.epsilon, res.p_value,
+                res.reject)
+    return {"result": res.to_dict(), "written": written}

@@ -1,0 +1,242 @@
+"""Haar channels for goodness-of-fit testing (seed 001, SPEC §1.5 and §2).
+
+On the domain rescaled to [0, 1], level J has D = 2^J bins and
+φ_{Jk} = 2^{J/2} 1[k 2^−J, (k+1) 2^−J). :class:`HaarLaplace` releases
+
+    Z_ik = φ_{Jk}(X_i) + σ W_ik,   σ = 2^{J/2+1}/α,   W iid Lap(1),
+
+whose L1 sensitivity is Δ = 2 · 2^{J/2} (two one-hot vectors scaled by
+c = 2^{J/2}), so it is α-LDP; ``epsilon_spent()`` = Δ/σ.
+
+:class:`HaarAdaptive` serves the adaptive test over a collection 𝒥 of levels
+(SPEC §2) in two designs:
+
+``split="rows"`` (sample splitting, full α per row)
+    every row picks one level g uniformly at random, independently of its
+    value, and releases (g, its level-J_g Haar view with σ_g = 2^{J_g/2+1}/α).
+    The level is independent of the data, so this is a mixture of α-LDP
+    channels with data-independent weights and reveals the level: α-LDP,
+    ``epsilon_spent()`` = max_g Δ_g/σ_g. The levels use disjoint rows, hence
+    are independent.
+``split="epsilon"``
+    every row releases all levels with budget α/|𝒥| each (basic
+    composition, ``epsilon_spent()`` = Σ_J Δ_J/σ_J ≤ α); the levels share rows.
+
+Summary mode is exact in distribution (SPEC §4): from the exact counts at the
+finest level, the random split of each bin's rows among the levels is
+Multinomial(count, 1/|𝒥|, …), coarser counts are sums of dyadic children, and
+each level's noise is σ(Gamma(m) − Gamma(m)) with m its number of rows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._validation import LdpDaskError, check_epsilon, check_int
+from ..noise import laplace_sum
+from .base import NumericChannel, noise_scale_for
+
+__all__ = ["HaarLaplace", "HaarAdaptive", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS"]
+
+MAX_HAAR_LEVEL = 20
+SPLITS = ("rows", "epsilon")
+
+
+def _bin_index(t: np.ndarray, bins: int) -> np.ndarray:
+    idx = (t * bins).astype(np.intp)  # t >= 0: truncation is floor
+    np.minimum(idx, bins - 1, out=idx)
+    return idx
+
+
+class _HaarBase(NumericChannel):
+    def to_unit(self, x: np.ndarray) -> np.ndarray:
+        lo, hi = self.domain
+        t = (np.asarray(x, dtype=np.float64) - lo) / (hi - lo)
+        return np.clip(t, 0.0, 1.0, out=t)
+
+
+class HaarLaplace(_HaarBase):
+    """Haar coefficients at level J plus Laplace noise (seed 001; SPEC §1.5).
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter α > 0 per row.
+    level : int
+        J, 0 ≤ J ≤ 20: D = 2^J bins on the domain.
+    domain : (float, float)
+        Public domain ``(lo, hi)``.
+    """
+
+    name = "haar"
+
+    def __init__(self, epsilon: float, level: int, domain: tuple[float, float]) -> None:
+        self.epsilon = check_epsilon(epsilon)
+        self.level = check_int(level, "level", 0, MAX_HAAR_LEVEL)
+        self._set_domain(domain)
+        self.dim = 1 << self.level
+        self.c = 2.0 ** (self.level / 2)
+        self.sensitivity = 2.0 * self.c
+        self.noise_scale = noise_scale_for(self.sensitivity, self.epsilon)
+
+    def epsilon_spent(self) -> float:
+        return self.sensitivity / self.noise_scale
+
+    @property
+    def bins(self) -> int:
+        return self.dim
+
+    @property
+    def edges(self) -> np.ndarray:
+        lo, hi = self.domain
+        return np.linspace(lo, hi, self.dim + 1)
+
+    def params(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "level": self.level, "domain": list(self.domain)}
+
+    def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        counts = np.bincount(_bin_index(self.to_unit(x), self.dim), minlength=self.dim)
+        return {"sum": counts * self.c}
+
+    def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"sum": exact["sum"] + laplace_sum(rng, m, self.noise_scale, self.dim)}
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        z = rng.laplace(0.0, self.noise_scale, size=(len(x), self.dim))
+        z[np.arange(len(x)), _bin_index(self.to_unit(x), self.dim)] += self.c
+        return z
+
+
+class HaarAdaptive(_HaarBase):
+    """Haar views at several levels for the adaptive test (SPEC §2).
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy parameter α > 0 per row.
+    levels : list of int
+        The collection 𝒥 (distinct, 0 ≤ J ≤ 20); see :func:`adaptive_levels`.
+    domain : (float, float)
+        Public domain ``(lo, hi)``.
+    split : {"rows", "epsilon"}
+        Sample splitting with full α per row (default), or α/|𝒥| per level.
+
+    Released statistics: ``sum`` (the levels' sums, concatenated in the order
+    of ``levels``) and ``group_n`` (rows per level: Multinomial(n, 1/|𝒥|) for
+    ``split="rows"``, n for every level otherwise — a function of the public
+    randomness only).
+    """
+
+    name = "haar-adaptive"
+
+    def __init__(self, epsilon: float, levels: list[int], domain: tuple[float, float], split: str = "rows") -> None:
+        self.epsilon = check_epsilon(epsilon)
+        if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):
+            raise LdpDaskError(f"The 'levels' parameter must be a list of integers. Got {levels!r} instead.")
+        lv = [check_int(j, "levels", 0, MAX_HAAR_LEVEL) for j in levels]
+        if not lv or len(set(lv)) != len(lv):
+            raise LdpDaskError(f"The 'levels' parameter must be a non-empty list of distinct levels. Got {levels!r} instead.")
+        self.levels = sorted(lv)
+        if split not in SPLITS:
+            raise LdpDaskError(f"The 'split' parameter must be one of {', '.join(SPLITS)}. Got {split!r} instead.")
+        self.split = split
+        self._set_domain(domain)
+        m = len(self.levels)
+        self.finest = max(self.levels)
+        self.sizes = [1 << j for j in self.levels]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        self.dim = m + int(self.offsets[-1])  # rows mode: level one-hot, then the levels' blocks
+        self.cs = np.array([2.0 ** (j / 2) for j in self.levels])
+        self.sensitivities = 2.0 * self.cs
+        if split == "rows":
+            self.sigmas = np.array([noise_scale_for(d, self.epsilon) for d in self.sensitivities])
+        else:
+            sig = np.array([noise_scale_for(d, self.epsilon / m) for d in self.sensitivities])
+            while math.fsum(self.sensitivities / sig) > self.epsilon:
+                sig = sig * (1.0 + 2.0**-50)
+            self.sigmas = sig
+
+    def epsilon_spent(self) -> float:
+        per_level = self.sensitivities / self.sigmas
+        return float(per_level.max()) if self.split == "rows" else math.fsum(per_level)
+
+    def params(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "levels": list(self.levels), "domain": list(self.domain), "split": self.split}
+
+    def block(self, g: int) -> slice:
+        """Slice of level ``levels[g]`` in the ``sum`` statistic."""
+        return slice(int(self.offsets[g]), int(self.offsets[g + 1]))
+
+    def aggregate(self, fine_counts: np.ndarray, level: int) -> np.ndarray:
+        """Counts at ``level`` from counts at the finest level (dyadic sums; last axis)."""
+        fine = np.asarray(fine_counts)
+        return fine.reshape(*fine.shape[:-1], 1 << level, -1).sum(axis=-1)
+
+    def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        D = 1 << self.finest
+        return {"counts": np.bincount(_bin_index(self.to_unit(x), D), minlength=D)}
+
+    def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        counts = np.asarray(exact["counts"], dtype=np.int64)
+        k = len(self.levels)
+        if self.split == "rows":
+            alloc = rng.multinomial(counts, np.full(k, 1.0 / k))  # (D, k): each bin's rows split among levels
+            group_n = alloc.sum(axis=0)
+            per_level = [self.aggregate(alloc[:, g], j) for g, j in enumerate(self.levels)]
+        else:
+            group_n = np.full(k, m)
+            per_level = [self.aggregate(counts, j) for j in self.levels]
+        sums = [c * cnt + laplace_sum(rng, int(ng), s, len(cnt))
+                for c, cnt, ng, s in zip(self.cs, per_level, group_n, self.sigmas)]
+        return {"sum": np.concatenate(sums), "group_n": group_n.astype(np.float64)}
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        k, n = len(self.levels), len(x)
+        t = self.to_unit(x)
+        z = np.zeros((n, self.dim))
+        rows = np.arange(n)
+        if self.split == "rows":
+            g = rng.integers(k, size=n)
+            z[rows, g] = 1.0
+            for gi, j in enumerate(self.levels):
+                sel = rows[g == gi]
+                b = self.block(gi)
+                z[sel, k + b.start: k + b.stop] = rng.laplace(0.0, self.sigmas[gi], size=(len(sel), self.sizes[gi]))
+                z[sel, k + b.start + _bin_index(t[sel], self.sizes[gi])] += self.cs[gi]
+        else:
+            z[:, :k] = 1.0
+            for gi, j in enumerate(self.levels):
+                b = self.block(gi)
+                z[:, k + b.start: k + b.stop] = rng.laplace(0.0, self.sigmas[gi], size=(n, self.sizes[gi]))
+                z[rows, k + b.start + _bin_index(t, self.sizes[gi])] += self.cs[gi]
+        return z
+
+    def row_sums(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        k = len(self.levels)
+        z = np.asarray(z, dtype=np.float64)
+        return {"sum": z[:, k:].sum(axis=0), "group_n": z[:, :k].sum(axis=0)}
+
+
+def haar_level(n: int, epsilon: float, smoothness: float = 1.0) -> int:
+    """J with 2^J ≍ (nα²)^{2/(4s+3)} (seed 001; SPEC §2), at least 1.
+
+    The private separation rate is then (nα²)^{−2s/(4s+3)}. ``n`` is public
+    and α fixed before privatizing.
+    """
+    check_int(n, "n", 1)
+    epsilon = check_epsilon(epsilon)
+    s = float(smoothness)
+    if not (math.isfinite(s) and s > 0):
+        raise LdpDaskError(f"The 'smoothness' parameter must be a finite number > 0. Got {smoothness!r} instead.")
+    return int(min(MAX_HAAR_LEVEL, max(1, round(2.0 / (4 * s + 3) * math.log2(max(n * epsilon**2, 1.0))))))
+
+
+def adaptive_levels(n: int, epsilon: float, max_level: int = 16) -> list[int]:
+    """𝒥 = {J ≥ 1 : 2^J ≤ (nα²)^{2/3}} (SPEC §2), capped at ``max_level``; at least [1]."""
+    check_int(n, "n", 1)
+    epsilon = check_epsilon(epsilon)
+    top = math.floor(2.0 / 3.0 * math.log2(max(n * epsilon**2, 1.0)))
+    return list(range(1, max(1, min(top, max_level)) + 1))

@@ -1,0 +1,249 @@
+"""Locally private goodness-of-fit tests with exact Monte-Carlo calibration (seed 001, SPEC §2).
+
+    s = ldp_dask.privatize("data/", column="x", channel=HaarLaplace(1.0, level=5, domain=(0, 1)))
+    r = ldp_dask.gof.test(s, null="beta(2,2)", level=0.05)
+    r.p_value, r.reject, r.to_dict(); r.plot("null.png")
+
+    a = ldp_dask.privatize("data/", column="x", channel=HaarAdaptive(1.0, adaptive_levels(n, 1.0), (0, 1)))
+    ldp_dask.gof.adaptive_test(a, null="norm(0.5, 0.1)")
+
+H0: f = f0 against ‖f − f0‖₂ large. The statistics and the exact null law of
+the released sums are in :mod:`ldp_dask.gof.calibration`; the adaptive test
+rejects when some level J ∈ 𝒥 has T_J above its (1 − u_γ) null quantile:
+with disjoint rows per level (``split="rows"``) the levels are independent
+and u_γ = 1 − (1 − γ)^{1/|𝒥|}; with shared rows (``split="epsilon"``) u_γ is
+the γ-quantile of the Monte-Carlo law of min_J p_J, estimated jointly.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from .._validation import LdpDaskError, check_int, check_probability
+from ..channels import HaarAdaptive, HaarLaplace
+from ..summary import Summary, read_summary
+from .calibration import (
+    critical_value, pooled_p_values, simulate_joint_statistics, simulate_summary_statistic,
+    simulate_u_statistic, summary_statistic, u_statistic,
+)
+from .nulls import Null, parse_null
+from .result import TestResult
+
+__all__ = ["test", "adaptive_test", "run", "TestResult", "parse_null", "Null", "DEFAULT_B", "MAX_DIRECT_DRAWS"]
+
+#: Default Monte-Carlo replicates: (B + 1)γ is an integer for γ = 0.05, 0.01, 0.001.
+DEFAULT_B = 9999
+#: Budget of the U-statistic's direct simulation, in Laplace draws (B · n · 2^J).
+MAX_DIRECT_DRAWS = 2 * 10**9
+
+
+def _calibration_rng(rng: np.random.Generator | int | None) -> tuple[np.random.Generator, int | None]:
+    if isinstance(rng, np.random.Generator):
+        return rng, None
+    if rng is None:
+        seed = int(np.random.SeedSequence().entropy) % (1 << 63)
+        return np.random.default_rng(seed), seed
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return np.random.default_rng(int(rng)), int(rng)
+    raise LdpDaskError(f"The 'rng' parameter must be a numpy Generator, an integer seed or None. Got {rng!r} instead.")
+
+
+def _check_common(level: float, B: int, n: int) -> tuple[float, int]:
+    level = check_probability(level, "level")
+    B = check_int(B, "B", 1, 10**7)
+    if (B + 1) * level < 1:
+        raise LdpDaskError(
+            f"The 'B' parameter must be at least {math.ceil(1 / level) - 1} at level {level:g}: "
+            f"with B = {B} no p-value can be as small as the level."
+        )
+    if n < 2:
+        raise LdpDaskError(f"a test needs at least 2 rows; the summary has n = {n}.")
+    return level, B
+
+
+def _read_rows(rows: str | os.PathLike[str], channel: HaarLaplace, n: int) -> np.ndarray:
+    import pyarrow.parquet as pq
+
+    path = os.fspath(rows)
+    if not os.path.isdir(path):
+        raise LdpDaskError(f"The 'rows' parameter must be the rows directory written in rows mode. Got {path!r}.")
+    table = pq.read_table(path, use_threads=False)
+    meta = table.schema.metadata or {}
+    if meta.get(b"ldp_dask.channel_params") != repr(channel.params()).encode():
+        raise LdpDaskError("The rows directory was written by a different channel than the summary's.")
+    z = table.column("z").combine_chunks().flatten().to_numpy().reshape(-1, channel.dim)
+    if len(z) != n:
+        raise LdpDaskError(f"The rows directory holds {len(z):,} rows but the summary has n = {n:,}.")
+    return z
+
+
+def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: str = "summary",
+         rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B,
+         rng: np.random.Generator | int | None = None, max_direct_draws: int = MAX_DIRECT_DRAWS) -> TestResult:
+    """Test H0: f = f0 at level γ from a :class:`~ldp_dask.channels.HaarLaplace` summary.
+
+    Parameters
+    ----------
+    summary : Summary or path
+    null : scipy frozen distribution, str, CDF callable, or bin probabilities
+        f0; see :mod:`ldp_dask.gof.nulls`.
+    level : float
+        γ in (0, 1).
+    statistic : {"summary", "U"}
+        T'_J from the sums (default; calibrated from the exact law of the sums,
+        O(B·2^J)), or the seed's U-statistic T_J from the privatized ``rows``
+        (calibrated by privatizing simulated rows, O(B·n·2^J), refused above
+        ``max_direct_draws``).
+    B : int
+        Monte-Carlo replicates (default 9999).
+    rng : Generator, int or None
+        Randomness of the calibration (None: fresh, recorded in the result).
+    """
+    s = read_summary(summary)
+    ch = s.channel
+    if not isinstance(ch, HaarLaplace):
+        raise LdpDaskError(f"gof.test needs a summary of the 'haar' channel; got {ch.name!r}"
+                           + (" (use gof.adaptive_test)." if isinstance(ch, HaarAdaptive) else "."))
+    level, B = _check_common(level, B, s.n)
+    if statistic not in ("summary", "U"):
+        raise LdpDaskError(f"The 'statistic' parameter must be 'summary' or 'U'. Got {statistic!r} instead.")
+    nul = parse_null(null)
+    p0 = nul.bin_probabilities(ch.domain, ch.level)
+    a = ch.c * p0
+    gen, seed = _calibration_rng(rng)
+    n = s.n
+    if statistic == "summary":
+        t_obs = float(summary_statistic(s.sums["sum"], n, ch.c, ch.noise_scale, a))
+        sims = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, gen)
+    else:
+        if rows is None:
+            raise LdpDaskError("statistic='U' needs the rows directory written in rows mode ('rows').")
+        draws = B * n * ch.dim
+        if draws > max_direct_draws:
+            raise LdpDaskError(
+                f"calibrating the U-statistic by direct simulation needs B·n·2^J = {draws:.3g} Laplace draws, "
+                f"above the budget of {max_direct_draws:.3g}; use statistic='summary' (exact law of the sums, "
+                "O(B·2^J)), or a smaller B."
+            )
+        t_obs = u_statistic(_read_rows(rows, ch, n), a)
+        sims = simulate_u_statistic(n, p0, ch.c, ch.noise_scale, B, gen)
+    p_obs, _ = pooled_p_values(np.array([t_obs]), sims)
+    p = float(p_obs[0])
+    crit, ci = critical_value(sims, level)
+    return TestResult(
+        statistic=t_obs, critical_value=crit, critical_value_ci=ci, p_value=p,
+        p_value_se=math.sqrt(p * (1 - p) / B), reject=p <= level, level=level, B=B, n=n,
+        epsilon=ch.epsilon, method=statistic, null=nul.description, J=ch.level,
+        details=[{"J": ch.level, "n": n, "statistic": t_obs, "threshold": crit, "p_value": p}],
+        seed=seed, null_sample=sims,
+    )
+
+
+def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: int = DEFAULT_B,
+                  rng: np.random.Generator | int | None = None) -> TestResult:
+    """The aggregated test over the levels 𝒥 of a :class:`~ldp_dask.channels.HaarAdaptive` summary (SPEC §2).
+
+    Rejects when max_J (T'_J − t_J(1 − u_γ)) > 0. Split rows: each level is
+    calibrated on its own rows (n_J public), independently, with
+    u_γ = 1 − (1 − γ)^{1/|𝒥|}, and the combined p-value is 1 − (1 − min_J p_J)^{|𝒥|}.
+    Split ε: the levels share rows, so their statistics are simulated jointly and
+    u_γ is the γ-quantile of min_J p_J over the pooled replicates; the p-value is
+    the pooled rank of the observed min_J p_J.
+    """
+    s = read_summary(summary)
+    ch = s.channel
+    if not isinstance(ch, HaarAdaptive):
+        raise LdpDaskError(f"gof.adaptive_test needs a summary of the 'haar-adaptive' channel; got {ch.name!r}.")
+    level, B = _check_common(level, B, s.n)
+    nul = parse_null(null)
+    p0_fine = nul.bin_probabilities(ch.domain, ch.finest)
+    gen, seed = _calibration_rng(rng)
+    m = len(ch.levels)
+    group_n = np.rint(s.sums["group_n"]).astype(np.int64)
+    p0s = [p0_fine.reshape(1 << j, -1).sum(axis=1) for j in ch.levels]
+    obs = np.array([
+        float(summary_statistic(s.sums["sum"][ch.block(g)], int(group_n[g]), ch.cs[g], ch.sigmas[g], ch.cs[g] * p0s[g]))
+        if group_n[g] >= 2 else 0.0
+        for g in range(m)
+    ])
+    if ch.split == "rows":
+        gens = gen.spawn(m)
+        sims = np.column_stack([
+            simulate_summary_statistic(int(group_n[g]), p0s[g], ch.cs[g], ch.sigmas[g], B, gens[g])
+            if group_n[g] >= 2 else np.zeros(B)
+            for g in range(m)
+        ])
+        p_obs, _ = pooled_p_values(obs, sims)
+        u = 1.0 - (1.0 - level) ** (1.0 / m)
+        p = float(1.0 - (1.0 - p_obs.min()) ** m)
+    else:
+        sims = simulate_joint_statistics(s.n, p0_fine, ch.levels, ch.cs, ch.sigmas, B, gen)
+        p_obs, p_sims = pooled_p_values(obs, sims)
+        minp = np.concatenate([[p_obs.min()], p_sims.min(axis=1)])
+        u = float(np.quantile(minp, level, method="inverted_cdf"))
+        p = float(np.count_nonzero(minp <= p_obs.min()) / len(minp))
+    thresholds = np.array([critical_value(sims[:, g], u)[0] for g in range(m)])
+    stat = float(np.max(obs - thresholds))
+    agg = (sims - thresholds).max(axis=1)
+    crit_ci = critical_value(agg, level)[1]
+    details = [{"J": j, "n": int(group_n[g]), "statistic": float(obs[g]), "threshold": float(thresholds[g]),
+                "p_value": float(p_obs[g])} for g, j in enumerate(ch.levels)]
+    return TestResult(
+        statistic=stat, critical_value=0.0, critical_value_ci=crit_ci, p_value=p,
+        p_value_se=math.sqrt(p * (1 - p) / B), reject=p <= level, level=level, B=B, n=s.n,
+        epsilon=ch.epsilon, method=f"adaptive, split {ch.split}", null=nul.description, J=list(ch.levels),
+        details=details, seed=seed, null_sample=agg,
+    )
+
+
+def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
+        domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
+        split: str = "rows", J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
+        rows: str | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
+        client: Any = None, secret: Any = None, seed: int | None = None, secret_file: str | None = None,
+        clip: bool = False, partition_rows: int | None = None, summary_out: str | None = None,
+        overwrite: bool = False) -> tuple[TestResult, Summary]:
+    """Test from a summary file, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
+
+    A summary (object or file) is tested as it is. Anything else is a data
+    source: ``column``, ``domain`` and ``epsilon`` are required, the channel is
+    ``HaarAdaptive`` over :func:`~ldp_dask.channels.adaptive_levels` when
+    ``adaptive`` else ``HaarLaplace`` at level ``J`` (default from n, ε and
+    ``smoothness``), and the summary is written to ``summary_out`` if given.
+    """
+    from .._io import check_output
+    from ..channels import build_channel
+    from ..pipeline import privatize
+    from ..source import open_source
+    from ..summary import is_summary_file
+
+    if isinstance(source, Summary) or (isinstance(source, (str, os.PathLike)) and is_summary_file(source)):
+        s = read_summary(source)
+        if adaptive and not isinstance(s.channel, HaarAdaptive):
+            raise LdpDaskError("--adaptive needs a 'haar-adaptive' summary (or raw data to privatize).")
+    else:
+        missing = [k for k, v in (("column", column), ("domain", domain), ("epsilon", epsilon)) if v is None]
+        if missing:
+            raise LdpDaskError(f"testing raw data needs {', '.join(missing)} (or pass a summary file).")
+        if summary_out:
+            check_output(summary_out, overwrite)
+        dataset = open_source(source, column)
+        if adaptive:
+            ch = build_channel("haar-adaptive", epsilon, domain, n=dataset.n, split=split)  # type: ignore[arg-type]
+        else:
+            ch = build_channel("haar", epsilon, domain, n=dataset.n, level=J, smoothness=smoothness)  # type: ignore[arg-type]
+        mode = "rows" if statistic == "U" else "summary"
+        if mode == "rows" and rows is None:
+            raise LdpDaskError("statistic='U' needs a directory for the privatized rows ('rows').")
+        s = privatize(dataset, column=column, channel=ch, mode=mode, client=client, secret=secret, seed=seed,
+                      secret_file=secret_file, clip=clip, partition_rows=partition_rows, rows_path=rows,
+                      overwrite=overwrite)
+        if summary_out:
+            s.to_parquet(summary_out, overwrite=overwrite)
+    if isinstance(s.channel, HaarAdaptive):
+        return adaptive_test(s, null, level, B=B, rng=rng), s
+    return test(s, null, level, statistic=statistic, rows=rows, B=B, rng=rng), s

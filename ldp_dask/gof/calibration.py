@@ -1,0 +1,150 @@
+"""Test statistics of seed 001 and their exact Monte-Carlo null laws (SPEC §2).
+
+With c = 2^{J/2}, a_k = c p0_k, released sums S_k = Σ_i Z_ik and centred sums
+S_k^c = S_k − n a_k:
+
+* U-statistic (needs the rows Z_i):
+  T_J = Σ_k (S_k^c² − Q_k) / (n(n−1)),  Q_k = Σ_i (Z_ik − a_k)²;
+* summary statistic (needs only S):
+  T'_J = Σ_k [S_k^c² − n((c − 2a_k)(S_k^c/n + a_k) + a_k² + 2σ²)] / (n(n−1)),
+  since E(Z − a)² = (c − 2a)θ + a² + 2σ² with θ = E φ_{Jk}(X) estimated
+  without bias by S^c/n + a. Both are unbiased for ‖Π_J(f − f0)‖² (on the
+  domain rescaled to [0, 1]).
+
+Under H0 the released sums have an exact law that costs O(D) per replicate,
+whatever n: N ~ Multinomial(n, p0), S = c N + σ(Gamma(n) − Gamma(n))
+(a sum of n Lap(1) is a difference of two Gamma(n, 1)). Replicates are drawn
+in fixed chunks from generators spawned from the caller's, on two threads
+(numpy releases the GIL while sampling); the result depends only on the
+caller's generator, not on thread timing.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import numpy as np
+
+__all__ = [
+    "summary_statistic", "u_statistic", "simulate_summary_statistic", "simulate_joint_statistics",
+    "simulate_u_statistic", "pooled_p_values", "critical_value",
+]
+
+_CHUNK = 1024  # replicates per chunk
+
+
+def summary_statistic(S: np.ndarray, n: int, c: float, sigma: float, a: np.ndarray) -> np.ndarray:
+    """T'_J for released sums ``S`` (last axis = bins; leading axes are replicates)."""
+    Sc = S - n * a
+    inner = Sc**2 - n * ((c - 2 * a) * (Sc / n + a) + a**2 + 2 * sigma**2)
+    return inner.sum(axis=-1) / (n * (n - 1.0))
+
+
+def u_statistic(Z: np.ndarray, a: np.ndarray) -> float:
+    """T_J from the rows ``Z`` (n, D) of a Haar channel."""
+    n = Z.shape[0]
+    Y = Z - a
+    S = Y.sum(axis=0)
+    Q = np.einsum("ij,ij->j", Y, Y)
+    return float((S**2 - Q).sum() / (n * (n - 1.0)))
+
+
+def _chunked(B: int, rng: np.random.Generator, fn: Callable[[np.random.Generator, int], np.ndarray]) -> np.ndarray:
+    sizes = [min(_CHUNK, B - s) for s in range(0, B, _CHUNK)]
+    gens = rng.spawn(len(sizes))
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        parts = list(ex.map(fn, gens, sizes))
+    return np.concatenate(parts, axis=0)
+
+
+def simulate_summary_statistic(n: int, p0: np.ndarray, c: float, sigma: float, B: int,
+                               rng: np.random.Generator) -> np.ndarray:
+    """B draws of T'_J under H0 from the exact law of the sums: O(B·D), independent of n."""
+    a = c * p0
+
+    def one(g: np.random.Generator, b: int) -> np.ndarray:
+        N = g.multinomial(n, p0, size=b).astype(np.float64)
+        S = c * N
+        S += sigma * (g.standard_gamma(n, size=N.shape) - g.standard_gamma(n, size=N.shape))
+        return summary_statistic(S, n, c, sigma, a)
+
+    return _chunked(B, rng, one)
+
+
+def simulate_joint_statistics(n: int, p0_fine: np.ndarray, levels: list[int], cs: np.ndarray,
+                              sigmas: np.ndarray, B: int, rng: np.random.Generator) -> np.ndarray:
+    """B draws of (T'_J)_{J ∈ levels} under H0 when every row reports every level (shared rows).
+
+    Counts at the finest level are multinomial; coarser counts are their dyadic sums;
+    each level has its own independent noise. Returns shape (B, len(levels)).
+    """
+    D = len(p0_fine)
+
+    def one(g: np.random.Generator, b: int) -> np.ndarray:
+        N = g.multinomial(n, p0_fine, size=b)
+        out = np.empty((b, len(levels)))
+        for i, (j, c, s) in enumerate(zip(levels, cs, sigmas)):
+            cnt = N.reshape(b, 1 << j, D >> j).sum(axis=2).astype(np.float64)
+            p0 = p0_fine.reshape(1 << j, -1).sum(axis=1)
+            S = c * cnt + s * (g.standard_gamma(n, size=cnt.shape) - g.standard_gamma(n, size=cnt.shape))
+            out[:, i] = summary_statistic(S, n, c, s, c * p0)
+        return out
+
+    return _chunked(B, rng, one)
+
+
+def simulate_u_statistic(n: int, p0: np.ndarray, c: float, sigma: float, B: int,
+                         rng: np.random.Generator) -> np.ndarray:
+    """B draws of T_J under H0 by privatizing n rows per replicate: O(B·n·D) (the seed's way)."""
+    a = c * p0
+    D = len(p0)
+
+    def one(g: np.random.Generator, b: int) -> np.ndarray:
+        out = np.empty(b)
+        for r in range(b):
+            bins = g.choice(D, size=n, p=p0)
+            Z = g.laplace(0.0, sigma, size=(n, D))
+            Z[np.arange(n), bins] += c
+            out[r] = u_statistic(Z, a)
+        return out
+
+    return _chunked(B, rng, one)
+
+
+def pooled_p_values(obs: np.ndarray, sims: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Monte-Carlo p-values of the observation and of every simulated replicate.
+
+    The observation and the B replicates are exchangeable under H0; each value's
+    p-value is #{pooled values ≥ it}/(B + 1), so the observation's is
+    (1 + #{T_sim ≥ T_obs})/(B + 1). Works column-wise on (B, m) arrays.
+    Returns (p_obs with shape (m,), p_sims with shape (B, m)).
+    """
+    sims = np.atleast_2d(np.asarray(sims, dtype=np.float64).T).T
+    obs = np.atleast_1d(np.asarray(obs, dtype=np.float64))
+    B = sims.shape[0]
+    pooled = np.vstack([obs[None, :], sims])
+    p = np.empty_like(pooled)
+    for j in range(pooled.shape[1]):
+        col = pooled[:, j]
+        order = np.sort(col)
+        # number of pooled values >= each value
+        p[:, j] = (len(col) - np.searchsorted(order, col, side="left")) / (B + 1)
+    return p[0], p[1:]
+
+
+def critical_value(sims: np.ndarray, level: float) -> tuple[float, tuple[float, float]]:
+    """The (1 − γ) Monte-Carlo quantile and a 95% interval for the true one.
+
+    The critical value is the k-th smallest replicate, k = ⌈(B + 1)(1 − γ)⌉; the
+    interval takes the order statistics at ranks B(1 − γ) ± 1.96 √(Bγ(1 − γ))
+    (binomial count of replicates below the true quantile).
+    """
+    s = np.sort(np.asarray(sims, dtype=np.float64))
+    B = len(s)
+    k = min(B, max(1, math.ceil((B + 1) * (1 - level))))
+    half = 1.96 * math.sqrt(B * level * (1 - level))
+    lo = min(B - 1, max(0, math.floor(B * (1 - level) - half) - 1))
+    hi = min(B - 1, max(0, math.ceil(B * (1 - level) + half) - 1))
+    return float(s[k - 1]), (float(s[lo]), float(s[hi]))

@@ -1,0 +1,118 @@
+"""The result of a goodness-of-fit test: numbers, ``to_dict()``, a plot of the null law."""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._io import atomic_write
+from ..estimators.results import _jsonable, _save_json
+
+__all__ = ["TestResult"]
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """Outcome of :func:`ldp_dask.gof.test` or :func:`ldp_dask.gof.adaptive_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        T'_J or T_J; for the adaptive test max_J (T_J − t_J(1 − u_γ)), compared with 0.
+    critical_value : float
+        The (1 − γ) Monte-Carlo quantile of the statistic under H0 (0 for the adaptive test).
+    critical_value_ci : (float, float)
+        95% interval for the exact critical value, from the Monte-Carlo order statistics.
+    p_value : float
+        (1 + #{T_sim ≥ T_obs})/(B + 1) (adaptive: combined over levels).
+    p_value_se : float
+        Monte-Carlo standard error √(p(1 − p)/B).
+    reject : bool
+        ``p_value <= level``: exact level γ for any B with (B + 1)γ an integer.
+    details : list of dict
+        Per level: J, n, statistic, threshold, p-value.
+    seed : int or None
+        Seed of the calibration generator when it was created by the test (reproduce with ``rng=seed``).
+    """
+
+    __test__ = False  # not a pytest class
+
+    statistic: float
+    critical_value: float
+    critical_value_ci: tuple[float, float]
+    p_value: float
+    p_value_se: float
+    reject: bool
+    level: float
+    B: int
+    n: int
+    epsilon: float
+    method: str
+    null: str
+    J: int | list[int]
+    details: list[dict[str, Any]] = field(default_factory=list)
+    seed: int | None = None
+    null_sample: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable({
+            "kind": "gof", "method": self.method, "null": self.null, "J": self.J, "n": self.n,
+            "epsilon": self.epsilon, "level": self.level, "B": self.B, "statistic": self.statistic,
+            "critical_value": self.critical_value, "critical_value_ci": list(self.critical_value_ci),
+            "p_value": self.p_value, "p_value_se": self.p_value_se, "reject": self.reject,
+            "details": self.details, "seed": self.seed,
+        })
+
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        return _save_json(self.to_dict(), path, overwrite)
+
+    def __str__(self) -> str:
+        lo, hi = self.critical_value_ci
+        decision = "REJECT H0" if self.reject else "do not reject H0"
+        lines = [
+            f"goodness-of-fit test ({self.method}) of H0: f = {self.null}",
+            f"  n = {self.n:,}, ε = {self.epsilon:g}, J = {self.J}, B = {self.B:,} Monte-Carlo replicates",
+            f"  statistic      {self.statistic:.6g}",
+            f"  critical value {self.critical_value:.6g} at level {self.level:g} "
+            f"(95% Monte-Carlo interval [{lo:.6g}, {hi:.6g}])",
+            f"  p-value        {self.p_value:.4g} (Monte-Carlo se {self.p_value_se:.2g})",
+            f"  decision       {decision}",
+        ]
+        for d in self.details if len(self.details) > 1 else []:
+            lines.append(f"    J={d['J']:>2}  n={d['n']:>10,}  T={d['statistic']:.4g}  "
+                         f"threshold={d['threshold']:.4g}  p={d['p_value']:.4g}")
+        return "\n".join(lines)
+
+    def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, overwrite: bool = False) -> Any:
+        """Histogram of the simulated null statistic with the observed value and the critical value."""
+        import matplotlib
+
+        if ax is None:
+            matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        own = ax is None
+        if own:
+            fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+        if self.null_sample is not None:
+            ax.hist(self.null_sample, bins=80, color="tab:grey", alpha=0.6, density=True,
+                    label=f"null law ({self.B:,} Monte-Carlo replicates)")
+        ax.axvline(self.critical_value, color="tab:orange", lw=1.5,
+                   label=f"critical value, level {self.level:g}")
+        ax.axvline(self.statistic, color="tab:red" if self.reject else "tab:blue", lw=2,
+                   label=f"observed (p = {self.p_value:.3g})")
+        ax.set_xlabel("statistic" if not isinstance(self.J, list) else "max_J (T_J − threshold_J)")
+        ax.set_title(f"LDP goodness of fit: H0 f = {self.null}, n = {self.n:,}, ε = {self.epsilon:g}")
+        ax.legend(fontsize=8)
+        if path is not None:
+            buf = io.BytesIO()
+            ax.figure.tight_layout()
+            ax.figure.savefig(buf, format="png")
+            atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
+        if own and path is not None:
+            plt.close(ax.figure)
+        return ax

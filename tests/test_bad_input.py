@@ -153,8 +153,30 @@ def test_python_api_errors_name_the_parameter(good):
 
 
 def test_cli_help_for_every_command(capsys):
-    for cmd in (["--help"], ["demo", "--help"], ["privatize", "--help"], ["estimate", "--help"]):
+    for cmd in (["--help"], ["demo", "--help"], ["privatize", "--help"], ["estimate", "--help"], ["gof", "--help"]):
         with pytest.raises(SystemExit) as info:
             main(cmd)
         assert info.value.code == 0
         assert "usage:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--null", "beta(2,2)"], "needs column, domain, epsilon"),
+        (["--null", "norm(0,1)", "--column", "x", "--domain", "0", "100", "--epsilon", "1"], "integrate to one"),
+        (["--null", "beta(2,2)", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--level", "1.5"],
+         "'level' parameter"),
+        (["--null", "beta(2,2)", "--column", "x", "--domain", "0", "100", "--epsilon", "0"], "'epsilon' parameter"),
+        (["--null", "beta(2,2)", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--B", "5"],
+         "'B' parameter"),
+        (["--null", "uniform", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--J", "30"],
+         "'level' parameter"),
+        (["--null", "uniform", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--statistic", "U"],
+         "directory for the privatized rows"),
+    ],
+)
+def test_gof_cli_errors(capsys, good, extra, message):
+    code = main(["gof", str(good), "--local", "--seed", "1", *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err

@@ -236,6 +236,11 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
             ch = build_channel("haar-adaptive", epsilon, domain, n=dataset.n, split=split)  # type: ignore[arg-type]
         else:
             ch = build_channel("haar", epsilon, domain, n=dataset.n, level=J, smoothness=smoothness)  # type: ignore[arg-type]
+        # everything that can be checked before spending the budget is checked now
+        _check_common(level, B, dataset.n)
+        parse_null(null).bin_probabilities(ch.domain, ch.finest if isinstance(ch, HaarAdaptive) else ch.level)
+        if statistic not in ("summary", "U"):
+            raise LdpDaskError(f"The 'statistic' parameter must be 'summary' or 'U'. Got {statistic!r} instead.")
         mode = "rows" if statistic == "U" else "summary"
         if mode == "rows" and rows is None:
             raise LdpDaskError("statistic='U' needs a directory for the privatized rows ('rows').")

@@ -1,0 +1,285 @@
+"""Level, power and detectable separation of the LDP goodness-of-fit tests (seed 001, SPEC §2).
+
+Run: ``python benchmarks/gof_power.py`` (``--quick`` for a smoke run). Data enter a
+summary only through the bin counts, so each data set is drawn as its exact
+counts N ~ Multinomial(n, p_f) and privatized by the channel's own summary-mode
+noise (tests check that this is the law of privatizing the rows one by one).
+Every test below is the library's: ``gof.test`` / ``gof.adaptive_test`` with
+its own Monte-Carlo calibration per data set, except where stated.
+
+(a) empirical level at γ = 0.05 over 2000 null data sets per setting, with the
+    binomial standard error;
+(b) power against f_δ = 1 + δ √2 cos(3πt) on [0, 1] (f0 uniform, ‖f_δ − f0‖₂ = δ)
+    for single-J tests, the adaptive test with sample splitting and with ε
+    splitting, and the U-statistic against the summary statistic;
+(c) the smallest separation detected with power 1/2, against n, next to the
+    rate (nα²)^{−2s/(4s+3)} for J chosen from s = 1;
+(d) the speed of the calibration: B = 10^4 replicates at J = 10, n = 10^3 and
+    10^9, against the seed's direct simulation (privatizing n rows per replicate).
+
+Rewrites the "gof" section of RESULTS.md and writes ``gof_power.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, write_section  # noqa: E402
+
+from ldp_dask import gof  # noqa: E402
+from ldp_dask.channels import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level  # noqa: E402
+from ldp_dask.gof.calibration import (  # noqa: E402
+    critical_value, simulate_summary_statistic, simulate_u_statistic, summary_statistic, u_statistic,
+)
+from ldp_dask.summary import Summary  # noqa: E402
+
+GAMMA = 0.05
+PNG = Path(__file__).with_name("gof_power.png")
+
+
+def probs(delta: float, J: int) -> np.ndarray:
+    """Bin probabilities of f_δ(t) = 1 + δ √2 cos(3πt) on the 2^J bins of [0, 1] (‖f_δ − 1‖₂ = δ)."""
+    e = np.linspace(0.0, 1.0, (1 << J) + 1)
+    F = e + delta * math.sqrt(2) * np.sin(3 * math.pi * e) / (3 * math.pi)
+    return np.diff(F)
+
+
+def summary_from_counts(ch, counts: np.ndarray, n: int, rng: np.random.Generator) -> Summary:
+    exact = {"counts": counts} if isinstance(ch, HaarAdaptive) else {"sum": counts * ch.c}
+    return Summary(ch, n, ch.add_noise(exact, n, rng), {})
+
+
+def rejection_rate(ch, n: int, delta: float, R: int, B: int, rng: np.random.Generator) -> float:
+    J = ch.finest if isinstance(ch, HaarAdaptive) else ch.level
+    p = probs(delta, J)
+    test = gof.adaptive_test if isinstance(ch, HaarAdaptive) else gof.test
+    rej = 0
+    for _ in range(R):
+        s = summary_from_counts(ch, rng.multinomial(n, p), n, rng)
+        rej += test(s, "uniform", GAMMA, B=B, rng=rng).reject
+    return rej / R
+
+
+def level_table(R: int, rng: np.random.Generator) -> list[str]:
+    B = 499  # (B + 1)γ = 25: the Monte-Carlo test has exact level γ
+    rows = []
+    settings = [("single J, T'", HaarLaplace(1.0, 3, (0, 1)), 1_000),
+                ("single J, T'", HaarLaplace(0.5, 4, (0, 1)), 10_000),
+                ("single J, T'", HaarLaplace(1.0, 5, (0, 1)), 100_000),
+                ("single J, T'", HaarLaplace(2.0, 6, (0, 1)), 1_000_000),
+                ("adaptive, split rows", HaarAdaptive(1.0, adaptive_levels(10_000, 1.0), (0, 1)), 10_000),
+                ("adaptive, split ε", HaarAdaptive(1.0, adaptive_levels(10_000, 1.0), (0, 1), "epsilon"), 10_000)]
+    se = math.sqrt(GAMMA * (1 - GAMMA) / R)
+    for label, ch, n in settings:
+        t = time.perf_counter()
+        rate = rejection_rate(ch, n, 0.0, R, B, rng)
+        J = ch.levels if isinstance(ch, HaarAdaptive) else ch.level
+        rows.append(f"| {label} | {n:,} | {ch.epsilon:g} | {J} | {R:,} | {rate:.4f} | {se:.4f} | "
+                    f"{(rate - GAMMA) / se:+.1f} | {time.perf_counter() - t:.0f} s |")
+        print(rows[-1], flush=True)
+    # the U-statistic, calibrated by direct simulation once (its null law does not depend on the data)
+    n, J, Bu = 200, 2, 1999
+    ch = HaarLaplace(1.0, J, (0, 1))
+    p0 = np.full(1 << J, 2.0**-J)
+    crit = critical_value(simulate_u_statistic(n, p0, ch.c, ch.noise_scale, Bu, rng), GAMMA)[0]
+    rej = 0
+    for _ in range(R):
+        z = ch.privatize(rng.random(n), rng)
+        rej += u_statistic(z, ch.c * p0) > crit
+    rate = rej / R
+    rows.append(f"| seed U-statistic (one calibration, B = {Bu}) | {n:,} | 1 | {J} | {R:,} | {rate:.4f} | {se:.4f} | "
+                f"{(rate - GAMMA) / se:+.1f} | |")
+    return rows
+
+
+def power_curves(n: int, deltas, R: int, rng: np.random.Generator) -> dict[str, list[float]]:
+    B = 199
+    eps = 1.0
+    curves: dict[str, list[float]] = {}
+    for J in (1, 2, 3, 4, 5):
+        ch = HaarLaplace(eps, J, (0, 1))
+        curves[f"single J = {J}"] = [rejection_rate(ch, n, d, R, B, rng) for d in deltas]
+    lv = adaptive_levels(n, eps)
+    for split in ("rows", "epsilon"):
+        ch = HaarAdaptive(eps, lv, (0, 1), split)
+        curves[f"adaptive, split {split}"] = [rejection_rate(ch, n, d, R, B, rng) for d in deltas]
+    return curves
+
+
+def u_vs_summary(n: int, J: int, deltas, R: int, rng: np.random.Generator) -> tuple[list[float], list[float]]:
+    """Power of T_J and T'_J on the same privatized rows, each with one calibration (B = 1999)."""
+    ch = HaarLaplace(1.0, J, (0, 1))
+    p0 = np.full(1 << J, 2.0**-J)
+    a = ch.c * p0
+    cu = critical_value(simulate_u_statistic(n, p0, ch.c, ch.noise_scale, 1999, rng), GAMMA)[0]
+    cs = critical_value(simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, 1999, rng), GAMMA)[0]
+    pu, ps = [], []
+    for d in deltas:
+        p = probs(d, J)
+        ru = rs = 0
+        for _ in range(R):
+            bins = rng.choice(1 << J, size=n, p=p)
+            z = rng.laplace(0.0, ch.noise_scale, size=(n, 1 << J))
+            z[np.arange(n), bins] += ch.c
+            ru += u_statistic(z, a) > cu
+            rs += summary_statistic(z.sum(axis=0), n, ch.c, ch.noise_scale, a) > cs
+        pu.append(ru / R)
+        ps.append(rs / R)
+    return pu, ps
+
+
+def detectable_separation(ch, n: int, R: int, rng: np.random.Generator, B: int = 4999) -> float:
+    """Smallest δ with power ≥ 1/2 (bisection, one calibration at n for the single-J test)."""
+    J = ch.level
+    p0 = np.full(1 << J, 2.0**-J)
+    crit = critical_value(simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, rng), GAMMA)[0]
+
+    def power(d: float) -> float:
+        N = rng.multinomial(n, probs(d, J), size=R).astype(np.float64)
+        S = ch.c * N + ch.noise_scale * (rng.standard_gamma(n, N.shape) - rng.standard_gamma(n, N.shape))
+        return float(np.mean(summary_statistic(S, n, ch.c, ch.noise_scale, ch.c * p0) > crit))
+
+    lo, hi = 0.0, 1 / math.sqrt(2)
+    if power(hi) < 0.5:
+        return float("nan")
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if power(mid) >= 0.5 else (mid, hi)
+    return (lo + hi) / 2
+
+
+def speed() -> list[str]:
+    rng = np.random.default_rng(0)
+    J, B = 10, 10_000
+    D = 1 << J
+    p0 = np.full(D, 1.0 / D)
+    ch = HaarLaplace(1.0, J, (0, 1))
+    rows = []
+    for n in (1_000, 1_000_000_000):
+        t = time.perf_counter()
+        sims = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, rng)
+        critical_value(sims, GAMMA)
+        rows.append(f"| exact law of the sums (ours) | {n:,} | {B:,} | {time.perf_counter() - t:.2f} s | measured |")
+    b_direct = 20
+    t = time.perf_counter()
+    simulate_u_statistic(1_000, p0, ch.c, ch.noise_scale, b_direct, rng)
+    per = (time.perf_counter() - t) / (b_direct * 1_000 * D)
+    for n in (1_000, 1_000_000_000):
+        secs = per * B * n * D
+        human = f"{secs:,.0f} s" if secs < 1e5 else f"{secs / 3.15e7:,.0f} years"
+        rows.append(f"| direct simulation (seed): privatize n rows per replicate | {n:,} | {B:,} | {human} | "
+                    f"extrapolated from {b_direct} replicates at n = 1,000 ({per * 1e9:.1f} ns per draw) |")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small R (smoke run; does not write RESULTS.md)")
+    a = ap.parse_args()
+    rng = np.random.default_rng(2026)
+    R_level, R_power, R_sep = (200, 40, 100) if a.quick else (2000, 200, 400)
+    t0 = time.perf_counter()
+    print("(d) speed", flush=True)
+    speed_rows = speed()
+    print("(a) level", flush=True)
+    level_rows = level_table(R_level, rng)
+    n_pow = 10_000
+    deltas = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7]
+    print("(b) power", flush=True)
+    curves = power_curves(n_pow, deltas, R_power, rng)
+    n_u, J_u = 1_000, 2
+    pu, ps = u_vs_summary(n_u, J_u, deltas, R_power, rng)
+    print("(c) separation", flush=True)
+    ns = [3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000]
+    seps = []
+    for n in ns:
+        J = haar_level(n, 1.0, smoothness=1.0)
+        seps.append((n, J, detectable_separation(HaarLaplace(1.0, J, (0, 1)), n, R_sep, rng)))
+        print(seps[-1], flush=True)
+    ok = [s for s in seps if np.isfinite(s[2])]  # δ = nan: power 1/2 not reached for any valid δ
+    slope = float(np.polyfit(np.log([s[0] for s in ok]), np.log([s[2] for s in ok]), 1)[0])
+
+    pow_rows = [f"| {name} | " + " | ".join(f"{v:.2f}" for v in vals) + " |" for name, vals in curves.items()]
+    pow_rows += [f"| U-statistic T_J, J = {J_u}, n = {n_u:,} (one calibration) | " + " | ".join(f"{v:.2f}" for v in pu) + " |",
+                 f"| summary T'_J, same rows | " + " | ".join(f"{v:.2f}" for v in ps) + " |"]
+    sep_rows = [f"| {n:,} | {J} | {d:.4f} | {(n ** (-2 / 7)):.4f} |" for n, J, d in seps]
+    body = "\n".join([
+        "## Goodness-of-fit tests: level, power, detectable separation (`benchmarks/gof_power.py`)",
+        "",
+        f"Machine: {machine()}. Run time {time.perf_counter() - t0:.0f} s. Plot: `benchmarks/gof_power.png`. "
+        "Data sets are drawn as their exact bin counts and privatized by the channels' summary-mode noise; "
+        "f0 = uniform on [0, 1], alternatives f_δ = 1 + δ√2 cos(3πt) with ‖f_δ − f0‖₂ = δ.",
+        "",
+        "### (a) Empirical level at γ = 0.05 (each data set calibrated with B = 499)",
+        "",
+        "| test | n | ε | J | data sets | rejection rate | binomial se | (rate − γ)/se | time |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *level_rows,
+        "",
+        f"### (b) Power against δ = ‖f − f0‖₂, n = {n_pow:,}, ε = 1 ({R_power} data sets per point, B = 199 each)",
+        "",
+        "| test | " + " | ".join(f"δ={d:g}" for d in deltas) + " |",
+        "|---|" + "---|" * len(deltas),
+        *pow_rows,
+        "",
+        "Adaptive levels: " + str(adaptive_levels(n_pow, 1.0)) + ". Splitting rows gives each level n/|𝒥| rows at "
+        "full ε (noise variance × |𝒥| per level); splitting ε gives all rows to every level at ε/|𝒥| "
+        "(noise variance × |𝒥|²), which is why row splitting is the default.",
+        "",
+        "### (c) Smallest separation detected with power 1/2 (single-J test, J from s = 1, ε = 1)",
+        "",
+        "| n | J | δ at power 1/2 | (nα²)^(−2/7) |",
+        "|---|---|---|---|",
+        *sep_rows,
+        "",
+        f"Fitted log-log slope of δ against n: **{slope:.3f}**; theory −2s/(4s+3) = −0.286 for s = 1 "
+        "(J is an integer, hence the zig-zag). For this fixed smooth alternative the test's noise at the "
+        "chosen J sets δ ∝ 2^{3J/4}/√(nα²), which with 2^J ≍ (nα²)^{2/7} is the same exponent −2/7.",
+        "",
+        "### (d) Speed of the calibration (J = 10, B = 10^4)",
+        "",
+        "| method | n | B | time | how |",
+        "|---|---|---|---|---|",
+        *speed_rows,
+    ])
+    print(body)
+    plot(deltas, curves, seps)
+    if not a.quick:
+        write_section("gof", body)
+
+
+def plot(deltas, curves, seps) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5), dpi=110)
+    for name, vals in curves.items():
+        ax1.plot(deltas, vals, "o-" if name.startswith("adaptive") else ".--", label=name)
+    ax1.axhline(GAMMA, color="grey", lw=0.8)
+    ax1.set_xlabel("separation δ = ‖f − f0‖₂")
+    ax1.set_ylabel("power")
+    ax1.set_title("Power, n = 10,000, ε = 1")
+    ax1.legend(fontsize=7)
+    n = np.array([s[0] for s in seps], dtype=float)
+    d = np.array([s[2] for s in seps])
+    ax2.loglog(n, d, "o-", label="δ at power 1/2 (J from s = 1)")
+    ax2.loglog(n, d[0] * (n / n[0]) ** (-2 / 7), "--", color="grey", label="slope −2/7 (theory, s = 1)")
+    ax2.set_xlabel("n")
+    ax2.set_ylabel("detectable separation")
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(PNG)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -24,6 +24,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/wavelet_throughput.py
 	$(PY) benchmarks/wavelet_rates.py
+	$(PY) benchmarks/gof_power.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

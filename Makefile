@@ -21,6 +21,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) benchmarks/throughput.py
 	$(PY) benchmarks/wavelet_throughput.py
 	$(PY) benchmarks/wavelet_rates.py

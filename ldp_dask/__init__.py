@@ -15,7 +15,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import bases, channels, estimators, exactsum, gof, noise
+from . import bases, central, channels, estimators, exactsum, gof, noise
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel, HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, WaveletLaplace
 from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
@@ -43,6 +43,7 @@ __all__ = [
     "LdpDaskError",
     "InputDataError",
     "bases",
+    "central",
     "gof",
     "channels",
     "estimators",

@@ -52,3 +52,31 @@ def wavelet_accumulate(
             for m in range(support):
                 idx = i0 + m * per_unit
                 out[base - m] += tabs[kind, idx] + w * difs[kind, idx]
+
+
+@njit(cache=True, nogil=True)
+def joint_exp_transition(A: np.ndarray, CC: np.ndarray, target: float, beta: float, out: np.ndarray) -> None:
+    """``out[i'] = log Σ_{i < i'} exp(A[i] − β |CC[i'] − CC[i] − target|)`` in the log domain.
+
+    Two passes per column (max, then the sum of exponentials relative to it),
+    so no term underflows before the comparison; terms more than 746 below
+    the column's maximum contribute exactly 0.0 in double precision and skip
+    their exponential. O(K²/2). The numpy reference is a dense logsumexp.
+    """
+    K = A.shape[0]
+    out[0] = -np.inf
+    for j in range(1, K):
+        m = -np.inf
+        for i in range(j):
+            t = A[i] - beta * abs(CC[j] - CC[i] - target)
+            if t > m:
+                m = t
+        if m == -np.inf:
+            out[j] = -np.inf
+            continue
+        s = 0.0
+        for i in range(j):
+            t = A[i] - beta * abs(CC[j] - CC[i] - target) - m
+            if t > -746.0:
+                s += np.exp(t)
+        out[j] = m + np.log(s)

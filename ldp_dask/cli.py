@@ -1,4 +1,4 @@
-"""``ldp-dask`` command line: demo, privatize, estimate, gof.
+"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles.
 
 Bad input exits with status 2 and one line ``ldp-dask: error: ...`` on
 stderr; nothing is written in that case.
@@ -111,7 +111,55 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--plot", default=None, help="write a PNG of the null law with the observed statistic")
     g.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    c = sub.add_parser("quantiles", help="central-DP quantiles of a column (seeds 002, 003)",
+                       description="Release quantiles of a raw column with central differential privacy "
+                                   "(one record replaced, n public). The exact statistics stay in memory.")
+    c.add_argument("source", help="Parquet file, directory, glob or fsspec URL")
+    c.add_argument("--column", required=True, help="column")
+    c.add_argument("--bounds", nargs=2, type=float, required=True, metavar=("LO", "HI"), help="public bounds")
+    c.add_argument("--epsilon", type=float, required=True, help="total ε for all the quantiles")
+    c.add_argument("--q", type=float, nargs="+", default=None, help="probabilities in (0, 1), increasing")
+    c.add_argument("--deciles", action="store_true", help="the nine deciles (the default when --q is absent)")
+    c.add_argument("--method", default="best",
+                   choices=["best", "joint-exp", "inverse-sensitivity", "histogram", "laplace"],
+                   help="mechanism (default best: joint-exp up to n = 102,400, then inverse-sensitivity; "
+                        "measured in benchmarks/quantiles.py)")
+    c.add_argument("--rho", type=float, default=0.0, help="inverse-sensitivity smoothing ρ (default 0)")
+    c.add_argument("--steps", type=int, default=None, help="histogram method: intervals (default 1.5 n / log n)")
+    c.add_argument("--clip", action="store_true", help="clamp values outside the bounds (count to stderr)")
+    c.add_argument("--scheduler", default=None, metavar="ADDRESS", help="running Dask scheduler")
+    c.add_argument("--local", action="store_true", help="run in this process, without Dask")
+    c.add_argument("--secret-file", default=None, help="file with the secret key")
+    c.add_argument("--seed", type=int, default=None, help="insecure integer key, for simulations only")
+    c.add_argument("--out", default=None, help="write the release as JSON")
+    c.add_argument("--plot", default=None, help="PNG of the released quantile function (public information only)")
+    c.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    c.add_argument("--json", action="store_true", help="print the release as JSON")
     return p
+
+
+def _cmd_quantiles(a: argparse.Namespace) -> int:
+    from ldp_dask._io import check_output
+    from ldp_dask.central import DECILES, quantiles
+
+    if a.local and a.scheduler:
+        raise LdpDaskError("Give at most one of --local and --scheduler.")
+    if a.deciles and a.q:
+        raise LdpDaskError("Give at most one of --q and --deciles.")
+    for p in (a.out, a.plot):
+        if p:
+            check_output(p, a.overwrite)
+    r = quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
+                  method=a.method, rho=a.rho, steps=a.steps, client="local" if a.local else a.scheduler,
+                  seed=a.seed, secret_file=a.secret_file, clip=a.clip)
+    if a.out:
+        r.save(a.out, overwrite=a.overwrite)
+    if a.plot:
+        r.plot(a.plot, overwrite=a.overwrite)
+    print(json.dumps(r.to_dict()) if a.json else r)
+    if r.n_clipped is not None:
+        print(f"clipped {r.n_clipped:,} values to the bounds (operator-only, not released)", file=sys.stderr)
+    return 0
 
 
 def _read_null(spec: str) -> Any:
@@ -278,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ldp-dask`` console script; returns the exit status."""
     args = _parser().parse_args(argv)
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
-                                "gof": _cmd_gof}
+                                "gof": _cmd_gof, "quantiles": _cmd_quantiles}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error

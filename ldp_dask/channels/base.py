@@ -26,7 +26,7 @@ import numpy as np
 
 from .._validation import InputDataError, check_domain
 
-__all__ = ["Channel", "NumericChannel", "noise_scale_for"]
+__all__ = ["Channel", "NumericChannel", "noise_scale_for", "check_values"]
 
 
 def noise_scale_for(sensitivity: float, epsilon: float) -> float:
@@ -115,34 +115,39 @@ class NumericChannel(Channel):
         self.domain = check_domain(lo, hi)
 
     def prepare(self, x: np.ndarray, clip: bool = False) -> tuple[np.ndarray, int]:
-        """Check that ``x`` is numeric, finite and inside the domain.
+        """Check that ``x`` is numeric, finite and inside the domain (:func:`check_values`)."""
+        return check_values(x, self.domain, clip)
 
-        Out-of-domain values raise unless ``clip``; then they are clamped to
-        the domain and counted. Messages never quote data values.
-        """
-        x = np.asarray(x)
-        if x.dtype.kind not in "iuf":
-            raise InputDataError(f"values must be numeric; got an array of dtype {x.dtype}")
-        x = x.astype(np.float64, copy=False).ravel()
-        lo, hi = self.domain
-        if len(x) == 0:
-            return x, 0
-        # fast path: min and max propagate NaN, so two reductions clear a clean block
-        mn, mx = x.min(), x.max()
-        if lo <= mn and mx <= hi:
-            return x, 0
-        if np.isnan(mn) or np.isnan(mx):
-            raise InputDataError(
-                "the column contains NaN values; ldp_dask does not impute: drop or fill them first"
-            )
-        if np.isinf(mn) or np.isinf(mx):
-            raise InputDataError(
-                "the column contains infinite values; ldp_dask does not impute: drop or fill them first"
-            )
-        if not clip:
-            raise InputDataError(
-                f"the column contains values outside the declared domain [{lo:g}, {hi:g}]; "
-                "widen the domain or pass clip=True (--clip) to clamp them"
-            )
-        n_out = int(np.count_nonzero(x < lo) + np.count_nonzero(x > hi))
-        return np.clip(x, lo, hi), n_out
+
+def check_values(x: np.ndarray, domain: tuple[float, float], clip: bool = False) -> tuple[np.ndarray, int]:
+    """Validate one block of raw values against a public domain; return ``(values, n_clipped)``.
+
+    Out-of-domain values raise unless ``clip``; then they are clamped to the
+    domain and counted. Messages never quote data values.
+    """
+    x = np.asarray(x)
+    if x.dtype.kind not in "iuf":
+        raise InputDataError(f"values must be numeric; got an array of dtype {x.dtype}")
+    x = x.astype(np.float64, copy=False).ravel()
+    lo, hi = domain
+    if len(x) == 0:
+        return x, 0
+    # fast path: min and max propagate NaN, so two reductions clear a clean block
+    mn, mx = x.min(), x.max()
+    if lo <= mn and mx <= hi:
+        return x, 0
+    if np.isnan(mn) or np.isnan(mx):
+        raise InputDataError(
+            "the column contains NaN values; ldp_dask does not impute: drop or fill them first"
+        )
+    if np.isinf(mn) or np.isinf(mx):
+        raise InputDataError(
+            "the column contains infinite values; ldp_dask does not impute: drop or fill them first"
+        )
+    if not clip:
+        raise InputDataError(
+            f"the column contains values outside the declared domain [{lo:g}, {hi:g}]; "
+            "widen the domain or pass clip=True (--clip) to clamp them"
+        )
+    n_out = int(np.count_nonzero(x < lo) + np.count_nonzero(x > hi))
+    return np.clip(x, lo, hi), n_out

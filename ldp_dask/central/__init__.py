@@ -1,0 +1,167 @@
+"""Central-DP quantiles on the driver (seeds 002, 003; SPEC §0, §3).
+
+    from ldp_dask.central import quantiles
+    r = quantiles("data/", column="salary", q=[0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 500_000))
+    r.values, r.method, r.epsilon_split, r.to_dict()
+
+The exact statistics (a fine histogram reduced with Dask, or the sorted
+values of data that fit in memory) stay in driver memory
+(:mod:`ldp_dask.central.data`); only the mechanism's output is returned.
+Neighbours: one record replaced, n public.
+
+Methods: ``"joint-exp"`` (JointExp, one exponential mechanism for all
+quantiles), ``"inverse-sensitivity"`` (smooth, parameter ρ, ε/k each),
+``"histogram"`` (the seed's HistogramMethod on AboveThreshold, ε/k each),
+``"laplace"`` (the naive baseline), and ``"best"`` = the method that
+``benchmarks/quantiles.py`` measured best at that n (:func:`best_method`):
+JointExp while its public grid is finer than its rank error, inverse
+sensitivity on the fine grid beyond.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from .._validation import LdpDaskError, check_domain, check_epsilon, check_int
+from ..noise import bind_key, digest_arrays, generator, partition_base_keys, resolve_secret
+from ..source import open_source
+from . import mechanisms
+from .data import DEFAULT_CELLS, DEFAULT_EXACT_MAX, PrivateData, collect
+from .release import QuantileRelease
+
+__all__ = [
+    "quantiles", "QuantileRelease", "PrivateData", "METHODS", "DECILES", "check_q", "release", "best_method",
+    "BEST_CROSSOVER",
+]
+
+METHODS = ("best", "joint-exp", "inverse-sensitivity", "histogram", "laplace")
+#: n / max_intervals above which ``method="best"`` switches from JointExp to inverse sensitivity:
+#: JointExp's error is then its grid's (w²/12 per quantile), inverse sensitivity's (rank error ≈ 2k/(εn))
+#: is smaller. Measured in benchmarks/quantiles.py (RESULTS.md, "Central-DP quantiles", crossover table).
+BEST_CROSSOVER = 50
+
+
+def best_method(n: int, max_intervals: int = 2048) -> str:
+    """The mechanism ``method="best"`` runs for n public records (see :data:`BEST_CROSSOVER`)."""
+    return "joint-exp" if n <= BEST_CROSSOVER * max_intervals else "inverse-sensitivity"
+DECILES = tuple(round(0.1 * i, 1) for i in range(1, 10))
+
+
+def check_q(q: Any) -> np.ndarray:
+    """Probabilities strictly inside (0, 1), strictly increasing."""
+    try:
+        arr = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise LdpDaskError(f"The 'q' parameter must be a list of probabilities. Got {q!r} instead.") from None
+    if arr.ndim != 1 or len(arr) == 0 or not np.all(np.isfinite(arr)):
+        raise LdpDaskError(f"The 'q' parameter must be a non-empty list of probabilities. Got {q!r} instead.")
+    if np.any((arr <= 0) | (arr >= 1)):
+        raise LdpDaskError(f"The 'q' parameter must lie strictly inside (0, 1). Got {arr.tolist()} instead.")
+    if np.any(np.diff(arr) <= 0):
+        raise LdpDaskError(f"The 'q' parameter must be sorted without duplicates. Got {arr.tolist()} instead.")
+    return arr
+
+
+def release(data: PrivateData, q: np.ndarray, epsilon: float, method: str, rng: np.random.Generator, *,
+            rho: float = 0.0, steps: int | None = None, max_intervals: int = 2048) -> tuple[np.ndarray, dict[str, Any]]:
+    """Run one mechanism on exact data; returns the values (sorted) and the ε split."""
+    k = len(q)
+    if method == "joint-exp":
+        vals = mechanisms.joint_exp(data, q, epsilon, rng, max_intervals=max_intervals)
+        return vals, {"joint": epsilon}
+    if method == "inverse-sensitivity":
+        vals = mechanisms.inverse_sensitivity(data, q, epsilon, rng, rho=rho)
+    elif method == "histogram":
+        vals = mechanisms.histogram_method(data, q, epsilon, rng, steps=steps)
+    else:
+        vals = mechanisms.laplace_baseline(data, q, epsilon, rng)
+    # sorting is post-processing: quantiles are monotone, the sorted vector is never worse
+    return np.sort(vals), {"per_quantile": [epsilon / k] * k}
+
+
+def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,
+              bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float = 0.0,
+              steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
+              exact_max: int = DEFAULT_EXACT_MAX, client: Any = None, secret: bytes | str | None = None,
+              seed: int | None = None, secret_file: str | None = None, clip: bool = False,
+              partition_rows: int | None = None, storage_options: dict[str, Any] | None = None) -> QuantileRelease:
+    """Central-DP quantiles of one column.
+
+    Parameters
+    ----------
+    source, column :
+        As for :func:`ldp_dask.privatize` (Parquet path/URL, or in-memory data).
+    q : sequence of float
+        Probabilities in (0, 1), increasing (default: the nine deciles).
+    epsilon : float
+        Total ε for all the quantiles together.
+    bounds : (float, float)
+        Public bounds [a, b]; values outside are an error unless ``clip``.
+    method : {"best", "joint-exp", "inverse-sensitivity", "histogram", "laplace"}
+    rho : float
+        Smoothing ρ ≥ 0 of the inverse-sensitivity mechanism.
+    steps : int, optional
+        Intervals of the histogram method (default 1.5 n / log n).
+    max_intervals : int
+        JointExp's largest number of intervals (cost O(k K²)); beyond, the data
+        are rounded to that many public cells.
+    cells, exact_max :
+        Fine grid of the Dask histogram, and the largest n read to the driver
+        and sorted instead.
+    client, secret, seed, secret_file, clip, partition_rows, storage_options :
+        As for :func:`ldp_dask.privatize`. The mechanism's randomness comes from
+        a Philox generator keyed by HMAC(secret, context) bound to a digest of
+        the exact data, so a re-run reproduces the release and edited data get
+        fresh noise.
+    """
+    epsilon = check_epsilon(epsilon)
+    if bounds is None:
+        raise LdpDaskError("The 'bounds' parameter is required: public bounds (lo, hi) of the column.")
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):
+        raise LdpDaskError(f"The 'bounds' parameter must be a pair (lo, hi). Got {bounds!r} instead.") from None
+    bounds = check_domain(lo, hi)
+    qs = check_q(q)
+    if method not in METHODS:
+        raise LdpDaskError(f"The 'method' parameter must be one of {', '.join(METHODS)}. Got {method!r} instead.")
+    rho = float(rho)
+    if not (math.isfinite(rho) and rho >= 0):
+        raise LdpDaskError(f"The 'rho' parameter must be a finite number >= 0. Got {rho!r} instead.")
+    if steps is not None:
+        steps = check_int(steps, "steps", 1, 1 << 31)
+    max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
+    dataset = open_source(source, column, partition_rows, storage_options)
+    if dataset.n < 1:
+        raise LdpDaskError("no rows to release quantiles of")
+    resolved = best_method(dataset.n, max_intervals) if method == "best" else method
+    t0 = time.perf_counter()
+    data = collect(dataset, bounds, clip=clip, client=client, cells=cells, exact_max=exact_max)
+    t1 = time.perf_counter()
+    sec = resolve_secret(secret, seed, secret_file)
+    context = {"v": 1, "kind": "central-quantiles", "fingerprint": dataset.fingerprint, "column": dataset.column,
+               "q": qs.tolist(), "epsilon": epsilon, "bounds": list(bounds), "method": resolved, "rho": rho,
+               "steps": steps, "max_intervals": max_intervals, "cells": cells}
+    base = partition_base_keys(sec, context, 1)[0]
+    rng = generator(bind_key(base, digest_arrays(data.points, data.counts)))
+    values, split = release(data, qs, epsilon, resolved, rng, rho=rho, steps=steps, max_intervals=max_intervals)
+    t2 = time.perf_counter()
+    details: dict[str, Any] = {
+        "data_path": data.kind, "reduction_seconds": t1 - t0, "mechanism_seconds": t2 - t1,
+        "key_id": sec.key_id, "key_source": sec.source, "neighbours": "one record replaced, n public",
+    }
+    if data.kind == "grid":
+        details["grid_cells"] = cells
+    if resolved == "inverse-sensitivity":
+        details["rho"] = rho
+    if resolved == "histogram":
+        details["steps"] = steps or mechanisms.default_steps(data.n)
+    if resolved == "joint-exp":
+        details["max_intervals"] = max_intervals
+    return QuantileRelease(q=qs, values=values, method=resolved, epsilon=epsilon, epsilon_split=split,
+                           n=data.n, bounds=bounds, column=dataset.column, details=details,
+                           n_clipped=data.n_clipped if clip else None)

@@ -1,0 +1,160 @@
+"""Exact data for central-DP mechanisms: held in driver memory only (SPEC §0, §3).
+
+Central mechanisms need exact statistics of the raw column: a histogram on a
+fine public grid, reduced with Dask, or — for data that fits in memory — the
+sorted values themselves. Both are wrapped in :class:`PrivateData`, which
+
+* is never written, logged or returned to the caller by :func:`ldp_dask.central.quantiles`;
+* refuses to be pickled (so it cannot be shipped to workers, cached by a
+  task runner or persisted by accident);
+* prints only its public size and kind.
+
+The histogram path rounds every record to the midpoint of its grid cell. A
+mechanism that is ε-DP on the rounded data is ε-DP on the raw data, because
+rounding acts on each record separately (replacing one record replaces one
+rounded record).
+
+Worker-side partial histograms live in worker memory for the length of the
+reduction; they are small (8 bytes × cells) and are not spilled under normal
+memory pressure, but a cluster configured to spill to disk could write them
+there — run central releases on a cluster whose workers' local directory is
+as trusted as the raw data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._validation import InputDataError, check_int
+from ..channels.base import check_values
+from ..source import Dataset, Piece, read_piece
+
+__all__ = ["PrivateData", "collect", "DEFAULT_CELLS", "DEFAULT_EXACT_MAX"]
+
+#: Fine public grid of the histogram path.
+DEFAULT_CELLS = 1 << 20
+#: Data sets up to this many rows are read to the driver and sorted (exact path).
+DEFAULT_EXACT_MAX = 2_000_000
+
+
+class PrivateData:
+    """Sorted distinct points with multiplicities, n and the public bounds. Driver memory only."""
+
+    __slots__ = ("points", "counts", "n", "bounds", "kind", "cell_width", "n_clipped")
+
+    def __init__(self, points: np.ndarray, counts: np.ndarray, bounds: tuple[float, float], kind: str,
+                 cell_width: float = 0.0, n_clipped: int = 0) -> None:
+        self.points = np.asarray(points, dtype=np.float64)
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.n = int(self.counts.sum())
+        self.bounds = bounds
+        self.kind = kind
+        self.cell_width = cell_width
+        self.n_clipped = n_clipped
+
+    def __repr__(self) -> str:
+        return f"PrivateData(n={self.n}, kind={self.kind!r})"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("PrivateData holds exact statistics of raw data and cannot be pickled")
+
+    # --- exact queries used by the mechanisms --------------------------------------------------------
+    @property
+    def cumulative(self) -> np.ndarray:
+        """C[k] = number of records among the first k distinct points (C[0] = 0)."""
+        return np.concatenate([[0], np.cumsum(self.counts)])
+
+    def count_below(self, t: np.ndarray) -> np.ndarray:
+        """#{x < t} for each t."""
+        return self.cumulative[np.searchsorted(self.points, t, side="left")]
+
+    def order_statistic(self, m: np.ndarray) -> np.ndarray:
+        """x_(m), 1-based ranks."""
+        return self.points[np.searchsorted(np.cumsum(self.counts), m, side="left")]
+
+    def coarsen(self, cells: int) -> "PrivateData":
+        """Round every record to the midpoint of one of ``cells`` public cells over the bounds."""
+        lo, hi = self.bounds
+        w = (hi - lo) / cells
+        idx = np.minimum(((self.points - lo) / w).astype(np.intp), cells - 1)
+        counts = np.bincount(idx, weights=self.counts, minlength=cells).astype(np.int64)
+        occ = np.flatnonzero(counts)
+        return PrivateData(lo + (occ + 0.5) * w, counts[occ], self.bounds, "grid", w, self.n_clipped)
+
+
+@dataclass(frozen=True)
+class _HistTask:
+    dataset: Dataset
+    piece: Piece
+    bounds: tuple[float, float]
+    cells: int
+    clip: bool
+
+
+def _hist_piece(task: _HistTask) -> dict[str, Any]:
+    where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
+    try:
+        x, n_clipped = check_values(read_piece(task.dataset, task.piece), task.bounds, task.clip)
+    except InputDataError as exc:
+        return {"error": f"{where}: {exc}"}
+    lo, hi = task.bounds
+    idx = ((x - lo) * (task.cells / (hi - lo))).astype(np.intp)
+    np.minimum(idx, task.cells - 1, out=idx)
+    return {"counts": np.bincount(idx, minlength=task.cells).astype(np.int64), "clipped": n_clipped}
+
+
+def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
+    for p in parts:
+        if "error" in p:
+            return p
+    return {"counts": np.sum([p["counts"] for p in parts], axis=0, dtype=np.int64),
+            "clipped": sum(p["clipped"] for p in parts)}
+
+
+def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, clip: bool, client: Any,
+               split_every: int = 8, retries: int = 2) -> dict[str, Any]:
+    from ..pipeline import connect
+
+    tasks = [_HistTask(dataset, p, bounds, cells, clip) for p in dataset.pieces]
+    if isinstance(client, str) and client == "local":
+        return _hist_combine(*[_hist_piece(t) for t in tasks])
+    token = uuid.uuid4().hex[:12]
+    with connect(client) as c:
+        level = c.map(_hist_piece, tasks, key=[f"ldp-hist-{token}-{i}" for i in range(len(tasks))],
+                      retries=retries, pure=False)
+        depth = 0
+        while len(level) > 1:
+            level = [c.submit(_hist_combine, *level[i:i + split_every], key=f"ldp-hcomb-{token}-{depth}-{i}",
+                              retries=retries, pure=False) for i in range(0, len(level), split_every)]
+            depth += 1
+        out = level[0].result()
+        del level
+    return out
+
+
+def collect(dataset: Dataset, bounds: tuple[float, float], *, clip: bool = False, client: Any = None,
+            cells: int = DEFAULT_CELLS, exact_max: int = DEFAULT_EXACT_MAX) -> PrivateData:
+    """Exact data of a planned dataset: sorted values (n ≤ ``exact_max`` or in memory) or a fine histogram."""
+    cells = check_int(cells, "cells", 2, 1 << 26)
+    exact_max = check_int(exact_max, "exact_max", 0)
+    if dataset.kind == "memory" or dataset.n <= exact_max:
+        parts, clipped = [], 0
+        for p in dataset.pieces:
+            x, c = check_values(read_piece(dataset, p), bounds, clip)
+            parts.append(x)
+            clipped += c
+        values = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+        points, counts = np.unique(values, return_counts=True)
+        return PrivateData(points, counts, bounds, "exact", 0.0, clipped)
+    res = _histogram(dataset, bounds, cells, clip, client)
+    if "error" in res:
+        raise InputDataError(res["error"])
+    counts = res["counts"]
+    occ = np.flatnonzero(counts)
+    lo, hi = bounds
+    w = (hi - lo) / cells
+    return PrivateData(lo + (occ + 0.5) * w, counts[occ], bounds, "grid", w, int(res["clipped"]))

@@ -1,0 +1,258 @@
+"""Central-DP quantile mechanisms on the driver (seeds 002, 003; SPEC §3).
+
+Neighbouring data sets differ by one replaced record; n is public. Every
+mechanism takes :class:`~ldp_dask.central.data.PrivateData` (exact, in driver
+memory), the public bounds [a, b], a budget and an explicit generator, and
+returns values only. Single-quantile mechanisms answer k quantiles with ε/k
+each (basic composition); :func:`joint_exp` spends ε once for all of them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from .data import PrivateData
+
+__all__ = [
+    "above_threshold", "histogram_method", "inverse_sensitivity", "laplace_baseline", "joint_exp",
+    "default_steps", "inverse_sensitivity_density", "joint_exp_log_density",
+]
+
+
+def above_threshold(answers: Callable[[int, int], np.ndarray], n_queries: int, threshold: float, epsilon: float,
+                    rng: np.random.Generator, chunk: int = 1 << 16) -> int | None:
+    """AboveThreshold (sparse vector): index of the first query above a noisy threshold, or None.
+
+    T̂ = T + Lap(2/ε); return the first i (0-based) with q_i(D) + Lap(4/ε) > T̂.
+    ``answers(i, j)`` returns the exact answers q_i..q_{j−1}; queries are drawn
+    lazily in chunks, so the cost is proportional to the index returned.
+
+    Privacy (Dwork & Roth 2014, Thm 3.23; seed 003 §3.1), queries of
+    sensitivity 1: fix the noises ν_i of the queries before k and let
+    g = max_{i<k} (q_i(D) + ν_i). The output is k iff T̂ > g and q_k + ν_k ≥ T̂.
+    For a neighbour D', g' ≤ g + 1 and q_k' ≥ q_k − 1; substituting
+    T̂' = T̂ + 1 (a factor e^{ε/2} in the Lap(2/ε) density) and
+    ν_k' = ν_k + 2 (a factor e^{ε/2} in the Lap(4/ε) density) maps the event
+    for D onto the event for D', so P(k | D) ≤ e^ε P(k | D'). The event "none"
+    is handled the same way with the first substitution only. ε-DP.
+    """
+    t_hat = threshold + rng.laplace(0.0, 2.0 / epsilon)
+    for start in range(0, n_queries, chunk):
+        stop = min(n_queries, start + chunk)
+        noisy = answers(start, stop) + rng.laplace(0.0, 4.0 / epsilon, size=stop - start)
+        hit = np.flatnonzero(noisy > t_hat)
+        if hit.size:
+            return int(start + hit[0])
+    return None
+
+
+def default_steps(n: int) -> int:
+    """steps = 1.5 n / log n (seed 003 §3.2), at least 2."""
+    return max(2, math.ceil(1.5 * n / math.log(max(n, 3))))
+
+
+def histogram_method(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator,
+                     steps: int | None = None) -> np.ndarray:
+    """HistogramMethod (seed 003 §3.2) with ε/k per quantile.
+
+    [a, b] is cut into ``steps`` equal intervals; for quantile q the queries are
+    f_i = #{x < a + i(b − a)/steps}, i = 1..steps (sensitivity 1: one replaced
+    record moves one count by one), the threshold is T = q·n, and the answer is
+    a + i(b − a)/steps for the index i returned by AboveThreshold — with the
+    ``a +`` that the seed's pseudo-code omits (its answers are shifted by −a
+    whenever a ≠ 0). If no query crosses, b is returned. The f_i are prefix
+    counts of one sorted array, computed per chunk.
+    """
+    a, b = data.bounds
+    steps = steps or default_steps(data.n)
+    width = (b - a) / steps
+    eps_each = epsilon / len(q)
+
+    def answers(i: int, j: int) -> np.ndarray:
+        edges = a + np.arange(i + 1, j + 1) * width
+        return data.count_below(edges).astype(np.float64)
+
+    out = np.empty(len(q))
+    for k, qq in enumerate(q):
+        idx = above_threshold(answers, steps, qq * data.n, eps_each, rng)
+        out[k] = b if idx is None else a + (idx + 1) * width
+    return out
+
+
+def _sample_pieces(edges: np.ndarray, log_w: np.ndarray, rng: np.random.Generator) -> float:
+    """Exact draw from a piecewise-constant density: a piece ∝ width·weight, then uniform inside."""
+    width = np.diff(edges)
+    ok = width > 0
+    i = _sample_log(np.where(ok, np.log(np.where(ok, width, 1.0)) + log_w, -np.inf), rng)
+    while not ok[i]:  # only if the uniform hit a boundary exactly
+        i -= 1
+    return float(edges[i] + rng.random() * width[i])
+
+
+def inverse_sensitivity(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator,
+                        rho: float = 0.0) -> np.ndarray:
+    """Smooth inverse sensitivity (Asi–Duchi; seed 003 §4), exact sampling, ε/k per quantile.
+
+    Density on [a, b] ∝ exp(−len^ρ(x, t) ε/2), where len(x, t) is the number
+    of records to change for the empirical q-quantile x_(m), m = ⌈qn⌉, to
+    equal t — m − #{x < t} left of x_(m) and #{x < t} − m + 1 right of it —
+    and len^ρ(t) = min_{|s−t| ≤ ρ} len(s): 0 on [x_(m) − ρ, x_(m) + ρ],
+    len(t + ρ) left of it, len(t − ρ) right of it. len^ρ changes by at most 1
+    when one record is replaced, so the mechanism is ε-DP (seed 003, Thm
+    4.1.0.1). It is piecewise constant with breakpoints at x_i ± ρ, so it is
+    sampled exactly: a piece with probability ∝ width · weight, then uniform.
+    """
+    eps_each = epsilon / len(q)
+    out = np.empty(len(q))
+    for k, qq in enumerate(q):
+        edges, log_w = inverse_sensitivity_density(data, float(qq), eps_each, rho)
+        out[k] = _sample_pieces(edges, log_w, rng)
+    return out
+
+
+def inverse_sensitivity_density(data: PrivateData, q: float, epsilon: float, rho: float = 0.0
+                                ) -> tuple[np.ndarray, np.ndarray]:
+    """The unnormalised log density −len^ρ(x, t) ε/2 of :func:`inverse_sensitivity`, piecewise constant.
+
+    Returns (edges, log_w): on [edges[i], edges[i+1]) the log density is log_w[i].
+    """
+    a, b = data.bounds
+    m = max(1, math.ceil(q * data.n))
+    xm = float(data.order_statistic(np.array([m]))[0])
+    pts = data.points
+    cand = np.concatenate([[a, b, xm - rho, xm + rho], pts - rho, pts + rho])
+    edges = np.unique(np.clip(cand, a, b))
+    mid = (edges[:-1] + edges[1:]) / 2
+    length = np.zeros(len(mid))
+    left = mid + rho < xm
+    right = mid - rho > xm
+    length[left] = m - data.count_below(mid[left] + rho)
+    length[right] = data.count_below(mid[right] - rho) - m + 1
+    return edges, -epsilon * length / 2.0
+
+
+def laplace_baseline(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """The naive method (seed 003 §2): empirical quantile + Lap((b − a)k/ε), clipped to [a, b].
+
+    One replaced record can move an empirical quantile across the whole
+    domain, so its global sensitivity is b − a: the noise is as wide as the
+    domain, which is why the seed calls this method a failure. A baseline only.
+    """
+    a, b = data.bounds
+    m = np.maximum(1, np.ceil(q * data.n)).astype(np.int64)
+    exact = data.order_statistic(m)
+    return np.clip(exact + rng.laplace(0.0, (b - a) * len(q) / epsilon, size=len(q)), a, b)
+
+
+def _transition_reference(A: np.ndarray, CC: np.ndarray, target: float, beta: float) -> np.ndarray:
+    """Dense numpy reference of :func:`ldp_dask._kernels.joint_exp_transition` (tests)."""
+    K = len(A)
+    term = A[:, None] - beta * np.abs(CC[None, :] - CC[:, None] - target)
+    term[~np.triu(np.ones((K, K), dtype=bool), 1)] = -np.inf
+    m = term.max(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = m + np.log(np.exp(term - np.where(np.isfinite(m), m, 0.0)).sum(axis=0))
+    return np.where(np.isfinite(m), out, -np.inf)
+
+
+def joint_exp(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator,
+              max_intervals: int = 2048) -> np.ndarray:
+    """JointExp (Gillenwater, Joseph & Kulesza, ICML 2021): all quantiles in one exponential mechanism.
+
+    For sorted outputs a ≤ o_1 ≤ … ≤ o_k ≤ b the utility is
+    u(o) = −Σ_{j=1}^{k+1} |#{x ∈ [o_{j−1}, o_j)} − (q_j − q_{j−1}) n| (o_0 = a,
+    o_{k+1} = b). Replacing one record moves it from one gap to another, so
+    Δu = 2 and the density ∝ exp(ε u(o)/(2Δu)) = exp(ε u/4) on ordered tuples
+    is ε-DP for the whole set of quantiles. Between consecutive data points
+    the gap counts are constant, so the density is sampled exactly by dynamic
+    programming over intervals, with the volume L^r/r! of r ordered outputs in
+    one interval of length L tracked by a run-length state; then uniform draws
+    inside the chosen intervals, sorted. All weights stay in the log domain
+    (for large n every transition weight is below e^−745 and would underflow);
+    the transition is a fused numba kernel, O(k K²/2) for K intervals; when the
+    data have more than ``max_intervals`` distinct points they are first
+    rounded to the midpoints of ``max_intervals`` public cells (per-record
+    rounding: still ε-DP on the raw data).
+    """
+    t = _joint_exp_tables(data, q, epsilon, max_intervals)
+    k = len(q)
+    i, r = divmod(_sample_log(t.final.ravel(), rng), k)
+    chosen = np.zeros(k, dtype=np.intp)
+    chosen[k - 1] = i
+    for j in range(k - 1, 0, -1):
+        if r > 0:  # the previous output is in the same interval
+            r -= 1
+            chosen[j - 1] = i
+            continue
+        w = t.alpha[j - 1][:i] + (-t.beta * np.abs(t.CC[i] - t.CC[:i] - t.gaps[j]))[:, None]
+        i, r = divmod(_sample_log(w.ravel(), rng), k)
+        chosen[j - 1] = i
+    out = t.e[chosen] + rng.random(k) * t.L[chosen]
+    # outputs sharing an interval are the order statistics of uniforms inside it
+    for iv in np.unique(chosen):
+        sel = np.flatnonzero(chosen == iv)
+        out[sel] = np.sort(out[sel])
+    return out
+
+
+def _sample_log(log_w: np.ndarray, rng: np.random.Generator) -> int:
+    """Index drawn with probability ∝ exp(log_w) (−inf allowed)."""
+    p = np.exp(log_w - np.max(log_w))
+    return min(int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right")), len(p) - 1)
+
+
+class _Tables:
+    """Forward tables of JointExp's dynamic programme."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+def _joint_exp_tables(data: PrivateData, q: np.ndarray, epsilon: float, max_intervals: int) -> _Tables:
+    from .._kernels import joint_exp_transition
+
+    a, b = data.bounds
+    d = data if len(data.points) <= max_intervals else data.coarsen(max_intervals)
+    n, k = d.n, len(q)
+    e = np.concatenate([[a], d.points, [b]])  # interval i = [e_i, e_{i+1}), i = 0..K
+    L = np.diff(e)
+    with np.errstate(divide="ignore"):
+        logL = np.where(L > 0, np.log(np.where(L > 0, L, 1.0)), -np.inf)
+    CC = np.concatenate([[0], np.cumsum(d.counts)]).astype(np.float64)  # #{x < o} for o inside interval i
+    K1 = len(L)
+    beta = epsilon / 4.0
+    gaps = np.diff(np.concatenate([[0.0], q, [1.0]])) * n  # target counts n_1..n_{k+1}
+    # alpha[j][i, r]: log weight of outputs 1..j+1 with the last in interval i, the (r+1)-th in it
+    alpha = np.full((k, K1, k), -np.inf)
+    alpha[0][:, 0] = logL - beta * np.abs(CC - gaps[0])
+    moved = np.empty(K1)
+    for j in range(1, k):
+        prev = alpha[j - 1]
+        stay = -beta * gaps[j]
+        for r in range(1, k):
+            alpha[j][:, r] = prev[:, r - 1] + logL - math.log(r + 1) + stay
+        joint_exp_transition(np.ascontiguousarray(np.logaddexp.reduce(prev, axis=1)), CC, float(gaps[j]), beta,
+                             moved)
+        alpha[j][:, 0] = moved + logL
+    final = alpha[k - 1] - beta * np.abs(n - CC - gaps[k])[:, None]
+    return _Tables(d=d, e=e, L=L, CC=CC, gaps=gaps, beta=beta, alpha=alpha, final=final, n=n)
+
+
+def joint_exp_log_density(data: PrivateData, q: np.ndarray, epsilon: float, o: np.ndarray,
+                          max_intervals: int = 2048) -> np.ndarray:
+    """log of JointExp's density at sorted outputs ``o`` (shape (k,) or (N, k)): ε u(o)/4 − log Z.
+
+    Z comes from the dynamic programme; used by the tests to check it against
+    brute-force integration and the e^ε bound.
+    """
+    t = _joint_exp_tables(data, q, epsilon, max_intervals)
+    finite = t.final[np.isfinite(t.final)]
+    log_z = float(np.max(finite) + np.log(np.sum(np.exp(finite - np.max(finite)))))
+    o = np.atleast_2d(np.asarray(o, dtype=np.float64))
+    below = t.d.count_below(o)
+    full = np.hstack([np.zeros((len(o), 1)), below, np.full((len(o), 1), t.n)])
+    u = -np.sum(np.abs(np.diff(full, axis=1) - t.gaps), axis=1)
+    return t.beta * u - log_z

@@ -1,0 +1,92 @@
+"""What a central quantile release publishes: values, the method and how ε was spent."""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._io import atomic_write
+from ..estimators.results import _jsonable, _save_json
+
+__all__ = ["QuantileRelease"]
+
+
+@dataclass(frozen=True)
+class QuantileRelease:
+    """Central-DP quantiles.
+
+    Attributes
+    ----------
+    q, values : ndarray
+        Requested probabilities and the released quantiles (nondecreasing).
+    method : str
+        The mechanism that produced them ("best" resolves to one of the others).
+    epsilon : float
+        Total ε spent (ε-DP, one record replaced, n public).
+    epsilon_split : dict
+        How ε was spent: ``{"joint": ε}`` or ``{"per_quantile": [ε/k, ...]}``.
+    n, bounds : int, (float, float)
+    details : dict
+        Public parameters of the mechanism (steps, ρ, grid, intervals) and timings.
+    n_clipped : int or None
+        Operator-only exact count of clipped values; not in :meth:`to_dict`.
+    """
+
+    q: np.ndarray
+    values: np.ndarray
+    method: str
+    epsilon: float
+    epsilon_split: dict[str, Any]
+    n: int
+    bounds: tuple[float, float]
+    column: str = "value"
+    details: dict[str, Any] = field(default_factory=dict)
+    n_clipped: int | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable({
+            "kind": "central-quantiles", "q": self.q, "values": self.values, "method": self.method,
+            "epsilon": self.epsilon, "epsilon_split": self.epsilon_split, "n": self.n,
+            "bounds": list(self.bounds), "column": self.column, **self.details,
+        })
+
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        return _save_json(self.to_dict(), path, overwrite)
+
+    def __str__(self) -> str:
+        lines = [f"central-DP quantiles of {self.column} ({self.method}), ε = {self.epsilon:g} in total, "
+                 f"n = {self.n:,}, bounds [{self.bounds[0]:g}, {self.bounds[1]:g}]"]
+        lines += [f"  q = {q:<6g} {v:.6g}" for q, v in zip(self.q, self.values)]
+        return "\n".join(lines)
+
+    def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, overwrite: bool = False) -> Any:
+        """The released quantile function against public information only (no data histogram)."""
+        import matplotlib
+
+        if ax is None:
+            matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        own = ax is None
+        if own:
+            fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+        lo, hi = self.bounds
+        ax.plot(np.concatenate([[0], self.q, [1]]), np.concatenate([[lo], self.values, [hi]]), "o-",
+                color="tab:blue", label="released quantiles (bounds at 0 and 1)")
+        ax.set_xlabel("probability q")
+        ax.set_ylabel(self.column)
+        ax.set_ylim(lo, hi)
+        ax.set_title(f"Central-DP quantiles ({self.method}), ε = {self.epsilon:g}, n = {self.n:,}")
+        ax.legend(fontsize=8)
+        if path is not None:
+            buf = io.BytesIO()
+            ax.figure.tight_layout()
+            ax.figure.savefig(buf, format="png")
+            atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
+        if own and path is not None:
+            plt.close(ax.figure)
+        return ax

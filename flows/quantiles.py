@@ -13,7 +13,7 @@ from ldp_dask.central import DECILES, QuantileRelease, quantiles
 
 @task(persist_result=False)
 def release_quantiles(source: str, column: str, q: list[float], epsilon: float, bounds: list[float], method: str,
-                      rho: float, steps: int | None, scheduler: str | None, secret_file: str | None,
+                      rho: float | None, steps: int | None, scheduler: str | None, secret_file: str | None,
                       seed: int | None, clip: bool) -> QuantileRelease:
     """Exact reduction on Dask and the mechanism on the driver; only the release leaves this task."""
     return quantiles(source, column=column, q=q, epsilon=epsilon, bounds=tuple(bounds), method=method, rho=rho,
@@ -33,7 +33,8 @@ def write_outputs(r: QuantileRelease, out: str | None, plot: str | None, overwri
 
 @flow(name="ldp-quantiles")
 def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float = 1.0,
-                  q: list[float] | None = None, method: str = "best", rho: float = 0.0, steps: int | None = None,
+                  q: list[float] | None = None, method: str = "best", rho: float | None = None,
+                  steps: int | None = None,
                   scheduler: str | None = None, secret_file: str | None = None, seed: int | None = None,
                   clip: bool = False, out: str | None = None, plot: str | None = None,
                   overwrite: bool = False) -> dict[str, Any]:

@@ -124,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
                    choices=["best", "joint-exp", "inverse-sensitivity", "histogram", "laplace"],
                    help="mechanism (default best: joint-exp up to n = 102,400, then inverse-sensitivity; "
                         "measured in benchmarks/quantiles.py)")
-    c.add_argument("--rho", type=float, default=0.0, help="inverse-sensitivity smoothing ρ (default 0)")
+    c.add_argument("--rho", type=float, default=None,
+                   help="inverse-sensitivity smoothing ρ (default (hi − lo)/2^20)")
     c.add_argument("--steps", type=int, default=None, help="histogram method: intervals (default 1.5 n / log n)")
     c.add_argument("--clip", action="store_true", help="clamp values outside the bounds (count to stderr)")
     c.add_argument("--scheduler", default=None, metavar="ADDRESS", help="running Dask scheduler")

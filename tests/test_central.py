@@ -262,3 +262,22 @@ def test_out_of_bounds_data_needs_clip_and_is_counted(capsys, tmp_path):
     assert main(["quantiles", str(tmp_path / "x.parquet"), "--column", "x", "--bounds", "0", "1",
                  "--epsilon", "1", "--local", "--clip", "--q", "0.9", "0.1"]) == 2
     assert "sorted without duplicates" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.04])
+def test_inverse_sensitivity_sampler_matches_its_density(rho):
+    # the O(log K) sampler (prefix/suffix log-sums) against the explicit piecewise density, with ties
+    from ldp_dask.central.mechanisms import _InverseSensitivitySampler
+
+    rng = np.random.default_rng(10)
+    data = _data(np.round(rng.random(9), 2))
+    for q in (0.2, 0.5, 0.9):
+        edges, log_w = inverse_sensitivity_density(data, q, 1.5, rho)
+        w = np.diff(edges) * np.exp(log_w - log_w.max())
+        sampler = _InverseSensitivitySampler(data, rho, 1.5)
+        draws = np.array([sampler.sample(q, rng) for _ in range(20_000)])
+        obs = np.bincount(np.clip(np.searchsorted(edges, draws, side="right") - 1, 0, len(w) - 1), minlength=len(w))
+        exp = w / w.sum() * len(draws)
+        ok = exp > 5
+        assert obs[~ok].sum() <= max(5, 3 * exp[~ok].sum())
+        assert stats.chisquare(obs[ok], exp[ok] * obs[ok].sum() / exp[ok].sum()).pvalue > 1e-3

@@ -84,7 +84,7 @@ def release(data: PrivateData, q: np.ndarray, epsilon: float, method: str, rng: 
 
 
 def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,
-              bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float = 0.0,
+              bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float | None = None,
               steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
               exact_max: int = DEFAULT_EXACT_MAX, client: Any = None, secret: bytes | str | None = None,
               seed: int | None = None, secret_file: str | None = None, clip: bool = False,
@@ -102,8 +102,11 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
     bounds : (float, float)
         Public bounds [a, b]; values outside are an error unless ``clip``.
     method : {"best", "joint-exp", "inverse-sensitivity", "histogram", "laplace"}
-    rho : float
-        Smoothing ρ ≥ 0 of the inverse-sensitivity mechanism.
+    rho : float, optional
+        Smoothing ρ ≥ 0 of the inverse-sensitivity mechanism. Default (b − a)/2^20:
+        the flat zone around the empirical quantile then has positive mass, which
+        matters for data with ties (with ρ = 0 an atom at the quantile has
+        probability 0), at a cost of ρ²/3 in MSE per quantile, i.e. nothing.
     steps : int, optional
         Intervals of the histogram method (default 1.5 n / log n).
     max_intervals : int
@@ -129,7 +132,7 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
     qs = check_q(q)
     if method not in METHODS:
         raise LdpDaskError(f"The 'method' parameter must be one of {', '.join(METHODS)}. Got {method!r} instead.")
-    rho = float(rho)
+    rho = (bounds[1] - bounds[0]) / DEFAULT_CELLS if rho is None else float(rho)
     if not (math.isfinite(rho) and rho >= 0):
         raise LdpDaskError(f"The 'rho' parameter must be a finite number >= 0. Got {rho!r} instead.")
     if steps is not None:

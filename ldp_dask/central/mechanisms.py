@@ -106,11 +106,63 @@ def inverse_sensitivity(data: PrivateData, q: np.ndarray, epsilon: float, rng: n
     sampled exactly: a piece with probability ∝ width · weight, then uniform.
     """
     eps_each = epsilon / len(q)
-    out = np.empty(len(q))
-    for k, qq in enumerate(q):
-        edges, log_w = inverse_sensitivity_density(data, float(qq), eps_each, rho)
-        out[k] = _sample_pieces(edges, log_w, rng)
-    return out
+    sampler = _InverseSensitivitySampler(data, rho, eps_each)
+    return np.array([sampler.sample(float(qq), rng) for qq in q])
+
+
+class _InverseSensitivitySampler:
+    """Exact sampling of :func:`inverse_sensitivity_density` in O(K) once, then O(log K) per quantile.
+
+    Left of x_(m) − ρ the pieces are (p_{k−1} − ρ, p_k − ρ), k ≤ k_m, with weight
+    width_k · exp(−ε(m − C_k)/2) = [width_k e^{εC_k/2}] · e^{−εm/2}; right of
+    x_(m) + ρ they are (p_k + ρ, p_{k+1} + ρ), k ≥ k_m, with weight
+    [width_k e^{−εC_{k+1}/2}] · e^{ε(m−1)/2}. The pieces do not depend on m,
+    only a constant factor does, so prefix (left) and suffix (right) log-sums
+    of the bracketed terms serve every quantile: a region is chosen by its
+    exact mass, then a piece by binary search, then a point uniformly.
+    """
+
+    def __init__(self, data: PrivateData, rho: float, epsilon: float) -> None:
+        a, b = data.bounds
+        self.data, self.rho, self.eps = data, rho, epsilon
+        pts, C = data.points, data.cumulative
+        self.C = C
+        with np.errstate(divide="ignore"):
+            le = np.clip(np.concatenate([[a + rho], pts]) - rho, a, b)  # left edges: a, p_0 − ρ, ...
+            self.left_lo, self.left_hi = le[:-1], le[1:]
+            lw = np.log(self.left_hi - self.left_lo) + epsilon * C[:-1] / 2.0
+            re = np.clip(np.concatenate([pts, [b - rho]]) + rho, a, b)  # right edges: p_0 + ρ, ..., b
+            self.right_lo, self.right_hi = re[:-1], re[1:]
+            rw = np.log(self.right_hi - self.right_lo) - epsilon * C[1:] / 2.0
+        from .._kernels import log_cumsum_exp
+
+        self.left_cum = log_cumsum_exp(lw)  # log Σ_{i ≤ k}
+        self.right_cum = log_cumsum_exp(np.ascontiguousarray(rw[::-1]))[::-1]  # log Σ_{i ≥ k}
+
+    def sample(self, q: float, rng: np.random.Generator) -> float:
+        d, eps, rho = self.data, self.eps, self.rho
+        a, b = d.bounds
+        m = max(1, math.ceil(q * d.n))
+        km = int(np.searchsorted(self.C[1:], m, side="left"))
+        xm = float(d.points[km])
+        lo_mid, hi_mid = max(a, xm - rho), min(b, xm + rho)
+        with np.errstate(divide="ignore"):
+            logs = np.array([self.left_cum[km] - eps * m / 2.0,
+                             math.log(hi_mid - lo_mid) if hi_mid > lo_mid else -np.inf,
+                             self.right_cum[km] + eps * (m - 1) / 2.0])
+        region = _sample_log(logs, rng)
+        if region == 1:
+            return float(lo_mid + rng.random() * (hi_mid - lo_mid))
+        u = math.log(rng.random() or 5e-324)
+        if region == 0:  # first k ≤ km with prefix sum ≥ U · total
+            k = min(int(np.searchsorted(self.left_cum[:km + 1], self.left_cum[km] + u, side="left")), km)
+            lo, hi = self.left_lo[k], self.left_hi[k]
+        else:  # suffix sums decrease with k: search the reversed array
+            rev = self.right_cum[km:][::-1]
+            j = min(int(np.searchsorted(rev, self.right_cum[km] + u, side="left")), len(rev) - 1)
+            k = len(self.right_cum) - 1 - j
+            lo, hi = self.right_lo[k], self.right_hi[k]
+        return float(lo + rng.random() * (hi - lo))
 
 
 def inverse_sensitivity_density(data: PrivateData, q: float, epsilon: float, rho: float = 0.0
@@ -118,19 +170,28 @@ def inverse_sensitivity_density(data: PrivateData, q: float, epsilon: float, rho
     """The unnormalised log density −len^ρ(x, t) ε/2 of :func:`inverse_sensitivity`, piecewise constant.
 
     Returns (edges, log_w): on [edges[i], edges[i+1]) the log density is log_w[i].
+    Built in O(K) for K distinct points, without sorting: left of x_(m) − ρ the
+    breakpoints are the p_k − ρ (where t + ρ crosses a point), right of
+    x_(m) + ρ they are the p_k + ρ, and in between len^ρ = 0. Pieces may have
+    zero width (ties of breakpoints); the sampler skips them.
     """
     a, b = data.bounds
     m = max(1, math.ceil(q * data.n))
-    xm = float(data.order_statistic(np.array([m]))[0])
-    pts = data.points
-    cand = np.concatenate([[a, b, xm - rho, xm + rho], pts - rho, pts + rho])
-    edges = np.unique(np.clip(cand, a, b))
-    mid = (edges[:-1] + edges[1:]) / 2
-    length = np.zeros(len(mid))
-    left = mid + rho < xm
-    right = mid - rho > xm
-    length[left] = m - data.count_below(mid[left] + rho)
-    length[right] = data.count_below(mid[right] - rho) - m + 1
+    C = data.cumulative  # C[k] = records among the first k distinct points
+    km = int(np.searchsorted(C[1:], m, side="left"))  # x_(m) = points[km]
+    xm = float(data.points[km])
+    lo_mid, hi_mid = max(a, xm - rho), min(b, xm + rho)
+    # left: pieces (p_{k-1} − ρ, p_k − ρ) ∩ [a, x_m − ρ), len = m − C[k]  (k = 0..km, p_{-1} − ρ := a)
+    left_edges = np.clip(data.points[:km + 1] - rho, a, lo_mid)
+    left_e = np.concatenate([[a], left_edges])
+    left_len = m - C[:km + 1]
+    # right: pieces (p_k + ρ, p_{k+1} + ρ) ∩ (x_m + ρ, b], len = C[k+1] − m + 1  (k = km..K−1, p_K + ρ := b)
+    right_edges = np.clip(data.points[km + 1:] + rho, hi_mid, b)
+    right_e = np.concatenate([[hi_mid], right_edges, [b]])
+    right_len = C[km + 1:] - m + 1
+    edges = np.concatenate([left_e, right_e])
+    length = np.concatenate([left_len, [0], right_len]).astype(np.float64)
+    # the middle piece [lo_mid, hi_mid] joins the last left edge and the first right edge
     return edges, -epsilon * length / 2.0
 
 

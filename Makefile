@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/wavelet_throughput.py
 	$(PY) benchmarks/wavelet_rates.py
 	$(PY) benchmarks/gof_power.py
+	$(PY) benchmarks/quantiles.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

@@ -32,9 +32,15 @@ def _parser() -> argparse.ArgumentParser:
                        description="Privatize one column of a Parquet dataset with a local-DP channel.")
     r.add_argument("source", help="Parquet file, directory, glob or fsspec URL")
     r.add_argument("--column", required=True, help="column to privatize")
-    r.add_argument("--channel", required=True, choices=["histogram", "mean", "wavelet", "haar", "haar-adaptive"],
-                   help="local channel")
-    r.add_argument("--domain", nargs=2, type=float, required=True, metavar=("LO", "HI"), help="public domain")
+    r.add_argument("--channel", required=True,
+                   choices=["histogram", "mean", "wavelet", "haar", "haar-adaptive", "rr"], help="local channel")
+    r.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+                   help="public domain (numeric channels)")
+    r.add_argument("--categories", nargs="+", default=None, help="rr: the public categories")
+    r.add_argument("--categories-file", default=None, help="rr: file with one public category per line")
+    r.add_argument("--encoding", choices=["kary", "unary", "warner"], default=None,
+                   help="rr: generalized k-ary (default), unary (per-bit, seed 004) or Warner (two categories)")
+    r.add_argument("--other", action="store_true", help="rr: map values outside the categories to '__other__'")
     r.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
     r.add_argument("--bins", default=None, help="histogram bins K, or 'auto' = ceil((n ε²)^(1/4)) (default)")
     r.add_argument("--wavelet", default=None, help="wavelet: haar, dbN, symN or coifN (default db4)")
@@ -74,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default=None, help="write the estimate as JSON")
     e.add_argument("--raw", action="store_true",
                    help="density: the raw estimate (no projection onto densities)")
+    e.add_argument("--simplex", action="store_true", help="rr: project the frequencies onto the simplex")
     e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
                    help="wavelet: hard (seed 000, default), soft, or none (linear estimator)")
     e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
@@ -114,10 +121,13 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("quantiles", help="central-DP quantiles of a column (seeds 002, 003)",
                        description="Release quantiles of a raw column with central differential privacy "
                                    "(one record replaced, n public). The exact statistics stay in memory.")
-    c.add_argument("source", help="Parquet file, directory, glob or fsspec URL")
-    c.add_argument("--column", required=True, help="column")
-    c.add_argument("--bounds", nargs=2, type=float, required=True, metavar=("LO", "HI"), help="public bounds")
-    c.add_argument("--epsilon", type=float, required=True, help="total ε for all the quantiles")
+    c.add_argument("source", help="Parquet data (central DP), or a histogram/wavelet summary file (local DP)")
+    c.add_argument("--column", default=None, help="column (raw data)")
+    c.add_argument("--bounds", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+                   help="public bounds (raw data)")
+    c.add_argument("--epsilon", type=float, default=None, help="total ε for all the quantiles (raw data)")
+    c.add_argument("--level", type=float, default=0.95, help="summary: level of the bootstrap intervals")
+    c.add_argument("--B", type=int, default=400, help="summary: bootstrap replicates (default 400)")
     c.add_argument("--q", type=float, nargs="+", default=None, help="probabilities in (0, 1), increasing")
     c.add_argument("--deciles", action="store_true", help="the nine deciles (the default when --q is absent)")
     c.add_argument("--method", default="best",
@@ -150,6 +160,21 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
     for p in (a.out, a.plot):
         if p:
             check_output(p, a.overwrite)
+    from ldp_dask.summary import is_summary_file
+
+    if is_summary_file(a.source):
+        from ldp_dask.estimators import local_quantiles
+
+        if a.plot:
+            raise LdpDaskError("--plot applies to central releases; plot the density with 'ldp-dask estimate'.")
+        lq = local_quantiles(a.source, q=a.q or DECILES, level=a.level, B=a.B, rng=a.seed)
+        if a.out:
+            lq.save(a.out, overwrite=a.overwrite)
+        print(json.dumps(lq.to_dict()) if a.json else lq)
+        return 0
+    missing = [f"--{k}" for k in ("column", "bounds", "epsilon") if getattr(a, k) is None]
+    if missing:
+        raise LdpDaskError(f"central quantiles of raw data need {', '.join(missing)}.")
     r = quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
                   method=a.method, rho=a.rho, steps=a.steps, client="local" if a.local else a.scheduler,
                   seed=a.seed, secret_file=a.secret_file, clip=a.clip)
@@ -201,9 +226,34 @@ def _cmd_gof(a: argparse.Namespace) -> int:
     return 0
 
 
+def _read_categories(a: argparse.Namespace) -> list[Any] | None:
+    """Categories from --categories or --categories-file; integers when every label is one."""
+    if a.categories and a.categories_file:
+        raise LdpDaskError("Give at most one of --categories and --categories-file.")
+    labels = a.categories
+    if a.categories_file:
+        try:
+            with open(a.categories_file, encoding="utf-8") as fh:
+                labels = [line.rstrip("\r\n") for line in fh if line.strip()]
+        except OSError as exc:
+            raise LdpDaskError(f"cannot read --categories-file {a.categories_file!r}: {exc.strerror}") from None
+    if labels is None:
+        return None
+    try:
+        return [int(x) for x in labels]
+    except ValueError:
+        return list(labels)
+
+
 def _channel_options(a: argparse.Namespace) -> dict[str, Any]:
-    keys = ("wavelet", "j0", "j1", "calibration", "nu", "level", "smoothness", "levels", "split")
-    return {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
+    keys = ("wavelet", "j0", "j1", "calibration", "nu", "level", "smoothness", "levels", "split", "encoding")
+    opts = {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
+    cats = _read_categories(a)
+    if cats is not None:
+        opts["categories"] = cats
+    if a.other:
+        opts["other"] = True
+    return opts
 
 
 def _estimator_options(a: argparse.Namespace, channel: str) -> dict[str, Any]:
@@ -214,8 +264,12 @@ def _estimator_options(a: argparse.Namespace, channel: str) -> dict[str, Any]:
     elif channel == "wavelet":
         opts["projection"] = "none" if a.raw else "density"
         opts.update({k: getattr(a, k) for k in ("threshold", "gamma") if getattr(a, k) is not None})
+    elif channel == "rr":
+        opts["projection"] = "simplex" if a.simplex else "none"
     elif a.raw or a.plot:
-        raise LdpDaskError("--raw and --plot apply to density summaries (histogram, wavelet) only.")
+        raise LdpDaskError("--raw and --plot apply to density and frequency summaries only.")
+    if a.simplex and channel != "rr":
+        raise LdpDaskError("--simplex applies to rr (frequency) summaries only.")
     if channel != "wavelet" and (a.threshold is not None or a.gamma is not None):
         raise LdpDaskError("--threshold and --gamma apply to wavelet summaries only.")
     return opts
@@ -230,8 +284,11 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     if a.local and a.scheduler:
         raise LdpDaskError("Give at most one of --local and --scheduler.")
     check_output(a.out, a.overwrite)
-    dataset = open_source(a.source, a.column, a.partition_rows)
-    channel = build_channel(a.channel, a.epsilon, tuple(a.domain), a.bins, n=dataset.n, **_channel_options(a))
+    options = _channel_options(a)
+    dataset = open_source(a.source, a.column, a.partition_rows,
+                          value_kind="categorical" if a.channel == "rr" else "numeric")
+    channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, a.bins, n=dataset.n,
+                            **options)
     progress = sys.stderr.isatty() if a.progress is None else a.progress
     summary = ldp_dask.privatize(
         dataset, column=a.column, channel=channel, mode=a.mode,
@@ -262,7 +319,7 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
     import numpy as np
 
     import ldp_dask
-    from ldp_dask.estimators import DensityEstimate
+    from ldp_dask.estimators import DensityEstimate, FrequencyEstimate
 
     s = ldp_dask.read_summary(a.summary)
     est = ldp_dask.estimate(s, **_estimator_options(a, s.channel.name))
@@ -273,10 +330,12 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
             check_output(p, a.overwrite)
     if a.out:
         est.save(a.out, overwrite=a.overwrite)
-    if a.plot and isinstance(est, DensityEstimate):
+    if a.plot and hasattr(est, "plot"):
         est.plot(a.plot, overwrite=a.overwrite)
     if a.json:
         print(json.dumps(est.to_dict()))
+    elif isinstance(est, FrequencyEstimate):
+        print(est)
     elif isinstance(est, DensityEstimate) and est.smooth:
         i = est.info
         print(f"{est.method} density, n={est.n:,}, ε={est.epsilon:g}, {i['wavelet']} levels {i['j0']}..{i['j1']} "

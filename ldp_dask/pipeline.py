@@ -269,7 +269,10 @@ def privatize(
         check_output(rows_path, overwrite, "rows_path")
     elif rows_path is not None:
         raise LdpDaskError("'rows_path' is only used with mode='rows'.")
-    dataset = open_source(source, column, partition_rows, storage_options)
+    dataset = open_source(source, column, partition_rows, storage_options, value_kind=channel.value_kind)
+    if dataset.value_kind != channel.value_kind:
+        raise LdpDaskError(f"the dataset was planned as {dataset.value_kind!r} values but the {channel.name!r} "
+                           f"channel needs {channel.value_kind!r} values")
     sec = resolve_secret(secret, seed, secret_file)
     context = {
         "v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column,

@@ -56,11 +56,24 @@ class Dataset:
     fingerprint: str
     description: str
     fs: Any = None
-    values: np.ndarray | None = field(default=None, repr=False, compare=False)
+    values: Any = field(default=None, repr=False, compare=False)
+    #: "numeric" (float/int columns, read as numpy) or "categorical" (string, dictionary or
+    #: integer columns, read as pyarrow arrays for the categorical channels)
+    value_kind: str = "numeric"
 
 
 def _is_numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _is_categorical(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _is_categorical(t.value_type)
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+
+
+_KIND_CHECK = {"numeric": (_is_numeric, "a numeric column is required"),
+               "categorical": (_is_categorical, "a string, dictionary or integer column is required")}
 
 
 def open_source(
@@ -68,6 +81,7 @@ def open_source(
     column: str | None = None,
     partition_rows: int | None = None,
     storage_options: dict[str, Any] | None = None,
+    value_kind: str = "numeric",
 ) -> Dataset:
     """Plan a source into partitions.
 
@@ -82,6 +96,9 @@ def open_source(
         Target rows per partition (whole row groups are never split).
     storage_options : dict, optional
         Passed to fsspec for URLs (credentials, endpoints, ...).
+    value_kind : {"numeric", "categorical"}
+        What the column must hold: numbers (read as numpy), or categories —
+        strings, dictionary-encoded strings or integers (read as pyarrow arrays).
 
     Raises
     ------
@@ -90,41 +107,56 @@ def open_source(
     """
     if isinstance(source, Dataset):  # already planned (CLI, flows): don't read footers twice
         return source
+    if value_kind not in _KIND_CHECK:
+        raise LdpDaskError(f"The 'value_kind' parameter must be 'numeric' or 'categorical'. Got {value_kind!r}.")
     target = DEFAULT_PARTITION_ROWS if partition_rows is None else check_int(
         partition_rows, "partition_rows", 1
     )
     if isinstance(source, (str, os.PathLike)):
-        return _open_parquet(os.fspath(source), column, target, storage_options or {})
-    return _open_memory(source, column, target)
+        return _open_parquet(os.fspath(source), column, target, storage_options or {}, value_kind)
+    return _open_memory(source, column, target, value_kind)
 
 
 # --- in-memory --------------------------------------------------------------------
-def _open_memory(source: Any, column: str | None, target: int) -> Dataset:
-    values, name = _memory_values(source, column)
-    if values.dtype.kind not in "iuf":
+def _open_memory(source: Any, column: str | None, target: int, value_kind: str = "numeric") -> Dataset:
+    values, name = _memory_values(source, column, value_kind)
+    if value_kind == "numeric" and values.dtype.kind not in "iuf":
         raise InputDataError(
             f"column {name!r} has dtype {values.dtype}; a numeric column is required"
         )
-    n = int(values.shape[0])
+    if value_kind == "categorical":
+        try:
+            values = values if isinstance(values, pa.Array) else pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise InputDataError(f"column {name!r} cannot be read as categories ({exc})") from None
+        if not _is_categorical(values.type):
+            raise InputDataError(f"column {name!r} has type {values.type}; {_KIND_CHECK[value_kind][1]}")
+        if values.null_count:
+            raise InputDataError(f"column {name!r} contains null values; drop or fill them first")
+    n = int(len(values))
     if n == 0:
         raise InputDataError("the dataset is empty (0 rows)")
     pieces = tuple(
         Piece(index=i, num_rows=min(n, s + target) - s, start=s, stop=min(n, s + target))
         for i, s in enumerate(range(0, n, target))
     )
-    fp = _fingerprint({"kind": "memory", "column": name, "dtype": values.dtype.str, "n": n})
-    return Dataset("memory", name, pieces, n, fp, f"in-memory {type(source).__name__}", None, values)
+    dtype = str(values.type) if isinstance(values, pa.Array) else values.dtype.str
+    fp = _fingerprint({"kind": "memory", "column": name, "dtype": dtype, "n": n})
+    return Dataset("memory", name, pieces, n, fp, f"in-memory {type(source).__name__}", None, values, value_kind)
 
 
-def _memory_values(source: Any, column: str | None) -> tuple[np.ndarray, str]:
+def _memory_values(source: Any, column: str | None, value_kind: str = "numeric") -> tuple[Any, str]:
     if isinstance(source, pa.Table):
         if column is None or column not in source.column_names:
             raise InputDataError(_missing(column, source.column_names, "the table"))
         col = source.column(column)
         if col.null_count:
             raise InputDataError(f"column {column!r} contains null values; drop or fill them first")
-        if not _is_numeric(col.type):
-            raise InputDataError(f"column {column!r} has type {col.type}; a numeric column is required")
+        check, need = _KIND_CHECK[value_kind]
+        if not check(col.type):
+            raise InputDataError(f"column {column!r} has type {col.type}; {need}")
+        if value_kind == "categorical":
+            return col.combine_chunks(), column
         return col.to_numpy(), column
     try:
         import pandas as pd
@@ -138,6 +170,8 @@ def _memory_values(source: Any, column: str | None) -> tuple[np.ndarray, str]:
         name = column or (str(source.name) if source.name is not None else "value")
         if source.isna().any():
             raise InputDataError(f"column {name!r} contains null values; drop or fill them first")
+        if value_kind == "categorical":
+            return pa.array(source), name
         return source.to_numpy(), name
     if isinstance(source, (np.ndarray, list, tuple)):
         arr = np.asarray(source)
@@ -169,7 +203,8 @@ def _list_files(fs: Any, path: str) -> list[str]:
     return files
 
 
-def _open_parquet(url: str, column: str | None, target: int, storage_options: dict[str, Any]) -> Dataset:
+def _open_parquet(url: str, column: str | None, target: int, storage_options: dict[str, Any],
+                  value_kind: str = "numeric") -> Dataset:
     if column is None:
         raise LdpDaskError("The 'column' parameter is required for a Parquet source.")
     try:
@@ -187,10 +222,9 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         if column not in schema.names:
             raise InputDataError(_missing(column, schema.names, f"file {f!r}"))
         t = schema.field(column).type
-        if not _is_numeric(t):
-            raise InputDataError(
-                f"column {column!r} in file {f!r} has type {t}; a numeric column is required"
-            )
+        check, need = _KIND_CHECK[value_kind]
+        if not check(t):
+            raise InputDataError(f"column {column!r} in file {f!r} has type {t}; {need}")
         col_type = col_type or str(t)
         rel = os.path.relpath(f, root) if root else f
         structure.append((rel, meta.num_rows))
@@ -209,7 +243,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     if n == 0:
         raise InputDataError(f"the dataset at {url!r} is empty (0 rows)")
     fp = _fingerprint({"kind": "parquet", "column": column, "type": col_type, "files": structure})
-    return Dataset("parquet", column, tuple(pieces), n, fp, url, fs)
+    return Dataset("parquet", column, tuple(pieces), n, fp, url, fs, None, value_kind)
 
 
 def _read_metadata(fs: Any, path: str) -> pq.FileMetaData:
@@ -233,8 +267,11 @@ def _fingerprint(structure: dict[str, Any]) -> str:
 
 
 # --- worker side --------------------------------------------------------------------
-def read_piece(dataset: Dataset, piece: Piece) -> np.ndarray:
-    """Read one piece's values as a numpy array (no copy for in-memory data)."""
+def read_piece(dataset: Dataset, piece: Piece) -> Any:
+    """Read one piece's values: a numpy array (numeric), or a pyarrow Array (categorical).
+
+    No copy for in-memory data.
+    """
     if dataset.kind == "memory":
         assert dataset.values is not None
         return dataset.values[piece.start : piece.stop]
@@ -255,6 +292,8 @@ def read_piece(dataset: Dataset, piece: Piece) -> np.ndarray:
         raise InputDataError(
             f"column {dataset.column!r} contains null values; drop or fill them first"
         )
+    if dataset.value_kind == "categorical":
+        return col.combine_chunks()
     if col.num_chunks == 1:
         return col.chunk(0).to_numpy()
     return col.to_numpy()

@@ -9,6 +9,7 @@ from .base import Channel, NumericChannel, noise_scale_for
 from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
+from .rr import ENCODINGS, RandomizedResponse
 from .wavelet import CALIBRATIONS, WaveletLaplace, wavelet_levels
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "wavelet_levels",
     "HaarLaplace",
     "HaarAdaptive",
+    "RandomizedResponse",
+    "ENCODINGS",
     "haar_level",
     "adaptive_levels",
     "CALIBRATIONS",
@@ -37,6 +40,7 @@ CHANNELS: dict[str, type[Channel]] = {
     WaveletLaplace.name: WaveletLaplace,
     HaarLaplace.name: HaarLaplace,
     HaarAdaptive.name: HaarAdaptive,
+    RandomizedResponse.name: RandomizedResponse,
 }
 
 
@@ -64,22 +68,30 @@ def build_channel(
     ``bins="auto"`` (or None for a histogram) uses :func:`default_bins` with
     the public row count ``n``. Wavelet ``options``: ``wavelet``, ``j0``,
     ``j1`` (None: :func:`wavelet_levels` from ``n`` and ε), ``calibration``,
-    ``nu``, ``table_level``. Haar: ``level`` (None: :func:`haar_level` from
+    ``nu``, ``table_level``. Randomized response (``rr``, no domain):
+    ``categories``, ``encoding``, ``other``. Haar: ``level`` (None: :func:`haar_level` from
     ``n``, ε and ``smoothness``, default 1). Adaptive Haar: ``levels`` (None:
     :func:`adaptive_levels`) and ``split``.
     """
     if name not in CHANNELS:
         raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.")
-    if domain is None:
-        raise LdpDaskError(f"The {name!r} channel needs a public 'domain' (lo, hi).")
     options = {k: v for k, v in options.items() if v is not None}
     allowed = {"wavelet": {"wavelet", "j0", "j1", "calibration", "nu", "table_level"},
-               "haar": {"level", "smoothness"}, "haar-adaptive": {"levels", "split"}}.get(name, set())
+               "haar": {"level", "smoothness"}, "haar-adaptive": {"levels", "split"},
+               "rr": {"categories", "encoding", "other"}}.get(name, set())
     extra = sorted(set(options) - allowed)
     if extra:
         raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to the {name!r} channel.")
     if name != "histogram" and bins not in (None, "auto"):
         raise LdpDaskError(f"The 'bins' parameter does not apply to the {name!r} channel.")
+    if name == "rr":
+        if domain is not None:
+            raise LdpDaskError("The 'rr' channel takes a list of categories, not a numeric 'domain'.")
+        if "categories" not in options:
+            raise LdpDaskError("The 'rr' channel needs the public list of categories ('categories').")
+        return RandomizedResponse(epsilon=epsilon, **options)
+    if domain is None:
+        raise LdpDaskError(f"The {name!r} channel needs a public 'domain' (lo, hi).")
     if name == "histogram":
         if bins is None or bins == "auto":
             if n is None:

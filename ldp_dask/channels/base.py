@@ -45,6 +45,8 @@ class Channel(ABC):
     """Base class of all local channels."""
 
     name: ClassVar[str]
+    #: what the column holds: "numeric" or "categorical" (see ldp_dask.source.open_source)
+    value_kind: ClassVar[str] = "numeric"
     epsilon: float
     dim: int
 

@@ -1,0 +1,128 @@
+"""Category frequencies from a :class:`RandomizedResponse` summary (seed 004; SPEC §1.3).
+
+With S_j the number of reports of category j (kary, warner) or of 1-bits at
+coordinate j (unary), and (p_in, p_out) = P(report j | true j), P(report j |
+true ≠ j), the report rate is π_j = p_out + (p_in − p_out) θ_j, so
+
+    θ̂_j = (S_j/n − p_out) / (p_in − p_out)
+
+is unbiased (for unary, p_in − p_out = 2q − 1 = (e^{α/2} − 1)/(e^{α/2} + 1), the
+seed's formula with its typo fixed), with Var θ̂_j = π_j(1 − π_j)/(n (p_in − p_out)²);
+the standard error plugs in π̂_j = S_j/n and the interval is normal at
+``level``. ``projection="simplex"`` replaces θ̂ by its Euclidean projection
+onto the probability simplex: a proper distribution, never farther from the
+truth in L2 (the truth lies in the simplex), free post-processing.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from .._io import atomic_write
+from .._validation import LdpDaskError, check_probability
+from ..channels import RandomizedResponse
+from ..summary import Summary, read_summary
+from .histogram import project_simplex
+from .results import _jsonable, _save_json
+
+__all__ = ["frequencies", "FrequencyEstimate"]
+
+
+@dataclass(frozen=True)
+class FrequencyEstimate:
+    """Estimated category frequencies with per-category confidence intervals."""
+
+    labels: list[Any]
+    frequencies: np.ndarray
+    se: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    raw: np.ndarray
+    method: str
+    n: int
+    epsilon: float
+    level: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable({
+            "kind": "frequencies", "method": self.method, "labels": self.labels, "frequencies": self.frequencies,
+            "se": self.se, "ci_low": self.ci_low, "ci_high": self.ci_high, "unbiased": self.raw, "n": self.n,
+            "epsilon": self.epsilon, "level": self.level, **self.info,
+        })
+
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        return _save_json(self.to_dict(), path, overwrite)
+
+    def __str__(self) -> str:
+        lines = [f"{self.method} frequencies, n = {self.n:,}, ε = {self.epsilon:g}, {self.level:.0%} intervals"]
+        width = max(8, *(len(str(lab)) for lab in self.labels))
+        for lab, f, lo, hi in zip(self.labels, self.frequencies, self.ci_low, self.ci_high):
+            lines.append(f"  {str(lab):<{width}}  {f:8.4f}  [{lo:8.4f}, {hi:8.4f}]")
+        return "\n".join(lines)
+
+    def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, truth: Any = None,
+             overwrite: bool = False, max_bars: int = 60) -> Any:
+        """Bar plot with interval whiskers (the ``max_bars`` largest categories when there are more)."""
+        import matplotlib
+
+        if ax is None:
+            matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        order = np.argsort(-self.frequencies)[:max_bars] if len(self.labels) > max_bars else np.arange(len(self.labels))
+        own = ax is None
+        if own:
+            fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(order) + 2), 4.5), dpi=110)
+        xs = np.arange(len(order))
+        f = self.frequencies[order]
+        ax.bar(xs, f, color="tab:blue", alpha=0.7, label=f"estimate ({self.method})")
+        ax.errorbar(xs, f, yerr=[f - self.ci_low[order], self.ci_high[order] - f], fmt="none", ecolor="black",
+                    capsize=2, lw=0.8, label=f"{self.level:.0%} interval")
+        if truth is not None:
+            ax.plot(xs, np.asarray(truth)[order], "o", color="tab:red", ms=4, label="truth")
+        ax.set_xticks(xs)
+        ax.set_xticklabels([str(self.labels[i]) for i in order], rotation=60 if len(order) > 8 else 0,
+                           ha="right" if len(order) > 8 else "center", fontsize=8)
+        ax.set_ylabel("frequency")
+        ax.set_title(f"Locally private frequencies: n = {self.n:,}, ε = {self.epsilon:g}")
+        ax.legend(fontsize=8)
+        if path is not None:
+            buf = io.BytesIO()
+            ax.figure.tight_layout()
+            ax.figure.savefig(buf, format="png")
+            atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
+        if own and path is not None:
+            plt.close(ax.figure)
+        return ax
+
+
+def frequencies(summary: Summary | str, projection: str = "none", level: float = 0.95) -> FrequencyEstimate:
+    """Unbiased category frequencies (optionally projected onto the simplex) with intervals."""
+    s = read_summary(summary)
+    ch = s.channel
+    if not isinstance(ch, RandomizedResponse):
+        raise LdpDaskError(f"frequencies needs a summary of the 'rr' channel; got {ch.name!r}.")
+    if projection not in ("none", "simplex"):
+        raise LdpDaskError(f"The 'projection' parameter must be 'none' or 'simplex'. Got {projection!r} instead.")
+    level = check_probability(level, "level")
+    n = s.n
+    p_in, p_out = ch.report_probabilities
+    slope = p_in - p_out
+    rate = s.sums["sum"] / n
+    raw = (rate - p_out) / slope
+    pi = np.clip(rate, 0.0, 1.0)
+    se = np.sqrt(pi * (1 - pi) / n) / slope
+    est = project_simplex(raw) if projection == "simplex" else raw
+    z = float(norm.ppf(0.5 + level / 2))
+    return FrequencyEstimate(
+        labels=list(ch.labels), frequencies=est, se=se, ci_low=raw - z * se, ci_high=raw + z * se, raw=raw,
+        method=f"{ch.encoding}" + ("+simplex" if projection == "simplex" else ""), n=n, epsilon=ch.epsilon,
+        level=level, info={"column": s.metadata.get("column", "value"), "encoding": ch.encoding},
+    )

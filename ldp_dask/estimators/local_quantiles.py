@@ -1,0 +1,109 @@
+"""Local-DP quantiles: inverting the CDF of an LDP density estimate (seed 004; issue "price of local privacy").
+
+Quantiles of a histogram (or Haar) or wavelet summary are read off the
+estimated CDF (:meth:`DensityEstimate.quantile`): post-processing of the
+summary, so they cost no further privacy. Their uncertainty comes from a
+parametric bootstrap around the estimate: B replicate summaries are drawn
+from the law the released sums would have if the estimate were the truth —
+for histograms multinomial counts plus the exact Laplace-sum noise
+σ(Gamma(n) − Gamma(n)); for wavelets the estimate's coefficients plus the same
+noise (the privacy noise dominates the sampling noise by orders of magnitude
+at any ε ≤ 4) — re-estimated with the same estimator, and the percentile
+interval of each quantile is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._validation import LdpDaskError, check_int, check_probability
+from ..channels import HaarLaplace, LaplaceHistogram, WaveletLaplace
+from ..noise import laplace_sum
+from ..summary import Summary, read_summary
+from .histogram import histogram_density, project_simplex
+from .results import DensityEstimate, _jsonable, _save_json
+from .wavelet import wavelet_density
+
+__all__ = ["local_quantiles", "QuantileEstimate"]
+
+
+@dataclass(frozen=True)
+class QuantileEstimate:
+    """Quantiles read off a local-DP density estimate, with bootstrap intervals."""
+
+    q: np.ndarray
+    values: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    level: float
+    B: int
+    method: str
+    n: int
+    epsilon: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable({"kind": "local-quantiles", "q": self.q, "values": self.values, "ci_low": self.ci_low,
+                          "ci_high": self.ci_high, "level": self.level, "B": self.B, "method": self.method,
+                          "n": self.n, "epsilon": self.epsilon, "extra_epsilon": 0.0, **self.info})
+
+    def save(self, path: Any, overwrite: bool = False) -> str:
+        return _save_json(self.to_dict(), path, overwrite)
+
+    def __str__(self) -> str:
+        lines = [f"local-DP quantiles from a {self.method} estimate (n = {self.n:,}, ε = {self.epsilon:g} per row, "
+                 f"no extra ε), {self.level:.0%} bootstrap intervals (B = {self.B})"]
+        lines += [f"  q = {q:<6g} {v:.6g}  [{lo:.6g}, {hi:.6g}]"
+                  for q, v, lo, hi in zip(self.q, self.values, self.ci_low, self.ci_high)]
+        return "\n".join(lines)
+
+
+def _hist_quantiles(p: np.ndarray, edges: np.ndarray, q: np.ndarray) -> np.ndarray:
+    knots = np.concatenate([[0.0], np.cumsum(np.clip(p, 0, None))])
+    knots /= knots[-1] if knots[-1] > 0 else 1.0
+    keep = np.concatenate([[True], np.diff(knots) > 0])
+    return np.interp(q, knots[keep], edges[keep])
+
+
+def local_quantiles(summary: Summary | str, q: Any = tuple(round(0.1 * i, 1) for i in range(1, 10)),
+                    level: float = 0.95, B: int = 400, rng: np.random.Generator | int | None = None,
+                    **estimator_kwargs: Any) -> QuantileEstimate:
+    """Quantiles of the LDP density estimate of ``summary`` with parametric-bootstrap intervals."""
+    from ..central import check_q
+
+    s = read_summary(summary)
+    ch = s.channel
+    qs = check_q(q)
+    level = check_probability(level, "level")
+    B = check_int(B, "B", 10, 100_000)
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    n = s.n
+    if isinstance(ch, (LaplaceHistogram, HaarLaplace)):
+        est: DensityEstimate = histogram_density(s, **estimator_kwargs)
+        c = getattr(ch, "c", 1.0)
+        p_fit = np.clip(est.masses, 0, None)
+        p_fit /= p_fit.sum()
+        counts = gen.multinomial(n, p_fit, size=B)
+        S = c * counts + laplace_sum(gen, n, ch.noise_scale, B * ch.dim).reshape(B, ch.dim)
+        project = estimator_kwargs.get("projection", "simplex") == "simplex"
+        reps = np.array([_hist_quantiles(project_simplex(row / (c * n)) if project else row / (c * n), est.edges, qs)
+                         for row in S])
+    elif isinstance(ch, WaveletLaplace):
+        est = wavelet_density(s, **estimator_kwargs)
+        center = np.concatenate([cf for cf in est.evaluator.coefs]) * n  # type: ignore[union-attr]
+        reps = np.empty((B, len(qs)))
+        for b in range(B):
+            Sb = center + laplace_sum(gen, n, ch.scales, ch.dim)
+            reps[b] = wavelet_density(Summary(ch, n, {"sum": Sb}, s.metadata), grid=len(est.density),
+                                      **estimator_kwargs).quantile(qs)
+    else:
+        raise LdpDaskError(f"local quantiles need a density summary (histogram, haar, wavelet); got {ch.name!r}.")
+    alpha = (1 - level) / 2
+    return QuantileEstimate(
+        q=qs, values=np.asarray(est.quantile(qs)), ci_low=np.quantile(reps, alpha, axis=0),
+        ci_high=np.quantile(reps, 1 - alpha, axis=0), level=level, B=B, method=est.method, n=n,
+        epsilon=ch.epsilon, info={"column": s.metadata.get("column", "value")},
+    )

@@ -1,0 +1,208 @@
+"""Randomized response (seed 004, SPEC §1.3): exact likelihood ratios, the law of summary mode,
+unbiased frequencies, categorical inputs end to end, local-DP quantiles, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from scipy import stats
+
+import ldp_dask
+from ldp_dask import LdpDaskError
+from ldp_dask.channels import RandomizedResponse, build_channel
+from ldp_dask.estimators import frequencies, local_quantiles
+from ldp_dask.summary import Summary
+
+Z = 4.5
+ALPHA = 1e-3
+
+
+def _output_law(ch: RandomizedResponse, x: int) -> dict[tuple[int, ...], float]:
+    """Exact P(report | x) from the channel's probabilities, by enumeration."""
+    d = ch.dim
+    p_in, p_out = ch.report_probabilities
+    if ch.encoding == "unary":
+        law = {}
+        for bits in itertools.product([0, 1], repeat=d):
+            pr = 1.0
+            for j, b in enumerate(bits):
+                keep = p_in  # P(bit j reported as its true value)
+                truth = 1 if j == x else 0
+                pr *= keep if b == truth else 1 - keep
+            law[bits] = pr
+        return law
+    return {tuple(int(i == j) for i in range(d)): (p_in if j == x else p_out) for j in range(d)}
+
+
+@pytest.mark.parametrize("encoding, cats", [("kary", ["a", "b", "c", "d"]), ("unary", [1, 2, 3, 4]),
+                                            ("warner", ["no", "yes"]), ("kary", list(range(40)))])
+@pytest.mark.parametrize("eps", [0.3, 1.0, 3.0])
+def test_exact_likelihood_ratios(encoding, cats, eps):
+    ch = RandomizedResponse(eps, cats, encoding=encoding)
+    assert ch.epsilon_spent() <= eps and ch.epsilon_spent() >= eps * (1 - 1e-9)
+    d = min(ch.dim, 4) if encoding == "unary" else ch.dim
+    laws = [_output_law(ch, x) for x in range(d)]
+    for law in laws:
+        assert abs(sum(law.values()) - 1) < 1e-12
+    worst = max(math.log(l1[o] / l2[o]) for l1, l2 in itertools.permutations(laws, 2) for o in l1)
+    assert worst <= eps + 1e-12 and abs(worst - ch.epsilon_spent()) < 1e-9
+
+
+@pytest.mark.parametrize("encoding", ["kary", "unary"])
+def test_privatize_follows_the_stated_probabilities(encoding):
+    ch = RandomizedResponse(1.0, ["a", "b", "c"], encoding=encoding)
+    rng = np.random.default_rng(1)
+    z = ch.privatize(np.zeros(60_000, dtype=np.int64), rng)
+    law = _output_law(ch, 0)
+    keys = list(law)
+    obs = np.array([np.all(z == np.array(k), axis=1).sum() for k in keys])
+    assert obs.sum() == len(z)
+    assert stats.chisquare(obs, np.array([law[k] for k in keys]) * len(z)).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("encoding", ["kary", "unary", "warner"])
+@pytest.mark.parametrize("m", [1, 5, 60])
+def test_summary_law_equals_rows_law(encoding, m):
+    cats = ["x", "y"] if encoding == "warner" else ["a", "b", "c", "d"]
+    ch = RandomizedResponse(1.0, cats, encoding=encoding)
+    rng = np.random.default_rng(m)
+    codes = rng.integers(0, ch.dim, size=m)
+    summ = np.array([ch.stats(codes, rng)["sum"] for _ in range(3000)])
+    rows = np.array([ch.privatize(codes, rng).sum(axis=0) for _ in range(3000)])
+    for j in range(ch.dim):
+        # discrete sums: compare the two empirical laws with a chi-square on the pooled support
+        vals = np.union1d(summ[:, j], rows[:, j])
+        a = np.array([np.count_nonzero(summ[:, j] == v) for v in vals])
+        b = np.array([np.count_nonzero(rows[:, j] == v) for v in vals])
+        keep = (a + b) >= 10
+        if keep.sum() >= 2:
+            assert stats.chi2_contingency(np.vstack([a[keep], b[keep]]))[1] > ALPHA
+
+
+@pytest.mark.parametrize("encoding", ["kary", "unary"])
+def test_debiased_frequencies_are_unbiased(encoding):
+    # R = 300 summaries at n = 2000; tolerance Z × sd/√R per category (8 checks: false failure < 1e-4)
+    theta = np.array([0.5, 0.25, 0.15, 0.1])
+    ch = RandomizedResponse(1.0, ["a", "b", "c", "d"], encoding=encoding)
+    rng = np.random.default_rng(2)
+    est = []
+    for _ in range(300):
+        codes = rng.choice(4, size=2000, p=theta)
+        est.append(frequencies(Summary(ch, 2000, ch.stats(codes, rng), {})).frequencies)
+    est = np.array(est)
+    assert np.all(np.abs(est.mean(axis=0) - theta) <= Z * est.std(axis=0, ddof=1) / math.sqrt(300))
+    # the reported standard error matches the spread (relative error of a sd from 300 draws ≈ 4%)
+    f = frequencies(Summary(ch, 2000, ch.stats(rng.choice(4, size=2000, p=theta), rng), {}))
+    assert np.all(np.abs(f.se / est.std(axis=0, ddof=1) - 1) < 0.2)
+
+
+def test_simplex_projection_gives_a_distribution():
+    ch = RandomizedResponse(0.5, list(range(30)), encoding="kary")
+    rng = np.random.default_rng(3)
+    s = Summary(ch, 500, ch.stats(rng.integers(0, 3, size=500), rng), {})
+    raw, proj = frequencies(s), frequencies(s, projection="simplex")
+    assert raw.frequencies.min() < 0  # small n, many categories: the unbiased estimate goes negative
+    assert proj.frequencies.min() >= 0 and abs(proj.frequencies.sum() - 1) < 1e-12
+
+
+@pytest.mark.parametrize("kind", ["string", "dictionary", "integer"])
+def test_categorical_columns_end_to_end(tmp_path, capsys, kind):
+    from ldp_dask.cli import main
+
+    rng = np.random.default_rng(4)
+    if kind == "integer":
+        vals = rng.choice([10, 20, 30], p=[0.5, 0.3, 0.2], size=30_000)
+        arr = pa.array(vals)
+        cats = "10\n20\n30\n"
+    else:
+        vals = rng.choice(["flu", "cold", "covid"], p=[0.5, 0.3, 0.2], size=30_000)
+        arr = pa.array(vals).dictionary_encode() if kind == "dictionary" else pa.array(vals)
+        cats = "flu\ncold\ncovid\n"
+    pq.write_table(pa.table({"dx": arr}), tmp_path / "dx.parquet")
+    (tmp_path / "cats.txt").write_text(cats)
+    out = tmp_path / "dx.summary.parquet"
+    assert main(["privatize", str(tmp_path / "dx.parquet"), "--column", "dx", "--channel", "rr",
+                 "--categories-file", str(tmp_path / "cats.txt"), "--epsilon", "2", "--out", str(out),
+                 "--local", "--seed", "1"]) == 0
+    capsys.readouterr()
+    assert main(["estimate", str(out), "--json", "--plot", str(tmp_path / "bars.png")]) == 0
+    d = json.loads(capsys.readouterr().out)
+    # n = 30k, ε = 2, d = 3: sd of each frequency ≈ 0.004; 4.5 sd < 0.02
+    assert np.all(np.abs(np.array(d["frequencies"]) - [0.5, 0.3, 0.2]) < 0.02)
+    assert (tmp_path / "bars.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_other_category_and_unknown_values(tmp_path, capsys):
+    from ldp_dask.cli import main
+
+    x = np.array(["a", "b", "zzz-secret"] * 100)
+    with pytest.raises(ldp_dask.InputDataError, match="outside the declared categories") as info:
+        ldp_dask.privatize(x, channel=RandomizedResponse(1.0, ["a", "b"]), seed=1)
+    assert "zzz" not in str(info.value)
+    s = ldp_dask.privatize(x, channel=RandomizedResponse(1.0, ["a", "b"], other=True), seed=1)
+    assert s.channel.labels == ["a", "b", "__other__"] and s.sums["sum"].sum() == 300
+    pq.write_table(pa.table({"dx": x}), tmp_path / "dx.parquet")
+    base = ["privatize", str(tmp_path / "dx.parquet"), "--column", "dx", "--channel", "rr", "--epsilon", "1",
+            "--out", str(tmp_path / "o.parquet"), "--local", "--seed", "1"]
+    assert main([*base, "--categories", "a", "b"]) == 2
+    assert "outside the declared categories" in capsys.readouterr().err
+    assert main([*base, "--categories", "a", "b", "--other"]) == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"categories": []}, "must not be empty"),
+        ({"categories": ["a", "b", "a"]}, "duplicates"),
+        ({"categories": ["a", 1]}, "only strings or only integers"),
+        ({"categories": "abc"}, "list of category labels"),
+        ({"categories": ["only"]}, "at least two categories"),
+        ({"categories": ["a", "b", "c"], "encoding": "warner"}, "exactly two"),
+        ({"categories": ["a", "b"], "encoding": "binary"}, "'encoding' parameter"),
+        ({"categories": ["a", "b"], "epsilon": 0}, "'epsilon' parameter"),
+        ({"categories": ["a", "b"], "epsilon": -1}, "'epsilon' parameter"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    args = {"epsilon": 1.0, **kwargs}
+    with pytest.raises(LdpDaskError, match=match):
+        RandomizedResponse(**args)
+    with pytest.raises(LdpDaskError, match="not a numeric 'domain'"):
+        build_channel("rr", 1.0, (0, 1), categories=["a", "b"])
+
+
+def test_wrong_column_types_are_refused():
+    with pytest.raises(ldp_dask.InputDataError, match="a string, dictionary or integer column is required"):
+        ldp_dask.privatize(np.array([1.5, 2.5]), channel=RandomizedResponse(1.0, ["a", "b"]), seed=1)
+    with pytest.raises(ldp_dask.InputDataError, match="categories are strings"):
+        ldp_dask.privatize(np.array([1, 2]), channel=RandomizedResponse(1.0, ["a", "b"]), seed=1)
+
+
+# --- local-DP quantiles ---------------------------------------------------------------------------------------
+def test_local_quantiles_from_a_histogram_summary():
+    # uniform data: the histogram's piecewise-linear CDF is unbiased, so the 99% bootstrap interval of
+    # the median must cover 0.5 (false failure ≈ 1%, fixed seed). Widths: the CDF noise at x sums the
+    # noise of ~K·x bins, sd ∝ √(K/n) with K ∝ n^(1/4), so 64× the rows gives 64^(3/8) = 4.8× narrower
+    # intervals for the raw estimate; the simplex projection is nonlinear at small n and B = 2000
+    # replicates estimate a 95% width to ~10%, so ≥ 2.5× is required.
+    rng = np.random.default_rng(5)
+    widths = []
+    for n in (20_000, 1_280_000):
+        x = rng.random(n)
+        s = ldp_dask.privatize(x, channel=build_channel("histogram", 1.0, (0, 1), n=n), seed=int(n))
+        r = local_quantiles(s, q=[0.5], level=0.99, B=2000, rng=1)
+        assert r.ci_low[0] <= 0.5 <= r.ci_high[0]
+        r = local_quantiles(s, q=[0.25, 0.5, 0.75], level=0.95, B=2000, rng=2)
+        assert np.all((r.ci_low <= r.values) & (r.values <= r.ci_high))
+        widths.append(r.ci_high - r.ci_low)
+        assert r.to_dict()["extra_epsilon"] == 0.0
+    assert np.all(widths[1] < widths[0] / 2.5), widths
+    with pytest.raises(LdpDaskError, match="density summary"):
+        local_quantiles(ldp_dask.privatize(np.array(["a", "b"] * 10), channel=RandomizedResponse(1.0, ["a", "b"]),
+                                           seed=1))

@@ -27,6 +27,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/wavelet_rates.py
 	$(PY) benchmarks/gof_power.py
 	$(PY) benchmarks/quantiles.py
+	$(PY) benchmarks/frequencies.py
+	$(PY) benchmarks/local_vs_central.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

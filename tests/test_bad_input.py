@@ -153,7 +153,8 @@ def test_python_api_errors_name_the_parameter(good):
 
 
 def test_cli_help_for_every_command(capsys):
-    for cmd in (["--help"], ["demo", "--help"], ["privatize", "--help"], ["estimate", "--help"], ["gof", "--help"]):
+    for cmd in (["--help"], ["demo", "--help"], ["privatize", "--help"], ["estimate", "--help"], ["gof", "--help"],
+                ["quantiles", "--help"]):
         with pytest.raises(SystemExit) as info:
             main(cmd)
         assert info.value.code == 0

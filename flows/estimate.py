@@ -8,7 +8,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
 import ldp_dask
-from ldp_dask.estimators import DensityEstimate, MeanEstimate
+from ldp_dask.estimators import DensityEstimate, FrequencyEstimate, MeanEstimate
 
 
 @task(retries=2, retry_delay_seconds=2, persist_result=False)
@@ -26,19 +26,23 @@ def compute_estimate(summary: ldp_dask.Summary, level: float, projection: str | 
 
 
 @task(retries=3, retry_delay_seconds=1, persist_result=False)
-def write_outputs(est: DensityEstimate | MeanEstimate, out: str | None, plot: str | None,
+def write_outputs(est: DensityEstimate | MeanEstimate | FrequencyEstimate, out: str | None, plot: str | None,
                   overwrite: bool) -> dict[str, str]:
     written = {}
     if out:
         written["json"] = est.save(out, overwrite=overwrite)
-    if plot and isinstance(est, DensityEstimate):
+    if plot and isinstance(est, (DensityEstimate, FrequencyEstimate)):
         est.plot(plot, overwrite=overwrite)
         written["plot"] = plot
     return written
 
 
-def _markdown(est: DensityEstimate | MeanEstimate, written: dict[str, str]) -> str:
-    if isinstance(est, MeanEstimate):
+def _markdown(est: DensityEstimate | MeanEstimate | FrequencyEstimate, written: dict[str, str]) -> str:
+    if isinstance(est, FrequencyEstimate):
+        body = [f"| {lab} | {f:.4f} [{lo:.4f}, {hi:.4f}] |"
+                for lab, f, lo, hi in zip(est.labels[:50], est.frequencies, est.ci_low, est.ci_high)]
+        body.insert(0, f"| encoding | {est.method} ({est.level:.0%} intervals; first 50 categories) |")
+    elif isinstance(est, MeanEstimate):
         body = [f"| mean | {est.value:.6g} ± {est.se:.3g} (se) |",
                 f"| {est.level:.0%} interval | [{est.ci[0]:.6g}, {est.ci[1]:.6g}] |",
                 f"| share of variance from privacy noise | {est.noise_share:.1%} |"]
@@ -71,7 +75,7 @@ def estimate_flow(summary: str, out: str | None = None, plot: str | None = None,
     s = load_summary(summary)
     est = compute_estimate(s, level, projection, options)
     written = write_outputs(est, out, plot, overwrite)
-    if plot and isinstance(est, DensityEstimate):
+    if plot and "plot" in written:
         with open(plot, "rb") as fh:
             import base64
 

@@ -156,3 +156,16 @@ def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
 
     assert np.all(np.abs(np.array(r["values"]) - stats.beta(2, 5).ppf([0.25, 0.5, 0.75])) < 0.003)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.json", "q.png"]
+
+
+def test_estimate_flow_on_a_frequency_summary(prefect_harness, tmp_path):
+    from flows import estimate_flow
+
+    from ldp_dask.channels import RandomizedResponse
+
+    x = np.random.default_rng(0).choice(["a", "b", "c"], size=5000)
+    s = ldp_dask.privatize(x, channel=RandomizedResponse(2.0, ["a", "b", "c"]), seed=1)
+    s.to_parquet(tmp_path / "f.parquet")
+    res = estimate_flow(summary=str(tmp_path / "f.parquet"), plot=str(tmp_path / "f.png"), projection="simplex")
+    assert res["estimate"]["kind"] == "frequencies" and abs(sum(res["estimate"]["frequencies"]) - 1) < 1e-9
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"

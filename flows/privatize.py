@@ -8,9 +8,12 @@ only public quantities (n, ε, parameters, paths, key id).
 
 from __future__ import annotations
 
+import os
+from contextlib import nullcontext
 from typing import Any
 
 from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NONE
 from prefect.artifacts import create_markdown_artifact
 
 import ldp_dask
@@ -30,14 +33,14 @@ def plan_release(source: str, column: str, channel: str, epsilon: float, domain:
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
 
 
-@task(persist_result=False)
+@task(persist_result=False, cache_policy=NONE)  # no input hashing: the secret is an input
 def run_privatize(source: Any, column: str, channel: ldp_dask.Channel, mode: str, scheduler: str | None,
-                  secret_file: str | None, seed: int | None, clip: bool, partition_rows: int | None,
+                  secret: Any, clip: bool, partition_rows: int | None,
                   split_every: int, rows_out: str | None, overwrite: bool) -> ldp_dask.Summary:
     """Run the Dask pipeline (Dask retries its own tasks; no Prefect retry here)."""
     return ldp_dask.privatize(
-        source, column=column, channel=channel, mode=mode, client=scheduler, seed=seed,
-        secret_file=secret_file, clip=clip, partition_rows=partition_rows,
+        source, column=column, channel=channel, mode=mode, client=scheduler, secret=secret,
+        clip=clip, partition_rows=partition_rows,
         split_every=split_every, rows_path=rows_out, overwrite=overwrite,
     )
 
@@ -67,6 +70,7 @@ def privatize_flow(
     split_every: int = 8,
     overwrite: bool = False,
     options: dict[str, Any] | None = None,
+    ledger: str | bool = True,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
 
@@ -74,16 +78,31 @@ def privatize_flow(
     started for the run. ``options`` holds channel-specific parameters, e.g.
     ``{"wavelet": "db4", "j0": 2, "j1": 8, "calibration": "tight"}`` for the
     wavelet channel (levels default to the seed's choice from n and ε).
-    Returns public facts about the release.
+    The release is recorded in the privacy budget ``ledger`` (a path; True:
+    ``$LDP_DASK_LEDGER`` or ``~/.ldp_dask/ledger.sqlite``; False: none) before
+    any work starts and committed once the summary is written, so a failed or
+    retried run never counts twice. Returns public facts about the release.
     """
+    from prefect.runtime import flow_run
+
+    from ldp_dask.ledger import open_ledger
+    from ldp_dask.noise import resolve_secret
+
     logger = get_run_logger()
     plan = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite, partition_rows, options)
     ch = plan["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, plan["n"], plan["partitions"], ch, mode)
-    summary = run_privatize(plan["dataset"], column, ch, mode, scheduler, secret_file, seed, clip,
-                            partition_rows, split_every, rows_out, overwrite)
-    path = write_summary(summary, out, overwrite)
+    sec = resolve_secret(None, seed, secret_file)
+    led = open_ledger(ledger)
+    ds = plan["dataset"]
+    with (led.release(fingerprint=ds.fingerprint, column=ds.column, scope="local", channel=ch.name,
+                      params=ch.params(), epsilon=ch.epsilon, key_id=sec.key_id, dataset=ds.description,
+                      output=os.path.abspath(out), flow_run_id=str(flow_run.get_id()), reproducible=sec.reproducible)
+          if led is not None else nullcontext()):
+        summary = run_privatize(ds, column, ch, mode, scheduler, sec, clip, partition_rows, split_every,
+                                rows_out, overwrite)
+        path = write_summary(summary, out, overwrite)
     meta = summary.file_metadata()
     facts = {
         "summary": path, "channel": ch.name, "params": ch.params(), "epsilon": ch.epsilon,

@@ -1,4 +1,4 @@
-"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles.
+"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles, budget.
 
 Bad input exits with status 2 and one line ``ldp-dask: error: ...`` on
 stderr; nothing is written in that case.
@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import Any, Sequence
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
 from ._validation import LdpDaskError
 
@@ -72,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: when stderr is a terminal)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
+    _ledger_args(r)
 
     e = sub.add_parser("estimate", help="estimate from a summary file",
                        description="Density (histogram or wavelet channel) or mean (mean channel) from a summary.")
@@ -118,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--plot", default=None, help="write a PNG of the null law with the observed statistic")
     g.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    _ledger_args(g)
     c = sub.add_parser("quantiles", help="central-DP quantiles of a column (seeds 002, 003)",
                        description="Release quantiles of a raw column with central differential privacy "
                                    "(one record replaced, n public). The exact statistics stay in memory.")
@@ -146,7 +151,98 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--plot", default=None, help="PNG of the released quantile function (public information only)")
     c.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     c.add_argument("--json", action="store_true", help="print the release as JSON")
+    _ledger_args(c)
+
+    b = sub.add_parser("budget", help="list the privacy budget ledger, or set a dataset's budget",
+                       description="Every release is recorded in the ledger; budgets are per dataset (structural "
+                                   "fingerprint) and column, separately for local and central releases.")
+    b.add_argument("action", nargs="?", choices=["list", "set"], default="list")
+    b.add_argument("source", nargs="?", default=None, help="set: the dataset (Parquet path or URL)")
+    b.add_argument("--column", default=None, help="set: the column")
+    b.add_argument("--scope", choices=["local", "central"], default="local", help="set: which releases")
+    b.add_argument("--limit", type=float, default=None, help="set: the ε budget")
+    b.add_argument("--entries", action="store_true", help="list: every release, not only the totals")
+    b.add_argument("--json", action="store_true", help="print as JSON")
+    b.add_argument("--ledger", default=None, help="ledger file (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
     return p
+
+
+def _ledger_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ledger", default=None,
+                   help="privacy budget ledger (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
+    p.add_argument("--no-ledger", action="store_true", help="do not record the release (no budget enforced)")
+
+
+def _ledger(a: argparse.Namespace) -> Any:
+    from ldp_dask.ledger import open_ledger
+
+    if getattr(a, "no_ledger", False):
+        return None
+    return open_ledger(a.ledger or True)
+
+
+@contextmanager
+def _recorded(a: argparse.Namespace, **kwargs: Any) -> Iterator[None]:
+    """Reserve the release in the ledger, run it, commit when the output exists (abort otherwise)."""
+    led = _ledger(a)
+    if led is None:
+        yield
+        return
+    with led.release(**kwargs) as r:
+        yield
+    note = "identical to a recorded release: no ε spent" if r.reused else f"ε {r.epsilon:g} spent"
+    limit = f" of budget {r.limit:g}" if r.limit is not None else ""
+    print(f"ledger: {note}; {kwargs['scope']} total now {r.spent_before + r.epsilon:g}{limit} ({led.path})",
+          file=sys.stderr)
+
+
+def _cmd_budget(a: argparse.Namespace) -> int:
+    from ldp_dask.ledger import open_ledger
+    from ldp_dask.source import open_source
+
+    led = open_ledger(a.ledger or True)
+    assert led is not None
+    if a.action == "set":
+        if a.source is None or a.column is None or a.limit is None:
+            raise LdpDaskError("budget set needs SOURCE, --column and --limit.")
+        kind = "categorical" if _is_categorical_source(a.source, a.column) else "numeric"
+        ds = open_source(a.source, a.column, value_kind=kind)
+        led.set_budget(ds.fingerprint, a.column, a.scope, a.limit, dataset=ds.description)
+        print(f"budget set: {a.scope} ε ≤ {a.limit:g} for {ds.description} [{a.column}] (fingerprint {ds.fingerprint})")
+        return 0
+    rows = led.entries() if a.entries else led.summary()
+    if a.json:
+        print(json.dumps(rows, default=str))
+        return 0
+    if not rows:
+        print(f"the ledger {led.path} is empty")
+        return 0
+    if a.entries:
+        for r in rows:
+            print(f"#{r['id']:<4} {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r['created_at']))}  {r['scope']:<7} "
+                  f"{r['channel']:<14} ε={r['epsilon']:<8g} {r['status']:<9} {r['dataset']} [{r['column_name']}] "
+                  f"key {r['key_id']} -> {r['output']}")
+        return 0
+    print(f"ledger {led.path}: ε spent per dataset and column (local and central accounted separately)")
+    for r in rows:
+        def fmt(scope: str) -> str:
+            b = r[f"{scope}_budget"]
+            return f"{r[f'{scope}_spent']:g}" + (f" / {b:g} (remaining {max(0.0, b - r[f'{scope}_spent']):g})" if b is not None else " (no budget)")
+        print(f"  {r['dataset']} [{r['column']}]  local {fmt('local')}; central {fmt('central')}")
+    return 0
+
+
+def _is_categorical_source(source: str, column: str) -> bool:
+    """Whether the column holds categories (strings/dictionaries) rather than numbers (footer only)."""
+    from ldp_dask.source import open_source
+
+    try:
+        open_source(source, column)
+        return False
+    except LdpDaskError as exc:
+        if "numeric column is required" in str(exc):
+            return True
+        raise
 
 
 def _cmd_quantiles(a: argparse.Namespace) -> int:
@@ -177,7 +273,8 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
         raise LdpDaskError(f"central quantiles of raw data need {', '.join(missing)}.")
     r = quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
                   method=a.method, rho=a.rho, steps=a.steps, client="local" if a.local else a.scheduler,
-                  seed=a.seed, secret_file=a.secret_file, clip=a.clip)
+                  seed=a.seed, secret_file=a.secret_file, clip=a.clip, ledger=_ledger(a),
+                  output=os.path.abspath(a.out) if a.out else None)
     if a.out:
         r.save(a.out, overwrite=a.overwrite)
     if a.plot:
@@ -216,7 +313,7 @@ def _cmd_gof(a: argparse.Namespace) -> int:
         domain=tuple(a.domain) if a.domain else None, epsilon=a.epsilon, adaptive=a.adaptive, split=a.split,
         J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
         client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file, clip=a.clip,
-        summary_out=a.summary_out, overwrite=a.overwrite,
+        summary_out=a.summary_out, overwrite=a.overwrite, ledger=_ledger(a),
     )
     if a.out:
         res.save(a.out, overwrite=a.overwrite)
@@ -290,13 +387,19 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, a.bins, n=dataset.n,
                             **options)
     progress = sys.stderr.isatty() if a.progress is None else a.progress
-    summary = ldp_dask.privatize(
-        dataset, column=a.column, channel=channel, mode=a.mode,
-        client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
-        clip=a.clip, partition_rows=a.partition_rows, split_every=a.split_every,
-        rows_path=a.rows_out, overwrite=a.overwrite, progress=progress,
-    )
-    path = summary.to_parquet(a.out, overwrite=a.overwrite)
+    from ldp_dask.noise import resolve_secret
+
+    sec = resolve_secret(None, a.seed, a.secret_file)
+    with _recorded(a, fingerprint=dataset.fingerprint, column=dataset.column, scope="local", channel=channel.name,
+                   params=channel.params(), epsilon=channel.epsilon, key_id=sec.key_id,
+                   dataset=dataset.description, output=os.path.abspath(a.out), reproducible=sec.reproducible):
+        summary = ldp_dask.privatize(
+            dataset, column=a.column, channel=channel, mode=a.mode,
+            client="local" if a.local else a.scheduler, secret=sec,
+            clip=a.clip, partition_rows=a.partition_rows, split_every=a.split_every,
+            rows_path=a.rows_out, overwrite=a.overwrite, progress=progress,
+        )
+        path = summary.to_parquet(a.out, overwrite=a.overwrite)
     meta = summary.file_metadata()
     info = {"summary": path, "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
@@ -386,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ldp-dask`` console script; returns the exit status."""
     args = _parser().parse_args(argv)
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
-                                "gof": _cmd_gof, "quantiles": _cmd_quantiles}
+                                "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error

@@ -102,6 +102,8 @@ def resolve_secret(
     -------
     Secret
     """
+    if isinstance(secret, Secret):  # already resolved (CLI, flows: the key id is needed before the run)
+        return secret
     given = [x is not None for x in (secret, seed, secret_file)]
     if sum(given) > 1:
         raise LdpDaskError("Give at most one of 'secret', 'seed' and 'secret_file'.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,8 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.pop("LDP_DASK_SECRET", None)  # tests choose their keys explicitly
+# the CLI and flows record releases in a ledger: keep the suite's out of the home directory
+os.environ["LDP_DASK_LEDGER"] = os.path.join(tempfile.mkdtemp(prefix="ldp-ledger-"), "ledger.sqlite")
 
 
 @pytest.fixture(scope="session")

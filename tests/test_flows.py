@@ -169,3 +169,41 @@ def test_estimate_flow_on_a_frequency_summary(prefect_harness, tmp_path):
     res = estimate_flow(summary=str(tmp_path / "f.parquet"), plot=str(tmp_path / "f.png"), projection="simplex")
     assert res["estimate"]["kind"] == "frequencies" and abs(sum(res["estimate"]["frequencies"]) - 1) < 1e-9
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_secret_never_appears_in_any_output(prefect_harness, cluster, beta_dataset, tmp_path, capsys):
+    # the secret is read from a file; every byte the run writes (summary, privatized rows, JSON, PNG,
+    # Prefect artifacts, stdout/stderr) is searched for it and for its hex form
+    from flows import estimate_flow, privatize_flow
+
+    from ldp_dask.cli import main
+
+    secret = "top-secret-key-material-7f3a9c2e"
+    (tmp_path / "key").write_text(secret)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["privatize", str(beta_dataset), "--column", "x", "--channel", "histogram", "--domain", "0", "1",
+                 "--epsilon", "1", "--out", str(out / "s.parquet"), "--local", "--secret-file", str(tmp_path / "key"),
+                 "--mode", "rows", "--rows-out", str(out / "rows"), "--json"]) == 0
+    assert main(["estimate", str(out / "s.parquet"), "--out", str(out / "e.json"), "--plot", str(out / "e.png")]) == 0
+    privatize_flow(source=str(beta_dataset), column="x", out=str(out / "f.parquet"), domain=[0.0, 1.0],
+                   secret_file=str(tmp_path / "key"), scheduler=cluster.scheduler.address)
+    estimate_flow(summary=str(out / "f.parquet"))
+    printed = capsys.readouterr()
+    needles = [secret.encode(), secret.encode().hex().encode()]
+    blobs = [p.read_bytes() for p in out.rglob("*") if p.is_file()]
+    blobs += [printed.out.encode(), printed.err.encode()]
+
+    import anyio
+    from prefect.client.orchestration import get_client
+
+    async def artifacts():
+        async with get_client() as client:
+            r = await client._client.post("/artifacts/filter", json={"limit": 200, "offset": 0})
+            return r.text
+
+    blobs.append(anyio.run(artifacts).encode())
+    assert len(blobs) >= 6
+    for blob in blobs:
+        for needle in needles:
+            assert needle not in blob

@@ -88,7 +88,8 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
               steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
               exact_max: int = DEFAULT_EXACT_MAX, client: Any = None, secret: bytes | str | None = None,
               seed: int | None = None, secret_file: str | None = None, clip: bool = False,
-              partition_rows: int | None = None, storage_options: dict[str, Any] | None = None) -> QuantileRelease:
+              partition_rows: int | None = None, storage_options: dict[str, Any] | None = None,
+              ledger: Any = None, output: str | None = None) -> QuantileRelease:
     """Central-DP quantiles of one column.
 
     Parameters
@@ -120,6 +121,10 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
         a Philox generator keyed by HMAC(secret, context) bound to a digest of
         the exact data, so a re-run reproduces the release and edited data get
         fresh noise.
+    ledger, output : optional
+        A :class:`~ldp_dask.ledger.Ledger` (or its path) recording the release in
+        the *central* scope; a release over budget is refused before the data are
+        read. ``output`` is recorded with it.
     """
     epsilon = check_epsilon(epsilon)
     if bounds is None:
@@ -142,10 +147,28 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
     if dataset.n < 1:
         raise LdpDaskError("no rows to release quantiles of")
     resolved = best_method(dataset.n, max_intervals) if method == "best" else method
+    sec = resolve_secret(secret, seed, secret_file)
+    from ..ledger import open_ledger
+
+    led = open_ledger(ledger)
+    if led is None:
+        return _release(dataset, bounds, qs, epsilon, resolved, sec, rho, steps, max_intervals, cells, exact_max,
+                        client, clip)
+    params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
+              "max_intervals": max_intervals, "cells": cells}
+    with led.release(fingerprint=dataset.fingerprint, column=dataset.column, scope="central",
+                     channel="central-quantiles", params=params, epsilon=epsilon, key_id=sec.key_id,
+                     dataset=dataset.description, output=output, reproducible=sec.reproducible):
+        return _release(dataset, bounds, qs, epsilon, resolved, sec, rho, steps, max_intervals, cells, exact_max,
+                        client, clip)
+
+
+def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Any,
+             rho: float, steps: int | None, max_intervals: int, cells: int, exact_max: int, client: Any,
+             clip: bool) -> QuantileRelease:
     t0 = time.perf_counter()
     data = collect(dataset, bounds, clip=clip, client=client, cells=cells, exact_max=exact_max)
     t1 = time.perf_counter()
-    sec = resolve_secret(secret, seed, secret_file)
     context = {"v": 1, "kind": "central-quantiles", "fingerprint": dataset.fingerprint, "column": dataset.column,
                "q": qs.tolist(), "epsilon": epsilon, "bounds": list(bounds), "method": resolved, "rho": rho,
                "steps": steps, "max_intervals": max_intervals, "cells": cells}

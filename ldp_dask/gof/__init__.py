@@ -206,7 +206,7 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
         rows: str | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
         client: Any = None, secret: Any = None, seed: int | None = None, secret_file: str | None = None,
         clip: bool = False, partition_rows: int | None = None, summary_out: str | None = None,
-        overwrite: bool = False) -> tuple[TestResult, Summary]:
+        overwrite: bool = False, ledger: Any = None) -> tuple[TestResult, Summary]:
     """Test from a summary file, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
 
     A summary (object or file) is tested as it is. Anything else is a data
@@ -244,11 +244,32 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
         mode = "rows" if statistic == "U" else "summary"
         if mode == "rows" and rows is None:
             raise LdpDaskError("statistic='U' needs a directory for the privatized rows ('rows').")
-        s = privatize(dataset, column=column, channel=ch, mode=mode, client=client, secret=secret, seed=seed,
-                      secret_file=secret_file, clip=clip, partition_rows=partition_rows, rows_path=rows,
-                      overwrite=overwrite)
-        if summary_out:
-            s.to_parquet(summary_out, overwrite=overwrite)
+        from ..ledger import open_ledger
+        from ..noise import resolve_secret
+
+        sec = resolve_secret(secret, seed, secret_file)
+        led = open_ledger(ledger)
+        if led is None:
+            s = _privatize_for_test(dataset, column, ch, mode, client, sec, clip, partition_rows, rows, overwrite,
+                                    summary_out)
+        else:
+            with led.release(fingerprint=dataset.fingerprint, column=dataset.column, scope="local", channel=ch.name,
+                             params=ch.params(), epsilon=ch.epsilon, key_id=sec.key_id, dataset=dataset.description,
+                             output=summary_out, reproducible=sec.reproducible):
+                s = _privatize_for_test(dataset, column, ch, mode, client, sec, clip, partition_rows, rows,
+                                        overwrite, summary_out)
     if isinstance(s.channel, HaarAdaptive):
         return adaptive_test(s, null, level, B=B, rng=rng), s
     return test(s, null, level, statistic=statistic, rows=rows, B=B, rng=rng), s
+
+
+def _privatize_for_test(dataset: Any, column: str | None, ch: Any, mode: str, client: Any, sec: Any, clip: bool,
+                        partition_rows: int | None, rows: str | None, overwrite: bool,
+                        summary_out: str | None) -> Summary:
+    from ..pipeline import privatize
+
+    s = privatize(dataset, column=column, channel=ch, mode=mode, client=client, secret=sec, clip=clip,
+                  partition_rows=partition_rows, rows_path=rows, overwrite=overwrite)
+    if summary_out:
+        s.to_parquet(summary_out, overwrite=overwrite)
+    return s

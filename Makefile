@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/quantiles.py
 	$(PY) benchmarks/frequencies.py
 	$(PY) benchmarks/local_vs_central.py
+	$(PY) benchmarks/audit.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

@@ -207,3 +207,25 @@ def test_secret_never_appears_in_any_output(prefect_harness, cluster, beta_datas
     for blob in blobs:
         for needle in needles:
             assert needle not in blob
+
+
+def test_rerun_flow_does_not_double_count(prefect_harness, cluster, beta_dataset, tmp_path):
+    # a flow run repeated with the same key (a resumed or retried schedule) reproduces its summary
+    # and spends nothing more in the ledger; a failed run records nothing
+    from flows import privatize_flow
+
+    from ldp_dask.ledger import Ledger
+
+    led = tmp_path / "ledger.sqlite"
+    (tmp_path / "key").write_text("flow-secret-0123456789abcdef")
+    kw = dict(source=str(beta_dataset), column="x", domain=[0.0, 1.0], epsilon=0.5, bins=16,
+              secret_file=str(tmp_path / "key"), scheduler=cluster.scheduler.address, ledger=str(led))
+    a = privatize_flow(out=str(tmp_path / "a.parquet"), **kw)
+    b = privatize_flow(out=str(tmp_path / "a.parquet"), overwrite=True, **kw)
+    assert a["key_id"] == b["key_id"]
+    entries = Ledger(led).entries()
+    assert len(entries) == 1 and entries[0]["flow_run_id"] and entries[0]["status"] == "committed"
+    assert Ledger(led).spent(entries[0]["fingerprint"], "x", "local") == 0.5
+    with pytest.raises(ldp_dask.LdpDaskError):
+        privatize_flow(out=str(tmp_path / "b.parquet"), **{**kw, "domain": [0.5, 1.0]})  # data outside: fails
+    assert len(Ledger(led).entries()) == 1 and not (tmp_path / "b.parquet").exists()

@@ -19,6 +19,7 @@ from ldp_dask import LaplaceHistogram
 pytestmark = pytest.mark.cluster
 
 
+@pytest.mark.filterwarnings("ignore:Port 8787 is already in use")
 def test_killing_a_worker_mid_run_gives_the_undisturbed_summary(tmp_path):
     from distributed import Client, LocalCluster
 

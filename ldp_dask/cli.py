@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--encoding", choices=["kary", "unary", "warner"], default=None,
                    help="rr: generalized k-ary (default), unary (per-bit, seed 004) or Warner (two categories)")
     r.add_argument("--other", action="store_true", help="rr: map values outside the categories to '__other__'")
+    r.add_argument("--noise", choices=["continuous", "lattice"], default=None,
+                   help="histogram, mean, haar: Laplace on doubles (default) or lattice outputs with discrete "
+                        "Laplace noise (floating-point safe)")
     r.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
     r.add_argument("--bins", default=None, help="histogram bins K, or 'auto' = ceil((n ε²)^(1/4)) (default)")
     r.add_argument("--wavelet", default=None, help="wavelet: haar, dbN, symN or coifN (default db4)")
@@ -343,7 +346,7 @@ def _read_categories(a: argparse.Namespace) -> list[Any] | None:
 
 
 def _channel_options(a: argparse.Namespace) -> dict[str, Any]:
-    keys = ("wavelet", "j0", "j1", "calibration", "nu", "level", "smoothness", "levels", "split", "encoding")
+    keys = ("wavelet", "j0", "j1", "calibration", "nu", "level", "smoothness", "levels", "split", "encoding", "noise")
     opts = {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
     cats = _read_categories(a)
     if cats is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets as _secrets
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ import numpy as np
 from ._validation import LdpDaskError
 
 __all__ = [
+    "discrete_laplace",
+    "discrete_laplace_sum",
+    "discrete_laplace_variance",
     "Secret",
     "resolve_secret",
     "partition_base_keys",
@@ -182,3 +186,25 @@ def laplace_sum(rng: np.random.Generator, m: int, scale: float, size: int) -> np
     if m == 0:
         return np.zeros(size)
     return scale * (rng.standard_gamma(m, size) - rng.standard_gamma(m, size))
+
+
+def discrete_laplace(rng: np.random.Generator, t: float, size: Any) -> np.ndarray:
+    """Discrete Laplace draws on ℤ, P(k) ∝ exp(−|k|/t): a difference of two geometric variables (SPEC §4)."""
+    p = -math.expm1(-1.0 / t)  # 1 − e^{−1/t}, accurate for large t
+    return (rng.geometric(p, size) - rng.geometric(p, size)).astype(np.float64)
+
+
+def discrete_laplace_sum(rng: np.random.Generator, m: int, t: float, size: int) -> np.ndarray:
+    """``size`` draws of the sum of ``m`` iid discrete Laplace(t): NB(m, p) − NB(m, p), p = 1 − e^{−1/t} (SPEC §4)."""
+    if m < 0:
+        raise ValueError(f"m must be >= 0, got {m}")
+    if m == 0:
+        return np.zeros(size)
+    p = -math.expm1(-1.0 / t)
+    return (rng.negative_binomial(m, p, size) - rng.negative_binomial(m, p, size)).astype(np.float64)
+
+
+def discrete_laplace_variance(t: float) -> float:
+    """Var of discrete Laplace(t): 2r/(1 − r)², r = e^{−1/t} (slightly below the continuous 2t²)."""
+    r = math.exp(-1.0 / t)
+    return 2.0 * r / (1.0 - r) ** 2

@@ -77,8 +77,8 @@ def build_channel(
         raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.")
     options = {k: v for k, v in options.items() if v is not None}
     allowed = {"wavelet": {"wavelet", "j0", "j1", "calibration", "nu", "table_level"},
-               "haar": {"level", "smoothness"}, "haar-adaptive": {"levels", "split"},
-               "rr": {"categories", "encoding", "other"}}.get(name, set())
+               "haar": {"level", "smoothness", "noise"}, "haar-adaptive": {"levels", "split", "noise"},
+               "rr": {"categories", "encoding", "other"}, "histogram": {"noise"}, "mean": {"noise"}}.get(name, set())
     extra = sorted(set(options) - allowed)
     if extra:
         raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to the {name!r} channel.")
@@ -102,7 +102,7 @@ def build_channel(
                 bins = int(bins)
             except ValueError:
                 raise LdpDaskError(f"The 'bins' parameter must be an integer or 'auto'. Got {bins!r} instead.") from None
-        return LaplaceHistogram(epsilon=epsilon, bins=bins, domain=tuple(domain))
+        return LaplaceHistogram(epsilon=epsilon, bins=bins, domain=tuple(domain), **options)
     if name == "wavelet":
         wavelet = options.pop("wavelet", "db4")
         if options.get("j0") is None or options.get("j1") is None:
@@ -119,10 +119,12 @@ def build_channel(
         level = options.get("level")
         if level is None:
             level = haar_level(n, epsilon, options.get("smoothness", 1.0))  # type: ignore[arg-type]
-        return HaarLaplace(epsilon=epsilon, level=level, domain=tuple(domain))
+        return HaarLaplace(epsilon=epsilon, level=level, domain=tuple(domain), **({"noise": options["noise"]}
+                                                                                   if "noise" in options else {}))
     if name == "haar-adaptive":
         levels = options.get("levels")
         if levels is None:
             levels = adaptive_levels(n, epsilon)  # type: ignore[arg-type]
-        return HaarAdaptive(epsilon=epsilon, levels=levels, domain=tuple(domain), split=options.get("split", "rows"))
-    return LaplaceMean(epsilon=epsilon, domain=tuple(domain))
+        return HaarAdaptive(epsilon=epsilon, levels=levels, domain=tuple(domain), split=options.get("split", "rows"),
+                            noise=options.get("noise", "continuous"))
+    return LaplaceMean(epsilon=epsilon, domain=tuple(domain), **options)

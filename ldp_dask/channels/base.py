@@ -24,9 +24,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validation import InputDataError, check_domain
+from .._validation import InputDataError, LdpDaskError, check_domain
 
-__all__ = ["Channel", "NumericChannel", "noise_scale_for", "check_values"]
+__all__ = ["Channel", "NumericChannel", "noise_scale_for", "check_values", "NOISE_MODES", "check_noise"]
+
+#: ``continuous``: Laplace noise on doubles; ``lattice``: every released value on a public
+#: lattice g·ℤ with discrete Laplace noise (SPEC §4, floating-point safe).
+NOISE_MODES = ("continuous", "lattice")
+
+
+def check_noise(noise: Any) -> str:
+    if noise not in NOISE_MODES:
+        raise LdpDaskError(f"The 'noise' parameter must be one of {', '.join(NOISE_MODES)}. Got {noise!r} instead.")
+    return str(noise)
 
 
 def noise_scale_for(sensitivity: float, epsilon: float) -> float:

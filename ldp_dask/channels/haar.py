@@ -26,6 +26,11 @@ Summary mode is exact in distribution (SPEC §4): from the exact counts at the
 finest level, the random split of each bin's rows among the levels is
 Multinomial(count, 1/|𝒥|, …), coarser counts are sums of dyadic children, and
 each level's noise is σ(Gamma(m) − Gamma(m)) with m its number of rows.
+
+``noise="lattice"`` (SPEC §4): a level-J view is 2^{J/2}·(one-hot + L) with L
+discrete Laplace(t), t = σ/2^{J/2} (integer sensitivity 2 in units of 2^{J/2},
+same ε); sums are 2^{J/2}·(counts + NB − NB). Every released value is a
+public multiple of 2^{J/2}.
 """
 
 from __future__ import annotations
@@ -36,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon, check_int
-from ..noise import laplace_sum
-from .base import NumericChannel, noise_scale_for
+from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
+from .base import NumericChannel, check_noise, noise_scale_for
 
 __all__ = ["HaarLaplace", "HaarAdaptive", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS"]
 
@@ -49,6 +54,19 @@ def _bin_index(t: np.ndarray, bins: int) -> np.ndarray:
     idx = (t * bins).astype(np.intp)  # t >= 0: truncation is floor
     np.minimum(idx, bins - 1, out=idx)
     return idx
+
+
+def _noise_sum(noise: str, rng: np.random.Generator, m: int, sigma: float, c: float, size: int) -> np.ndarray:
+    """Sum of m rows' noise on ``size`` coordinates: Laplace(σ), or c × discrete Laplace(σ/c)."""
+    if noise == "lattice":
+        return c * discrete_laplace_sum(rng, m, sigma / c, size)
+    return laplace_sum(rng, m, sigma, size)
+
+
+def _noise_rows(noise: str, rng: np.random.Generator, sigma: float, c: float, shape: Any) -> np.ndarray:
+    if noise == "lattice":
+        return c * discrete_laplace(rng, sigma / c, shape)
+    return rng.laplace(0.0, sigma, size=shape)
 
 
 class _HaarBase(NumericChannel):
@@ -73,8 +91,9 @@ class HaarLaplace(_HaarBase):
 
     name = "haar"
 
-    def __init__(self, epsilon: float, level: int, domain: tuple[float, float]) -> None:
+    def __init__(self, epsilon: float, level: int, domain: tuple[float, float], noise: str = "continuous") -> None:
         self.epsilon = check_epsilon(epsilon)
+        self.noise = check_noise(noise)
         self.level = check_int(level, "level", 0, MAX_HAAR_LEVEL)
         self._set_domain(domain)
         self.dim = 1 << self.level
@@ -95,17 +114,24 @@ class HaarLaplace(_HaarBase):
         return np.linspace(lo, hi, self.dim + 1)
 
     def params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "level": self.level, "domain": list(self.domain)}
+        return {"epsilon": self.epsilon, "level": self.level, "domain": list(self.domain), "noise": self.noise}
+
+    @property
+    def noise_variance(self) -> float:
+        """Variance of one row's noise on one coordinate."""
+        if self.noise == "lattice":
+            return self.c**2 * discrete_laplace_variance(self.noise_scale / self.c)
+        return 2.0 * self.noise_scale**2
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         counts = np.bincount(_bin_index(self.to_unit(x), self.dim), minlength=self.dim)
         return {"sum": counts * self.c}
 
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        return {"sum": exact["sum"] + laplace_sum(rng, m, self.noise_scale, self.dim)}
+        return {"sum": exact["sum"] + _noise_sum(self.noise, rng, m, self.noise_scale, self.c, self.dim)}
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        z = rng.laplace(0.0, self.noise_scale, size=(len(x), self.dim))
+        z = _noise_rows(self.noise, rng, self.noise_scale, self.c, (len(x), self.dim))
         z[np.arange(len(x)), _bin_index(self.to_unit(x), self.dim)] += self.c
         return z
 
@@ -132,8 +158,10 @@ class HaarAdaptive(_HaarBase):
 
     name = "haar-adaptive"
 
-    def __init__(self, epsilon: float, levels: list[int], domain: tuple[float, float], split: str = "rows") -> None:
+    def __init__(self, epsilon: float, levels: list[int], domain: tuple[float, float], split: str = "rows",
+                 noise: str = "continuous") -> None:
         self.epsilon = check_epsilon(epsilon)
+        self.noise = check_noise(noise)
         if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):
             raise LdpDaskError(f"The 'levels' parameter must be a list of integers. Got {levels!r} instead.")
         lv = [check_int(j, "levels", 0, MAX_HAAR_LEVEL) for j in levels]
@@ -164,7 +192,8 @@ class HaarAdaptive(_HaarBase):
         return float(per_level.max()) if self.split == "rows" else math.fsum(per_level)
 
     def params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "levels": list(self.levels), "domain": list(self.domain), "split": self.split}
+        return {"epsilon": self.epsilon, "levels": list(self.levels), "domain": list(self.domain), "split": self.split,
+                "noise": self.noise}
 
     def block(self, g: int) -> slice:
         """Slice of level ``levels[g]`` in the ``sum`` statistic."""
@@ -189,7 +218,7 @@ class HaarAdaptive(_HaarBase):
         else:
             group_n = np.full(k, m)
             per_level = [self.aggregate(counts, j) for j in self.levels]
-        sums = [c * cnt + laplace_sum(rng, int(ng), s, len(cnt))
+        sums = [c * cnt + _noise_sum(self.noise, rng, int(ng), s, c, len(cnt))
                 for c, cnt, ng, s in zip(self.cs, per_level, group_n, self.sigmas)]
         return {"sum": np.concatenate(sums), "group_n": group_n.astype(np.float64)}
 
@@ -204,13 +233,15 @@ class HaarAdaptive(_HaarBase):
             for gi, j in enumerate(self.levels):
                 sel = rows[g == gi]
                 b = self.block(gi)
-                z[sel, k + b.start: k + b.stop] = rng.laplace(0.0, self.sigmas[gi], size=(len(sel), self.sizes[gi]))
+                z[sel, k + b.start: k + b.stop] = _noise_rows(self.noise, rng, self.sigmas[gi], self.cs[gi],
+                                                              (len(sel), self.sizes[gi]))
                 z[sel, k + b.start + _bin_index(t[sel], self.sizes[gi])] += self.cs[gi]
         else:
             z[:, :k] = 1.0
             for gi, j in enumerate(self.levels):
                 b = self.block(gi)
-                z[:, k + b.start: k + b.stop] = rng.laplace(0.0, self.sigmas[gi], size=(n, self.sizes[gi]))
+                z[:, k + b.start: k + b.stop] = _noise_rows(self.noise, rng, self.sigmas[gi], self.cs[gi],
+                                                            (n, self.sizes[gi]))
                 z[rows, k + b.start + _bin_index(t, self.sizes[gi])] += self.cs[gi]
         return z
 

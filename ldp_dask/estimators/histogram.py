@@ -70,7 +70,7 @@ def histogram_density(
     c = getattr(ch, "c", 1.0)  # a Haar summary holds 2^{J/2} × the histogram's sums (SPEC §1.5)
     p_hat = s.sums["sum"] / (c * n)
     pc = np.clip(p_hat, 0.0, 1.0)
-    var = (pc * (1 - pc) + 2 * (ch.noise_scale / c) ** 2) / n
+    var = (pc * (1 - pc) + ch.noise_variance / c**2) / n
     scale = ch.bins / (hi - lo)
     p = project_simplex(p_hat) if projection == "simplex" else p_hat
     return DensityEstimate(

@@ -87,7 +87,8 @@ def local_quantiles(summary: Summary | str, q: Any = tuple(round(0.1 * i, 1) for
         p_fit = np.clip(est.masses, 0, None)
         p_fit /= p_fit.sum()
         counts = gen.multinomial(n, p_fit, size=B)
-        S = c * counts + laplace_sum(gen, n, ch.noise_scale, B * ch.dim).reshape(B, ch.dim)
+        # the channel's own summary-mode noise, continuous or lattice, around the fitted counts
+        S = np.array([ch.add_noise({"sum": c * row}, n, gen)["sum"] for row in counts])
         project = estimator_kwargs.get("projection", "simplex") == "simplex"
         reps = np.array([_hist_quantiles(project_simplex(row / (c * n)) if project else row / (c * n), est.edges, qs)
                          for row in S])

@@ -65,6 +65,12 @@ def _check_common(level: float, B: int, n: int) -> tuple[float, int]:
     return level, B
 
 
+def _check_continuous(ch: Any) -> None:
+    if getattr(ch, "noise", "continuous") != "continuous":
+        raise LdpDaskError("the goodness-of-fit calibration assumes continuous Laplace noise; "
+                           "this summary uses lattice noise, which it does not support yet.")
+
+
 def _read_rows(rows: str | os.PathLike[str], channel: HaarLaplace, n: int) -> np.ndarray:
     import pyarrow.parquet as pq
 
@@ -109,6 +115,7 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
         raise LdpDaskError(f"gof.test needs a summary of the 'haar' channel; got {ch.name!r}"
                            + (" (use gof.adaptive_test)." if isinstance(ch, HaarAdaptive) else "."))
     level, B = _check_common(level, B, s.n)
+    _check_continuous(ch)
     if statistic not in ("summary", "U"):
         raise LdpDaskError(f"The 'statistic' parameter must be 'summary' or 'U'. Got {statistic!r} instead.")
     nul = parse_null(null)
@@ -159,6 +166,7 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
     if not isinstance(ch, HaarAdaptive):
         raise LdpDaskError(f"gof.adaptive_test needs a summary of the 'haar-adaptive' channel; got {ch.name!r}.")
     level, B = _check_common(level, B, s.n)
+    _check_continuous(ch)
     nul = parse_null(null)
     p0_fine = nul.bin_probabilities(ch.domain, ch.finest)
     gen, seed = _calibration_rng(rng)

@@ -115,3 +115,25 @@ def test_lattice_costs_no_accuracy():
         for ch_c, ch_l in ((LaplaceHistogram(eps, 8, (0, 1)), LaplaceHistogram(eps, 8, (0, 1), noise="lattice")),
                            (LaplaceMean(eps, (0, 1)), LaplaceMean(eps, (0, 1), noise="lattice"))):
             assert ch_l.noise_variance <= ch_c.noise_variance * 1.0001
+
+
+def test_gof_calibration_with_lattice_noise():
+    # the fast null law (multinomial + negative-binomial differences) against privatizing rows, and
+    # the level under H0 (Binomial(400, γ): within 3 se = 0.033)
+    from ldp_dask import gof
+    from ldp_dask.gof.calibration import simulate_summary_statistic, summary_statistic
+    from ldp_dask.summary import Summary
+
+    ch = HaarLaplace(1.0, 3, (0.0, 1.0), noise="lattice")
+    rng = np.random.default_rng(6)
+    n = 40
+    p0 = np.full(8, 1 / 8)
+    fast = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, 3000, rng, "lattice")
+    slow = np.array([summary_statistic(ch.privatize(rng.random(n), rng).sum(axis=0), n, ch.c, ch.noise_scale,
+                                       ch.c * p0, "lattice") for _ in range(3000)])
+    assert stats.ks_2samp(fast, slow).pvalue > 1e-3
+    rej = 0
+    for _ in range(400):
+        x = rng.random(600)
+        rej += gof.test(Summary(ch, 600, ch.stats(x, rng), {}), "uniform", B=199, rng=rng).reject
+    assert abs(rej / 400 - 0.05) <= 3 * math.sqrt(0.05 * 0.95 / 400)

@@ -65,12 +65,6 @@ def _check_common(level: float, B: int, n: int) -> tuple[float, int]:
     return level, B
 
 
-def _check_continuous(ch: Any) -> None:
-    if getattr(ch, "noise", "continuous") != "continuous":
-        raise LdpDaskError("the goodness-of-fit calibration assumes continuous Laplace noise; "
-                           "this summary uses lattice noise, which it does not support yet.")
-
-
 def _read_rows(rows: str | os.PathLike[str], channel: HaarLaplace, n: int) -> np.ndarray:
     import pyarrow.parquet as pq
 
@@ -115,7 +109,6 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
         raise LdpDaskError(f"gof.test needs a summary of the 'haar' channel; got {ch.name!r}"
                            + (" (use gof.adaptive_test)." if isinstance(ch, HaarAdaptive) else "."))
     level, B = _check_common(level, B, s.n)
-    _check_continuous(ch)
     if statistic not in ("summary", "U"):
         raise LdpDaskError(f"The 'statistic' parameter must be 'summary' or 'U'. Got {statistic!r} instead.")
     nul = parse_null(null)
@@ -124,8 +117,8 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
     gen, seed = _calibration_rng(rng)
     n = s.n
     if statistic == "summary":
-        t_obs = float(summary_statistic(s.sums["sum"], n, ch.c, ch.noise_scale, a))
-        sims = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, gen)
+        t_obs = float(summary_statistic(s.sums["sum"], n, ch.c, ch.noise_scale, a, ch.noise))
+        sims = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, gen, ch.noise)
     else:
         if rows is None:
             raise LdpDaskError("statistic='U' needs the rows directory written in rows mode ('rows').")
@@ -137,7 +130,7 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
                 "O(B·2^J)), or a smaller B."
             )
         t_obs = u_statistic(_read_rows(rows, ch, n), a)
-        sims = simulate_u_statistic(n, p0, ch.c, ch.noise_scale, B, gen)
+        sims = simulate_u_statistic(n, p0, ch.c, ch.noise_scale, B, gen, ch.noise)
     p_obs, _ = pooled_p_values(np.array([t_obs]), sims)
     p = float(p_obs[0])
     crit, ci = critical_value(sims, level)
@@ -166,7 +159,6 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
     if not isinstance(ch, HaarAdaptive):
         raise LdpDaskError(f"gof.adaptive_test needs a summary of the 'haar-adaptive' channel; got {ch.name!r}.")
     level, B = _check_common(level, B, s.n)
-    _check_continuous(ch)
     nul = parse_null(null)
     p0_fine = nul.bin_probabilities(ch.domain, ch.finest)
     gen, seed = _calibration_rng(rng)
@@ -174,14 +166,15 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
     group_n = np.rint(s.sums["group_n"]).astype(np.int64)
     p0s = [p0_fine.reshape(1 << j, -1).sum(axis=1) for j in ch.levels]
     obs = np.array([
-        float(summary_statistic(s.sums["sum"][ch.block(g)], int(group_n[g]), ch.cs[g], ch.sigmas[g], ch.cs[g] * p0s[g]))
+        float(summary_statistic(s.sums["sum"][ch.block(g)], int(group_n[g]), ch.cs[g], ch.sigmas[g], ch.cs[g] * p0s[g],
+                                ch.noise))
         if group_n[g] >= 2 else 0.0
         for g in range(m)
     ])
     if ch.split == "rows":
         gens = gen.spawn(m)
         sims = np.column_stack([
-            simulate_summary_statistic(int(group_n[g]), p0s[g], ch.cs[g], ch.sigmas[g], B, gens[g])
+            simulate_summary_statistic(int(group_n[g]), p0s[g], ch.cs[g], ch.sigmas[g], B, gens[g], ch.noise)
             if group_n[g] >= 2 else np.zeros(B)
             for g in range(m)
         ])
@@ -189,7 +182,7 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
         u = 1.0 - (1.0 - level) ** (1.0 / m)
         p = float(1.0 - (1.0 - p_obs.min()) ** m)
     else:
-        sims = simulate_joint_statistics(s.n, p0_fine, ch.levels, ch.cs, ch.sigmas, B, gen)
+        sims = simulate_joint_statistics(s.n, p0_fine, ch.levels, ch.cs, ch.sigmas, B, gen, ch.noise)
         p_obs, p_sims = pooled_p_values(obs, sims)
         minp = np.concatenate([[p_obs.min()], p_sims.min(axis=1)])
         u = float(np.quantile(minp, level, method="inverted_cdf"))

@@ -27,6 +27,7 @@ def wavelet_accumulate(
     support: int,
     per_unit: int,
     out: np.ndarray,
+    quantum: float = 0.0,
 ) -> None:
     """``out[offset_ℓ + k + S − 1] += Σ_i f_ℓ(2^{j_ℓ} t_i − k)`` for every level ℓ (unscaled).
 
@@ -34,7 +35,8 @@ def wavelet_accumulate(
     interpolation (``difs`` is zero for step tables). ``tabs[kind]`` is the
     table of φ (kind 0) or ψ (kind 1). The caller multiplies each level's
     block by 2^{j/2}. Same arithmetic as :meth:`WaveletBasis.accumulate`,
-    different summation order.
+    different summation order. With ``quantum`` > 0 each value is first rounded
+    to the lattice, floor(v·quantum + 0.5), and the sums are exact integers.
     """
     nlev = level_j.shape[0]
     for i in range(t.shape[0]):
@@ -51,7 +53,10 @@ def wavelet_accumulate(
             kind = level_kind[lev]
             for m in range(support):
                 idx = i0 + m * per_unit
-                out[base - m] += tabs[kind, idx] + w * difs[kind, idx]
+                v = tabs[kind, idx] + w * difs[kind, idx]
+                if quantum > 0.0:
+                    v = np.floor(v * quantum + 0.5)
+                out[base - m] += v
 
 
 @njit(cache=True, nogil=True)

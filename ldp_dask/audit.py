@@ -79,7 +79,13 @@ def _mean_view(channel: Channel, x: Any) -> np.ndarray:
             out[k + b.start + min(int(t[0] * (1 << j)), (1 << j) - 1)] = c
         return out
     stats = channel.exact_stats(channel.prepare(np.array([x]))[0])
-    return np.asarray(stats.get("sum", next(iter(stats.values()))), dtype=np.float64).ravel()
+    view = np.asarray(stats.get("sum", next(iter(stats.values()))), dtype=np.float64).ravel()
+    if getattr(channel, "noise", "continuous") == "lattice":  # exact stats are lattice coordinates
+        if hasattr(channel, "granularities"):
+            view = view * np.repeat(channel.granularities, [sl.stop - sl.start for sl in channel.slices])
+        elif hasattr(channel, "granularity"):
+            view = channel.domain[0] + channel.granularity * view
+    return view
 
 
 def _llr(channel: Channel, z: np.ndarray, x: Any, x_prime: Any) -> np.ndarray:
@@ -181,6 +187,8 @@ def miscalibrated(channel: Channel, factor: float = 2.0) -> Channel:
                    else math.exp(eps / 2) / (1 + math.exp(eps / 2)))
     elif hasattr(ch, "scales"):
         ch.scales = np.asarray(ch.scales) / factor
+        if hasattr(ch, "lattice_scales"):
+            ch.lattice_scales = np.asarray(ch.lattice_scales) / factor
     elif hasattr(ch, "sizes"):
         ch.sigmas = np.asarray(ch.sigmas) / factor
     else:

@@ -210,11 +210,14 @@ class WaveletBasis:
         out += acc * 2.0 ** (j / 2)
         return out
 
-    def accumulate_levels(self, t: np.ndarray, levels: list[tuple[str, int]], out: np.ndarray | None = None) -> np.ndarray:
+    def accumulate_levels(self, t: np.ndarray, levels: list[tuple[str, int]], out: np.ndarray | None = None,
+                          quantum: float = 0.0) -> np.ndarray:
         """All blocks at once: the concatenation of :meth:`accumulate` over ``levels``.
 
         One fused pass over the rows (numba kernel, :mod:`ldp_dask._kernels`);
-        same values as the per-level numpy path up to summation order.
+        same values as the per-level numpy path up to summation order. With
+        ``quantum`` > 0 the sums are of the lattice coordinates
+        floor(f̃·quantum + 0.5) of the unscaled values (exact integers), not scaled by 2^{j/2}.
         """
         from ._kernels import wavelet_accumulate
 
@@ -227,20 +230,20 @@ class WaveletBasis:
         wavelet_accumulate(
             t, np.array([j for _, j in levels], dtype=np.int64),
             np.array([0 if k == "phi" else 1 for k, _ in levels], dtype=np.int64),
-            offsets[:-1], self._stacked_tab, self._stacked_dif, self.support, self.per_unit, acc,
+            offsets[:-1], self._stacked_tab, self._stacked_dif, self.support, self.per_unit, acc, float(quantum),
         )
         for (_, j), a, c in zip(levels, offsets[:-1], offsets[1:]):
-            out[a:c] += acc[a:c] * 2.0 ** (j / 2)
+            out[a:c] += acc[a:c] if quantum > 0 else acc[a:c] * 2.0 ** (j / 2)
         return out
 
-    def design(self, t: np.ndarray, j: int, kind: Kind) -> np.ndarray:
-        """Dense matrix ``D[i, k + S − 1] = f_{jk}(t_i)``, shape (len(t), |N_j|)."""
+    def design(self, t: np.ndarray, j: int, kind: Kind, scaled: bool = True) -> np.ndarray:
+        """Dense matrix ``D[i, k + S − 1] = f_{jk}(t_i)``, shape (len(t), |N_j|) (without 2^{j/2} if not ``scaled``)."""
         S, nk = self.support, self.n_coefs(j)
         t = np.asarray(t, dtype=np.float64)
         d = np.zeros((len(t), nk))
         fl, i0, w = self._cells(t, j)
         rows = np.arange(len(t))
-        s = 2.0 ** (j / 2)
+        s = 2.0 ** (j / 2) if scaled else 1.0
         for m in range(S):  # the columns fl − m + S − 1 are distinct across m
             d[rows, fl + (S - 1 - m)] = self._values(kind, i0, w, m) * s
         return d

@@ -26,6 +26,14 @@ Two calibrations of the σ's:
     whole budget α is spent on the finite set of levels. Noise is 4–10×
     smaller than the paper's (16–100× in variance).
 
+``noise="lattice"`` (SPEC §4): each value 2^{j/2}ψ̃(u) is rounded to the public
+lattice g_j·ℤ, g_j = 2^{j/2}/2^12 — the lattice coordinate is
+floor(ψ̃(u)·2^12 + 0.5) — and gets discrete Laplace noise of scale t_ℓ in lattice
+units. Rounding moves each of the ≤ S nonzero coordinates of a row by at most
+one unit, so the integer sensitivity is Δ_{g,ℓ} = ⌈Δ_ℓ/g_ℓ⌉ + 2S, and
+t_ℓ = Δ_{g,ℓ}/(w_ℓ α) (tight) or σ_ℓ Δ_{g,ℓ}/Δ_ℓ (paper: the same ε share per
+level). Sums are g_ℓ·(Σ coordinates + NB − NB).
+
 Summary mode: the exact coefficient sums of a block are accumulated sparsely
 (S scatter-adds per level, :meth:`ldp_dask.bases.WaveletBasis.accumulate`) and
 the sum of the block's m Laplace vectors is drawn as σ_ℓ(Gamma(m) − Gamma(m))
@@ -41,10 +49,13 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon, check_int
 from ..bases import DEFAULT_TABLE_LEVEL, WaveletBasis, get_basis
-from ..noise import laplace_sum
-from .base import NumericChannel
+from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
+from .base import NumericChannel, check_noise
 
-__all__ = ["WaveletLaplace", "wavelet_levels", "CALIBRATIONS", "MAX_DIM"]
+__all__ = ["WaveletLaplace", "wavelet_levels", "CALIBRATIONS", "MAX_DIM", "LATTICE_QUANTUM"]
+
+#: Lattice mode: values are rounded to 2^{j/2}/LATTICE_QUANTUM.
+LATTICE_QUANTUM = 4096.0
 
 CALIBRATIONS = ("tight", "paper")
 #: Largest coefficient vector a channel may have (per row in rows mode).
@@ -81,6 +92,8 @@ class WaveletLaplace(NumericChannel):
         ν > 1: the level weights decay like (j∨1)^−ν (both calibrations).
     table_level : int
         Resolution 2^−L of the tabulated φ, ψ.
+    noise : {"continuous", "lattice"}
+        Laplace noise on doubles, or lattice outputs with discrete Laplace noise.
     """
 
     name = "wavelet"
@@ -95,8 +108,10 @@ class WaveletLaplace(NumericChannel):
         calibration: str = "tight",
         nu: float = 1.5,
         table_level: int = DEFAULT_TABLE_LEVEL,
+        noise: str = "continuous",
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
+        self.noise = check_noise(noise)
         self._set_domain(domain)
         self.basis: WaveletBasis = get_basis(wavelet, table_level)
         self.wavelet, self.table_level = wavelet, self.basis.table_level
@@ -122,6 +137,16 @@ class WaveletLaplace(NumericChannel):
         #: L1 sensitivity of each block: 2 · 2^{j/2} · sup Σ_k |f(u − k)|
         self.sensitivities = np.array([2.0 * 2.0 ** (j / 2) * b.sup_sum[kind] for kind, j in self.levels])
         self.sigmas = self._calibrate()
+        if self.noise == "lattice":
+            self.granularities = np.array([2.0 ** (j / 2) / LATTICE_QUANTUM for _, j in self.levels])
+            S = b.support
+            self.lattice_sensitivities = np.array(
+                [math.ceil(2.0 * b.sup_sum[kind] * LATTICE_QUANTUM) + 2 * S for kind, _ in self.levels], dtype=float)
+            t = self.sigmas * self.lattice_sensitivities / self.sensitivities
+            while math.fsum(self.lattice_sensitivities / t) > self.epsilon:
+                t = t * (1.0 + 2.0**-50)
+            self.lattice_scales = t
+            self.sigmas = t * self.granularities  # the equivalent Laplace scale in value units (estimators)
         spent = self.epsilon_spent()
         if spent > self.epsilon:
             raise LdpDaskError(
@@ -156,14 +181,16 @@ class WaveletLaplace(NumericChannel):
         return sig
 
     def epsilon_spent(self) -> float:
-        """Σ_ℓ Δ_ℓ/σ_ℓ over the father and detail levels (basic composition)."""
+        """Σ_ℓ Δ_ℓ/σ_ℓ over the father and detail levels (basic composition); lattice: Σ Δ_{g,ℓ}/t_ℓ."""
+        if self.noise == "lattice":
+            return math.fsum(self.lattice_sensitivities / self.lattice_scales)
         return math.fsum(self.sensitivities / self.sigmas)
 
     def params(self) -> dict[str, Any]:
         return {
             "epsilon": self.epsilon, "domain": list(self.domain), "j0": self.j0, "j1": self.j1,
             "wavelet": self.wavelet, "calibration": self.calibration, "nu": self.nu,
-            "table_level": self.table_level,
+            "table_level": self.table_level, "noise": self.noise,
         }
 
     # --- data ---------------------------------------------------------------------------
@@ -174,16 +201,35 @@ class WaveletLaplace(NumericChannel):
         return np.clip(t, 0.0, 1.0, out=t)
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        return {"sum": self.basis.accumulate_levels(self.to_unit(x), self.levels)}
+        quantum = LATTICE_QUANTUM if self.noise == "lattice" else 0.0
+        return {"sum": self.basis.accumulate_levels(self.to_unit(x), self.levels, quantum=quantum)}
 
     def add_noise(
         self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator
     ) -> dict[str, np.ndarray]:
         # noise enters here, once per block: σ_ℓ (Gamma(m) − Gamma(m)) per coefficient
+        if self.noise == "lattice":
+            out = np.empty(self.dim)
+            for sl, g, t in zip(self.slices, self.granularities, self.lattice_scales):
+                out[sl] = g * (exact["sum"][sl] + discrete_laplace_sum(rng, m, t, sl.stop - sl.start))
+            return {"sum": out}
         return {"sum": exact["sum"] + laplace_sum(rng, m, self.scales, self.dim)}
+
+    @property
+    def noise_variances(self) -> np.ndarray:
+        """Per-level variance of one row's noise on one coefficient (value units)."""
+        if self.noise == "lattice":
+            return np.array([g**2 * discrete_laplace_variance(t) for g, t in zip(self.granularities, self.lattice_scales)])
+        return 2.0 * self.sigmas**2
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         t = self.to_unit(x)
+        if self.noise == "lattice":
+            z = np.empty((len(t), self.dim))
+            for (kind, j), sl, g, sc in zip(self.levels, self.slices, self.granularities, self.lattice_scales):
+                coords = np.floor(self.basis.design(t, j, kind, scaled=False) * LATTICE_QUANTUM + 0.5)  # type: ignore[arg-type]
+                z[:, sl] = g * (coords + discrete_laplace(rng, sc, coords.shape))
+            return z
         z = rng.laplace(0.0, 1.0, size=(len(t), self.dim))
         z *= self.scales
         for (kind, j), sl in zip(self.levels, self.slices):

@@ -21,7 +21,6 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_int, check_probability
 from ..channels import HaarLaplace, LaplaceHistogram, WaveletLaplace
-from ..noise import laplace_sum
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
 from .results import DensityEstimate, _jsonable, _save_json
@@ -97,7 +96,7 @@ def local_quantiles(summary: Summary | str, q: Any = tuple(round(0.1 * i, 1) for
         center = np.concatenate([cf for cf in est.evaluator.coefs]) * n  # type: ignore[union-attr]
         reps = np.empty((B, len(qs)))
         for b in range(B):
-            Sb = center + laplace_sum(gen, n, ch.scales, ch.dim)
+            Sb = center + ch.add_noise({"sum": np.zeros(ch.dim)}, n, gen)["sum"]  # the channel's own noise law
             reps[b] = wavelet_density(Summary(ch, n, {"sum": Sb}, s.metadata), grid=len(est.density),
                                       **estimator_kwargs).quantile(qs)
     else:

@@ -157,9 +157,9 @@ def wavelet_density(
         v = np.maximum(v - f.shift, 0.0)
     sup_f = float(max(v.max(), 0.0))
     var = np.zeros(G)
-    for (kind, j), sig, kp in zip(ch.levels, ch.sigmas, kept):
+    for (kind, j), nv, kp in zip(ch.levels, ch.noise_variances, kept):
         if kp.any():
-            var += ch.basis.evaluate(t_mid, j, kind, kp * (2 * sig**2 + sup_f), power=2)  # type: ignore[arg-type]
+            var += ch.basis.evaluate(t_mid, j, kind, kp * (nv + sup_f), power=2)  # type: ignore[arg-type]
     se = np.sqrt(var / n) / width
     edges = lo + np.arange(G + 1) * (width / G)
     edges[-1] = hi

@@ -17,6 +17,9 @@ its own Monte-Carlo calibration per data set, except where stated.
 (d) the speed of the calibration: B = 10^4 replicates at J = 10, n = 10^3 and
     10^9, against the seed's direct simulation (privatizing n rows per replicate).
 
+All channels use continuous Laplace noise here (the figures recorded in RESULTS.md); the
+lattice mode's calibration is tested in tests/test_lattice.py.
+
 Rewrites the "gof" section of RESULTS.md and writes ``gof_power.png``.
 """
 
@@ -70,12 +73,12 @@ def rejection_rate(ch, n: int, delta: float, R: int, B: int, rng: np.random.Gene
 def level_table(R: int, rng: np.random.Generator) -> list[str]:
     B = 499  # (B + 1)γ = 25: the Monte-Carlo test has exact level γ
     rows = []
-    settings = [("single J, T'", HaarLaplace(1.0, 3, (0, 1)), 1_000),
-                ("single J, T'", HaarLaplace(0.5, 4, (0, 1)), 10_000),
-                ("single J, T'", HaarLaplace(1.0, 5, (0, 1)), 100_000),
-                ("single J, T'", HaarLaplace(2.0, 6, (0, 1)), 1_000_000),
-                ("adaptive, split rows", HaarAdaptive(1.0, adaptive_levels(10_000, 1.0), (0, 1)), 10_000),
-                ("adaptive, split ε", HaarAdaptive(1.0, adaptive_levels(10_000, 1.0), (0, 1), "epsilon"), 10_000)]
+    settings = [("single J, T'", HaarLaplace(1.0, 3, (0, 1), noise="continuous"), 1_000),
+                ("single J, T'", HaarLaplace(0.5, 4, (0, 1), noise="continuous"), 10_000),
+                ("single J, T'", HaarLaplace(1.0, 5, (0, 1), noise="continuous"), 100_000),
+                ("single J, T'", HaarLaplace(2.0, 6, (0, 1), noise="continuous"), 1_000_000),
+                ("adaptive, split rows", HaarAdaptive(1.0, adaptive_levels(10_000, 1.0), (0, 1), noise="continuous"), 10_000),
+                ("adaptive, split ε", HaarAdaptive(1.0, adaptive_levels(10_000, 1.0), (0, 1), "epsilon", "continuous"), 10_000)]
     se = math.sqrt(GAMMA * (1 - GAMMA) / R)
     for label, ch, n in settings:
         t = time.perf_counter()
@@ -86,9 +89,9 @@ def level_table(R: int, rng: np.random.Generator) -> list[str]:
         print(rows[-1], flush=True)
     # the U-statistic, calibrated by direct simulation once (its null law does not depend on the data)
     n, J, Bu = 200, 2, 1999
-    ch = HaarLaplace(1.0, J, (0, 1))
+    ch = HaarLaplace(1.0, J, (0, 1), noise="continuous")
     p0 = np.full(1 << J, 2.0**-J)
-    crit = critical_value(simulate_u_statistic(n, p0, ch.c, ch.noise_scale, Bu, rng), GAMMA)[0]
+    crit = critical_value(simulate_u_statistic(n, p0, ch.c, ch.noise_scale, Bu, rng, ch.noise), GAMMA)[0]
     rej = 0
     for _ in range(R):
         z = ch.privatize(rng.random(n), rng)
@@ -104,22 +107,22 @@ def power_curves(n: int, deltas, R: int, rng: np.random.Generator) -> dict[str, 
     eps = 1.0
     curves: dict[str, list[float]] = {}
     for J in (1, 2, 3, 4, 5):
-        ch = HaarLaplace(eps, J, (0, 1))
+        ch = HaarLaplace(eps, J, (0, 1), noise="continuous")
         curves[f"single J = {J}"] = [rejection_rate(ch, n, d, R, B, rng) for d in deltas]
     lv = adaptive_levels(n, eps)
     for split in ("rows", "epsilon"):
-        ch = HaarAdaptive(eps, lv, (0, 1), split)
+        ch = HaarAdaptive(eps, lv, (0, 1), split, noise="continuous")
         curves[f"adaptive, split {split}"] = [rejection_rate(ch, n, d, R, B, rng) for d in deltas]
     return curves
 
 
 def u_vs_summary(n: int, J: int, deltas, R: int, rng: np.random.Generator) -> tuple[list[float], list[float]]:
     """Power of T_J and T'_J on the same privatized rows, each with one calibration (B = 1999)."""
-    ch = HaarLaplace(1.0, J, (0, 1))
+    ch = HaarLaplace(1.0, J, (0, 1), noise="continuous")
     p0 = np.full(1 << J, 2.0**-J)
     a = ch.c * p0
-    cu = critical_value(simulate_u_statistic(n, p0, ch.c, ch.noise_scale, 1999, rng), GAMMA)[0]
-    cs = critical_value(simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, 1999, rng), GAMMA)[0]
+    cu = critical_value(simulate_u_statistic(n, p0, ch.c, ch.noise_scale, 1999, rng, ch.noise), GAMMA)[0]
+    cs = critical_value(simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, 1999, rng, ch.noise), GAMMA)[0]
     pu, ps = [], []
     for d in deltas:
         p = probs(d, J)
@@ -129,7 +132,7 @@ def u_vs_summary(n: int, J: int, deltas, R: int, rng: np.random.Generator) -> tu
             z = rng.laplace(0.0, ch.noise_scale, size=(n, 1 << J))
             z[np.arange(n), bins] += ch.c
             ru += u_statistic(z, a) > cu
-            rs += summary_statistic(z.sum(axis=0), n, ch.c, ch.noise_scale, a) > cs
+            rs += summary_statistic(z.sum(axis=0), n, ch.c, ch.noise_scale, a, ch.noise) > cs
         pu.append(ru / R)
         ps.append(rs / R)
     return pu, ps
@@ -139,12 +142,12 @@ def detectable_separation(ch, n: int, R: int, rng: np.random.Generator, B: int =
     """Smallest δ with power ≥ 1/2 (bisection, one calibration at n for the single-J test)."""
     J = ch.level
     p0 = np.full(1 << J, 2.0**-J)
-    crit = critical_value(simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, rng), GAMMA)[0]
+    crit = critical_value(simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, rng, ch.noise), GAMMA)[0]
 
     def power(d: float) -> float:
         N = rng.multinomial(n, probs(d, J), size=R).astype(np.float64)
         S = ch.c * N + ch.noise_scale * (rng.standard_gamma(n, N.shape) - rng.standard_gamma(n, N.shape))
-        return float(np.mean(summary_statistic(S, n, ch.c, ch.noise_scale, ch.c * p0) > crit))
+        return float(np.mean(summary_statistic(S, n, ch.c, ch.noise_scale, ch.c * p0, ch.noise) > crit))
 
     lo, hi = 0.0, 1 / math.sqrt(2)
     if power(hi) < 0.5:
@@ -160,16 +163,16 @@ def speed() -> list[str]:
     J, B = 10, 10_000
     D = 1 << J
     p0 = np.full(D, 1.0 / D)
-    ch = HaarLaplace(1.0, J, (0, 1))
+    ch = HaarLaplace(1.0, J, (0, 1), noise="continuous")
     rows = []
     for n in (1_000, 1_000_000_000):
         t = time.perf_counter()
-        sims = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, rng)
+        sims = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, rng, ch.noise)
         critical_value(sims, GAMMA)
         rows.append(f"| exact law of the sums (ours) | {n:,} | {B:,} | {time.perf_counter() - t:.2f} s | measured |")
     b_direct = 20
     t = time.perf_counter()
-    simulate_u_statistic(1_000, p0, ch.c, ch.noise_scale, b_direct, rng)
+    simulate_u_statistic(1_000, p0, ch.c, ch.noise_scale, b_direct, rng, ch.noise)
     per = (time.perf_counter() - t) / (b_direct * 1_000 * D)
     for n in (1_000, 1_000_000_000):
         secs = per * B * n * D
@@ -201,7 +204,7 @@ def main() -> None:
     seps = []
     for n in ns:
         J = haar_level(n, 1.0, smoothness=1.0)
-        seps.append((n, J, detectable_separation(HaarLaplace(1.0, J, (0, 1)), n, R_sep, rng)))
+        seps.append((n, J, detectable_separation(HaarLaplace(1.0, J, (0, 1), noise="continuous"), n, R_sep, rng)))
         print(seps[-1], flush=True)
     ok = [s for s in seps if np.isfinite(s[2])]  # δ = nan: power 1/2 not reached for any valid δ
     slope = float(np.polyfit(np.log([s[0] for s in ok]), np.log([s[2] for s in ok]), 1)[0])

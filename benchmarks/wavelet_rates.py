@@ -127,7 +127,7 @@ def run_replicate(dens, n: int, rng: np.random.Generator, jmax: int, gammas) -> 
     for eps in EPSILONS:
         j0, j1 = wavelet_levels(n, eps, WAVELET)
         for cal in ("tight", "paper"):
-            ch = WaveletLaplace(eps, (0.0, 1.0), j0, j1, wavelet=WAVELET, calibration=cal)
+            ch = WaveletLaplace(eps, (0.0, 1.0), j0, j1, wavelet=WAVELET, calibration=cal, noise="continuous")
             exact = np.concatenate([block[lv] for lv in ch.levels])
             s = Summary(ch, n, {"sum": exact + laplace_sum(rng, n, ch.scales, ch.dim)}, {})
             for g in (gammas if cal == "tight" else (DEFAULT_GAMMA,)):

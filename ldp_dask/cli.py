@@ -45,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="rr: generalized k-ary (default), unary (per-bit, seed 004) or Warner (two categories)")
     r.add_argument("--other", action="store_true", help="rr: map values outside the categories to '__other__'")
     r.add_argument("--noise", choices=["continuous", "lattice"], default=None,
-                   help="histogram, mean, haar: Laplace on doubles (default) or lattice outputs with discrete "
-                        "Laplace noise (floating-point safe)")
+                   help="Laplace channels: lattice outputs with discrete Laplace noise (default, floating-point "
+                        "safe) or Laplace noise on doubles")
     r.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
     r.add_argument("--bins", default=None, help="histogram bins K, or 'auto' = ceil((n ε²)^(1/4)) (default)")
     r.add_argument("--wavelet", default=None, help="wavelet: haar, dbN, symN or coifN (default db4)")

@@ -141,7 +141,7 @@ def test_noise_is_added_once():
     x = np.full(10, 0.25)
     rng = np.random.default_rng(6)
     noise = np.array([ch.stats(x, rng)["sum"] - ch.exact_stats(x)["sum"] for _ in range(20_000)])
-    expected = 2 * len(x) * ch.noise_scale**2
+    expected = len(x) * ch.noise_variance
     # sample variance of 20k draws: relative se = sqrt((kurtosis - 1)/N) ≈ sqrt(3.6/20000) = 1.3%
     rel = noise.var(axis=0) / expected
     assert np.all(np.abs(rel - 1) < 5 * 0.0134)

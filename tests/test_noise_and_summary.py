@@ -48,7 +48,8 @@ def test_edited_data_never_reuses_noise():
     a = ldp_dask.privatize(x, channel=ch, secret=b"s" * 32)
     b = ldp_dask.privatize(y, channel=ch, secret=b"s" * 32)
     diff = b.sums["sum"] - a.sums["sum"]
-    assert not np.allclose(np.round(diff), diff)  # not an exact ±1 pattern
+    # not the exact ±1 pattern of the edit (outputs are integers on the lattice, so compare the pattern)
+    assert np.abs(diff).sum() > 2
     # while an unchanged dataset reproduces its release exactly
     assert ldp_dask.privatize(x, channel=ch, secret=b"s" * 32).same_release(a)
 

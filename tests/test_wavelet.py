@@ -185,7 +185,8 @@ def _event_log_ratio(ch, x, xp, rng, n):
 
 def test_density_ratio_on_the_worst_case_event():
     # haar, j0 = j1 = 1: 3 coordinates, small enough for the event to have probability >= 1/8
-    ch = WaveletLaplace(1.0, (0.0, 1.0), 1, 1, wavelet="haar")
+    # (continuous noise: the event is defined on the real line; lattice noise: tests/test_lattice.py)
+    ch = WaveletLaplace(1.0, (0.0, 1.0), 1, 1, wavelet="haar", noise="continuous")
     x, xp, realised = _worst_pair(ch)
     assert realised <= ch.epsilon_spent() * (1 + 1e-12)
     lr, se, _ = _event_log_ratio(ch, x, xp, np.random.default_rng(11), 400_000)
@@ -193,7 +194,7 @@ def test_density_ratio_on_the_worst_case_event():
 
 
 def test_density_ratio_audit_catches_halved_noise():
-    ch = WaveletLaplace(1.0, (0.0, 1.0), 1, 1, wavelet="haar")
+    ch = WaveletLaplace(1.0, (0.0, 1.0), 1, 1, wavelet="haar", noise="continuous")
     x, xp, realised = _worst_pair(ch)
     ch.scales = ch.scales / 2  # miscalibrated: spends 2× what it reports
     lr, se, _ = _event_log_ratio(ch, x, xp, np.random.default_rng(12), 400_000)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from .._validation import LdpDaskError
@@ -52,7 +53,11 @@ def channel_from_params(name: str, params: dict[str, Any]) -> Channel:
         raise LdpDaskError(
             f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}."
         ) from None
-    return cls.from_params(dict(params))
+    params = dict(params)
+    # summaries written before lattice noise existed (format 1, no "noise" key) used continuous noise
+    if "noise" not in params and "noise" in inspect.signature(cls.__init__).parameters:
+        params["noise"] = "continuous"
+    return cls.from_params(params)
 
 
 def build_channel(
@@ -126,5 +131,5 @@ def build_channel(
         if levels is None:
             levels = adaptive_levels(n, epsilon)  # type: ignore[arg-type]
         return HaarAdaptive(epsilon=epsilon, levels=levels, domain=tuple(domain), split=options.get("split", "rows"),
-                            noise=options.get("noise", "continuous"))
+                            noise=options.get("noise", "lattice"))
     return LaplaceMean(epsilon=epsilon, domain=tuple(domain), **options)

@@ -91,7 +91,7 @@ class HaarLaplace(_HaarBase):
 
     name = "haar"
 
-    def __init__(self, epsilon: float, level: int, domain: tuple[float, float], noise: str = "continuous") -> None:
+    def __init__(self, epsilon: float, level: int, domain: tuple[float, float], noise: str = "lattice") -> None:
         self.epsilon = check_epsilon(epsilon)
         self.noise = check_noise(noise)
         self.level = check_int(level, "level", 0, MAX_HAAR_LEVEL)
@@ -159,7 +159,7 @@ class HaarAdaptive(_HaarBase):
     name = "haar-adaptive"
 
     def __init__(self, epsilon: float, levels: list[int], domain: tuple[float, float], split: str = "rows",
-                 noise: str = "continuous") -> None:
+                 noise: str = "lattice") -> None:
         self.epsilon = check_epsilon(epsilon)
         self.noise = check_noise(noise)
         if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):

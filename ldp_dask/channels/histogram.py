@@ -51,14 +51,15 @@ class LaplaceHistogram(NumericChannel):
         Number K of equal-width bins, 1 ≤ K ≤ 2^24.
     domain : (float, float)
         Public domain ``(lo, hi)`` with lo < hi.
-    noise : {"continuous", "lattice"}
-        Laplace noise on doubles, or integer outputs with discrete Laplace noise.
+    noise : {"lattice", "continuous"}
+        Integer outputs with discrete Laplace noise (default: floating-point safe, no
+        accuracy cost, ``benchmarks/RESULTS.md`` "Lattice noise"), or Laplace noise on doubles.
     """
 
     name = "histogram"
     sensitivity = 2.0  # L1 distance between two one-hot vectors
 
-    def __init__(self, epsilon: float, bins: int, domain: tuple[float, float], noise: str = "continuous") -> None:
+    def __init__(self, epsilon: float, bins: int, domain: tuple[float, float], noise: str = "lattice") -> None:
         self.epsilon = check_epsilon(epsilon)
         self.noise = check_noise(noise)
         self.bins = check_int(bins, "bins", 1, MAX_BINS)

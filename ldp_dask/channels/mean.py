@@ -46,13 +46,14 @@ class LaplaceMean(NumericChannel):
         Privacy parameter α > 0 per row.
     domain : (float, float)
         Public domain ``(lo, hi)`` with lo < hi.
-    noise : {"continuous", "lattice"}
-        Laplace noise on doubles, or outputs on a public lattice with discrete Laplace noise.
+    noise : {"lattice", "continuous"}
+        Outputs on a public lattice with discrete Laplace noise (default: floating-point
+        safe, no accuracy cost), or Laplace noise on doubles.
     """
 
     name = "mean"
 
-    def __init__(self, epsilon: float, domain: tuple[float, float], noise: str = "continuous") -> None:
+    def __init__(self, epsilon: float, domain: tuple[float, float], noise: str = "lattice") -> None:
         self.epsilon = check_epsilon(epsilon)
         self.noise = check_noise(noise)
         self._set_domain(domain)

@@ -92,8 +92,9 @@ class WaveletLaplace(NumericChannel):
         ν > 1: the level weights decay like (j∨1)^−ν (both calibrations).
     table_level : int
         Resolution 2^−L of the tabulated φ, ψ.
-    noise : {"continuous", "lattice"}
-        Laplace noise on doubles, or lattice outputs with discrete Laplace noise.
+    noise : {"lattice", "continuous"}
+        Lattice outputs with discrete Laplace noise (default: floating-point safe, no
+        accuracy cost), or Laplace noise on doubles.
     """
 
     name = "wavelet"
@@ -108,7 +109,7 @@ class WaveletLaplace(NumericChannel):
         calibration: str = "tight",
         nu: float = 1.5,
         table_level: int = DEFAULT_TABLE_LEVEL,
-        noise: str = "continuous",
+        noise: str = "lattice",
     ) -> None:
         self.epsilon = check_epsilon(epsilon)
         self.noise = check_noise(noise)

@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/frequencies.py
 	$(PY) benchmarks/local_vs_central.py
 	$(PY) benchmarks/audit.py
+	$(PY) benchmarks/lattice.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .._io import atomic_write
-from ..estimators.results import _jsonable, _save_json
+from ..estimators.results import _jsonable, _save_json, finish_plot, new_axes
 
 __all__ = ["QuantileRelease"]
 
@@ -65,15 +63,7 @@ class QuantileRelease:
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, overwrite: bool = False) -> Any:
         """The released quantile function against public information only (no data histogram)."""
-        import matplotlib
-
-        if ax is None:
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
-        own = ax is None
-        if own:
-            fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+        ax, own = new_axes(ax, (7, 4.5))
         lo, hi = self.bounds
         ax.plot(np.concatenate([[0], self.q, [1]]), np.concatenate([[lo], self.values, [hi]]), "o-",
                 color="tab:blue", label="released quantiles (bounds at 0 and 1)")
@@ -82,11 +72,4 @@ class QuantileRelease:
         ax.set_ylim(lo, hi)
         ax.set_title(f"Central-DP quantiles ({self.method}), ε = {self.epsilon:g}, n = {self.n:,}")
         ax.legend(fontsize=8)
-        if path is not None:
-            buf = io.BytesIO()
-            ax.figure.tight_layout()
-            ax.figure.savefig(buf, format="png")
-            atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
-        if own and path is not None:
-            plt.close(ax.figure)
-        return ax
+        return finish_plot(ax, path, own, overwrite)

@@ -16,7 +16,6 @@ truth in L2 (the truth lies in the simplex), free post-processing.
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,12 +23,11 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from .._io import atomic_write
 from .._validation import LdpDaskError, check_probability
 from ..channels import RandomizedResponse
 from ..summary import Summary, read_summary
 from .histogram import project_simplex
-from .results import _jsonable, _save_json
+from .results import _jsonable, _save_json, finish_plot, new_axes
 
 __all__ = ["frequencies", "FrequencyEstimate"]
 
@@ -70,16 +68,8 @@ class FrequencyEstimate:
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, truth: Any = None,
              overwrite: bool = False, max_bars: int = 60) -> Any:
         """Bar plot with interval whiskers (the ``max_bars`` largest categories when there are more)."""
-        import matplotlib
-
-        if ax is None:
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
         order = np.argsort(-self.frequencies)[:max_bars] if len(self.labels) > max_bars else np.arange(len(self.labels))
-        own = ax is None
-        if own:
-            fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(order) + 2), 4.5), dpi=110)
+        ax, own = new_axes(ax, (max(6, 0.35 * len(order) + 2), 4.5))
         xs = np.arange(len(order))
         f = self.frequencies[order]
         ax.bar(xs, f, color="tab:blue", alpha=0.7, label=f"estimate ({self.method})")
@@ -93,14 +83,7 @@ class FrequencyEstimate:
         ax.set_ylabel("frequency")
         ax.set_title(f"Locally private frequencies: n = {self.n:,}, ε = {self.epsilon:g}")
         ax.legend(fontsize=8)
-        if path is not None:
-            buf = io.BytesIO()
-            ax.figure.tight_layout()
-            ax.figure.savefig(buf, format="png")
-            atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
-        if own and path is not None:
-            plt.close(ax.figure)
-        return ax
+        return finish_plot(ax, path, own, overwrite)
 
 
 def frequencies(summary: Summary | str, projection: str = "none", level: float = 0.95) -> FrequencyEstimate:

@@ -29,6 +29,32 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+def new_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, bool]:
+    """The Axes to draw on: ``ax``, or a new figure (headless Agg backend); and whether it is ours."""
+    if ax is not None:
+        return ax, False
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=figsize, dpi=110)[1], True
+
+
+def finish_plot(ax: Any, path: str | os.PathLike[str] | None, own: bool, overwrite: bool) -> Any:
+    """Write the figure as a PNG atomically when ``path`` is given; close figures we created."""
+    if path is not None:
+        buf = io.BytesIO()
+        ax.figure.tight_layout()
+        ax.figure.savefig(buf, format="png")
+        atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
+        if own:
+            import matplotlib.pyplot as plt
+
+            plt.close(ax.figure)
+    return ax
+
+
 def _save_json(obj: dict[str, Any], path: str | os.PathLike[str], overwrite: bool) -> str:
     blob = json.dumps(_jsonable(obj), indent=2, sort_keys=True).encode()
     return atomic_write(path, lambda fh: fh.write(blob), overwrite=overwrite)
@@ -157,15 +183,7 @@ class DensityEstimate:
 
         Returns the matplotlib Axes; with ``path`` also writes a PNG atomically.
         """
-        import matplotlib
-
-        if ax is None:
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
-        own = ax is None
-        if own:
-            fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+        ax, own = new_axes(ax, (8, 4.5))
         lo, hi = self.band()
         e = self.edges
         if self.smooth:
@@ -186,14 +204,7 @@ class DensityEstimate:
         what = self.info.get("label") or f"K = {len(self.density)}"
         ax.set_title(title or f"Locally private density: n = {self.n:,}, ε = {self.epsilon:g}, {what}")
         ax.legend(loc="best", fontsize=8)
-        if path is not None:
-            buf = io.BytesIO()
-            ax.figure.tight_layout()
-            ax.figure.savefig(buf, format="png")
-            atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
-        if own and path is not None:
-            plt.close(ax.figure)
-        return ax
+        return finish_plot(ax, path, own, overwrite)
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .._io import atomic_write
-from ..estimators.results import _jsonable, _save_json
+from ..estimators.results import _jsonable, _save_json, finish_plot, new_axes
 
 __all__ = ["TestResult"]
 
@@ -89,15 +87,7 @@ class TestResult:
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, overwrite: bool = False) -> Any:
         """Histogram of the simulated null statistic with the observed value and the critical value."""
-        import matplotlib
-
-        if ax is None:
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
-        own = ax is None
-        if own:
-            fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+        ax, own = new_axes(ax, (8, 4.5))
         if self.null_sample is not None:
             ax.hist(self.null_sample, bins=80, color="tab:grey", alpha=0.6, density=True,
                     label=f"null law ({self.B:,} Monte-Carlo replicates)")
@@ -108,11 +98,4 @@ class TestResult:
         ax.set_xlabel("statistic" if not isinstance(self.J, list) else "max_J (T_J − threshold_J)")
         ax.set_title(f"LDP goodness of fit: H0 f = {self.null}, n = {self.n:,}, ε = {self.epsilon:g}")
         ax.legend(fontsize=8)
-        if path is not None:
-            buf = io.BytesIO()
-            ax.figure.tight_layout()
-            ax.figure.savefig(buf, format="png")
-            atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
-        if own and path is not None:
-            plt.close(ax.figure)
-        return ax
+        return finish_plot(ax, path, own, overwrite)

@@ -7,6 +7,8 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
+from ._outputs import publish_plot, write_outputs
+
 import ldp_dask
 from ldp_dask.estimators import DensityEstimate, FrequencyEstimate, MeanEstimate
 
@@ -23,18 +25,6 @@ def compute_estimate(summary: ldp_dask.Summary, level: float, projection: str | 
     if projection is not None:
         kwargs["projection"] = projection
     return ldp_dask.estimate(summary, **kwargs)
-
-
-@task(retries=3, retry_delay_seconds=1, persist_result=False)
-def write_outputs(est: DensityEstimate | MeanEstimate | FrequencyEstimate, out: str | None, plot: str | None,
-                  overwrite: bool) -> dict[str, str]:
-    written = {}
-    if out:
-        written["json"] = est.save(out, overwrite=overwrite)
-    if plot and isinstance(est, (DensityEstimate, FrequencyEstimate)):
-        est.plot(plot, overwrite=overwrite)
-        written["plot"] = plot
-    return written
 
 
 def _markdown(est: DensityEstimate | MeanEstimate | FrequencyEstimate, written: dict[str, str]) -> str:
@@ -75,13 +65,7 @@ def estimate_flow(summary: str, out: str | None = None, plot: str | None = None,
     s = load_summary(summary)
     est = compute_estimate(s, level, projection, options)
     written = write_outputs(est, out, plot, overwrite)
-    if plot and "plot" in written:
-        with open(plot, "rb") as fh:
-            import base64
-
-            png = base64.b64encode(fh.read()).decode()
-        create_markdown_artifact(key="ldp-density-plot", markdown=f"![density](data:image/png;base64,{png})",
-                                 description="Estimated density with its pointwise band")
+    publish_plot(written, "ldp-density-plot", "estimate", "Estimated density or frequencies with their uncertainty")
     create_markdown_artifact(key="ldp-estimate", markdown=_markdown(est, written),
                              description="Estimate, uncertainty and privacy parameters")
     logger.info("Estimated %s from %s (n=%d, ε=%g): %s", type(est).__name__, summary, est.n, est.epsilon, written)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from prefect import flow, get_run_logger, task
@@ -10,6 +9,8 @@ from prefect.artifacts import create_markdown_artifact
 
 from ldp_dask import gof
 from ldp_dask._io import check_output
+
+from ._outputs import publish_plot, write_outputs
 
 
 @task(persist_result=False)
@@ -23,17 +24,6 @@ def run_test(source: str, null: Any, level: float, column: str | None, domain: l
                      rng=calibration_seed, client=scheduler, secret_file=secret_file, seed=seed,
                      summary_out=summary_out, overwrite=overwrite)
     return res
-
-
-@task(retries=3, retry_delay_seconds=1, persist_result=False)
-def write_outputs(res: gof.TestResult, out: str | None, plot: str | None, overwrite: bool) -> dict[str, str]:
-    written = {}
-    if out:
-        written["json"] = res.save(out, overwrite=overwrite)
-    if plot:
-        res.plot(plot, overwrite=overwrite)
-        written["plot"] = plot
-    return written
 
 
 def _markdown(res: gof.TestResult, written: dict[str, str]) -> str:
@@ -73,11 +63,7 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
     res = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
                    calibration_seed, scheduler, secret_file, seed, summary_out, overwrite)
     written = write_outputs(res, out, plot, overwrite)
-    if plot:
-        with open(plot, "rb") as fh:
-            png = base64.b64encode(fh.read()).decode()
-        create_markdown_artifact(key="ldp-gof-plot", markdown=f"![null law](data:image/png;base64,{png})",
-                                 description="Null law of the statistic with the observed value")
+    publish_plot(written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")
     create_markdown_artifact(key="ldp-gof", markdown=_markdown(res, written),
                              description="Goodness-of-fit decision, p-value and privacy parameters")
     logger.info("GoF test of %s (n=%d, ε=%g): p=%.4g, reject=%s", res.null, res.n, res.epsilon, res.p_value,

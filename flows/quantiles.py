@@ -10,6 +10,8 @@ from prefect.artifacts import create_markdown_artifact
 from ldp_dask._io import check_output
 from ldp_dask.central import DECILES, QuantileRelease, quantiles
 
+from ._outputs import write_outputs
+
 
 @task(persist_result=False)
 def release_quantiles(source: str, column: str, q: list[float], epsilon: float, bounds: list[float], method: str,
@@ -18,17 +20,6 @@ def release_quantiles(source: str, column: str, q: list[float], epsilon: float, 
     """Exact reduction on Dask and the mechanism on the driver; only the release leaves this task."""
     return quantiles(source, column=column, q=q, epsilon=epsilon, bounds=tuple(bounds), method=method, rho=rho,
                      steps=steps, client=scheduler, secret_file=secret_file, seed=seed, clip=clip)
-
-
-@task(retries=3, retry_delay_seconds=1, persist_result=False)
-def write_outputs(r: QuantileRelease, out: str | None, plot: str | None, overwrite: bool) -> dict[str, str]:
-    written = {}
-    if out:
-        written["json"] = r.save(out, overwrite=overwrite)
-    if plot:
-        r.plot(plot, overwrite=overwrite)
-        written["plot"] = plot
-    return written
 
 
 @flow(name="ldp-quantiles")

@@ -185,10 +185,10 @@ class RandomizedResponse(Channel):
         for start in range(0, d, 1024):  # bound memory at 1024 × (d − 1) counts
             stop = min(d, start + 1024)
             spread = rng.multinomial(moved[start:stop], uniform)  # (rows, d − 1): among the *other* categories
-            for r, c in enumerate(range(start, stop)):
-                if moved[c]:
-                    out[:c] += spread[r, :c]
-                    out[c + 1:] += spread[r, c:]
+            cats = np.arange(start, stop)[:, None]
+            others = np.arange(d - 1)[None, :]
+            cols = others + (others >= cats)  # slot i of true category c is category i, skipping c
+            out += np.bincount(cols.ravel(), weights=spread.ravel(), minlength=d).astype(np.int64)
         return {"sum": out.astype(np.float64)}
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

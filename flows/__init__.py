@@ -1,13 +1,16 @@
 """Prefect flows: thin wiring around ldp_dask (retries on I/O, artifacts, logs).
 
 One flow per file: ``flows/privatize.py:privatize_flow``,
-``flows/estimate.py:estimate_flow``, ``flows/gof.py:gof_flow`` and
-``flows/quantiles.py:quantile_flow``.
+``flows/estimate.py:estimate_flow``, ``flows/gof.py:gof_flow``,
+``flows/quantiles.py:quantile_flow`` and the scheduled job
+``flows/release.py:release_flow`` (privatize, estimate, report). Their
+deployments are in ``deploy/prefect.yaml``.
 """
 
 from .estimate import estimate_flow
 from .gof import gof_flow
 from .privatize import privatize_flow
 from .quantiles import quantile_flow
+from .release import release_flow
 
-__all__ = ["privatize_flow", "estimate_flow", "gof_flow", "quantile_flow"]
+__all__ = ["privatize_flow", "estimate_flow", "gof_flow", "quantile_flow", "release_flow"]

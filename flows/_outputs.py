@@ -8,6 +8,8 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
+from ldp_dask.estimators.results import figure_png
+
 
 @task(retries=3, retry_delay_seconds=1, persist_result=False)
 def write_outputs(result: Any, out: str | None, plot: str | None, overwrite: bool) -> dict[str, str]:
@@ -21,10 +23,36 @@ def write_outputs(result: Any, out: str | None, plot: str | None, overwrite: boo
     return written
 
 
-def publish_plot(written: dict[str, str], key: str, alt: str, description: str) -> None:
-    """The written PNG (if any) as a markdown artifact, embedded as a data URI."""
-    if "plot" not in written:
+def publish_plot(result: Any, written: dict[str, str], key: str, alt: str, description: str) -> None:
+    """Publish the result's plot as a markdown artifact (PNG embedded as a data URI).
+
+    The PNG written by :func:`write_outputs` is used when there is one;
+    otherwise the plot is drawn in memory (no file). Results without a plot
+    publish nothing.
+    """
+    if "plot" in written:
+        with open(written["plot"], "rb") as fh:
+            png = fh.read()
+    elif hasattr(result, "plot"):
+        png = figure_png(result.plot(), dpi=90)
+    else:
         return
-    with open(written["plot"], "rb") as fh:
-        png = base64.b64encode(fh.read()).decode()
-    create_markdown_artifact(key=key, markdown=f"![{alt}](data:image/png;base64,{png})", description=description)
+    data = base64.b64encode(png).decode()
+    create_markdown_artifact(key=key, markdown=f"![{alt}](data:image/png;base64,{data})", description=description)
+
+
+
+def headline(est: Any) -> str:
+    """One line with an estimate's key number and its uncertainty (for the release artifact)."""
+    from ldp_dask.estimators import DensityEstimate, FrequencyEstimate, MeanEstimate
+
+    if isinstance(est, MeanEstimate):
+        return f"mean {est.value:.6g} ± {est.se:.3g} (se), {est.level:.0%} interval [{est.ci[0]:.6g}, {est.ci[1]:.6g}]"
+    if isinstance(est, FrequencyEstimate):
+        top = int(est.frequencies.argmax())
+        return (f"most frequent: {est.labels[top]!s} at {est.frequencies[top]:.4f} "
+                f"[{est.ci_low[top]:.4f}, {est.ci_high[top]:.4f}]")
+    if isinstance(est, DensityEstimate):
+        q = est.quantile([0.1, 0.5, 0.9])
+        return f"density estimate ({est.method}): 10/50/90% quantiles {q[0]:.6g} / {q[1]:.6g} / {q[2]:.6g}"
+    return "no estimate for this channel (adaptive Haar summaries feed the goodness-of-fit test)"

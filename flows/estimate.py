@@ -65,7 +65,7 @@ def estimate_flow(summary: str, out: str | None = None, plot: str | None = None,
     s = load_summary(summary)
     est = compute_estimate(s, level, projection, options)
     written = write_outputs(est, out, plot, overwrite)
-    publish_plot(written, "ldp-density-plot", "estimate", "Estimated density or frequencies with their uncertainty")
+    publish_plot(est, written, "ldp-density-plot", "estimate", "Estimated density or frequencies with their uncertainty")
     create_markdown_artifact(key="ldp-estimate", markdown=_markdown(est, written),
                              description="Estimate, uncertainty and privacy parameters")
     logger.info("Estimated %s from %s (n=%d, ε=%g): %s", type(est).__name__, summary, est.n, est.epsilon, written)

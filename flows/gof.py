@@ -63,7 +63,7 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
     res = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
                    calibration_seed, scheduler, secret_file, seed, summary_out, overwrite)
     written = write_outputs(res, out, plot, overwrite)
-    publish_plot(written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")
+    publish_plot(res, written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")
     create_markdown_artifact(key="ldp-gof", markdown=_markdown(res, written),
                              description="Goodness-of-fit decision, p-value and privacy parameters")
     logger.info("GoF test of %s (n=%d, ε=%g): p=%.4g, reject=%s", res.null, res.n, res.epsilon, res.p_value,

@@ -21,14 +21,16 @@ from ldp_dask._io import check_output
 from ldp_dask.channels import build_channel
 from ldp_dask.source import open_source
 
+from ._outputs import headline, publish_plot
+
 
 @task(retries=2, retry_delay_seconds=2, persist_result=False)
-def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float],
+def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float] | None,
                  bins: int | str | None, out: str, overwrite: bool,
                  partition_rows: int | None, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Read metadata only: check the output path, plan partitions, build the channel."""
     check_output(out, overwrite)
-    dataset = open_source(source, column, partition_rows)
+    dataset = open_source(source, column, partition_rows, value_kind="categorical" if channel == "rr" else "numeric")
     ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}))
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
 
@@ -56,7 +58,7 @@ def privatize_flow(
     source: str,
     column: str,
     out: str,
-    domain: list[float],
+    domain: list[float] | None = None,
     channel: str = "histogram",
     epsilon: float = 1.0,
     bins: int | str | None = "auto",
@@ -104,6 +106,7 @@ def privatize_flow(
                                 rows_out, overwrite)
         path = write_summary(summary, out, overwrite)
     meta = summary.file_metadata()
+    est = ldp_dask.estimate(summary) if ch.name != "haar-adaptive" else None  # post-processing of the release
     facts = {
         "summary": path, "channel": ch.name, "params": ch.params(), "epsilon": ch.epsilon,
         "epsilon_spent": ch.epsilon_spent(), "n": summary.n, "mode": mode,
@@ -121,10 +124,16 @@ def privatize_flow(
             f"| rows (n) | {summary.n:,} |",
             f"| mode | {mode} |",
             f"| key id (source) | `{meta['key_id']}` ({meta['key_source']}) |",
+            f"| default estimate | {headline(est)} |",
             f"| summary | `{path}` |",
             *([f"| privatized rows | `{rows_out}` |"] if rows_out else []),
+            "",
+            f"Ledger: {'not recorded' if led is None else f'`{led.path}`'}; report: `ldp-dask report {path}`.",
         ]),
         description="What was released and what it cost",
     )
+    if est is not None:
+        publish_plot(est, {}, "ldp-release-plot", "estimate from the release",
+                     "Default estimate from the released summary (post-processing, no privacy cost)")
     logger.info("Wrote %s (ε=%g per row, key id %s)", path, ch.epsilon, meta["key_id"])
     return facts

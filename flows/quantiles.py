@@ -10,7 +10,7 @@ from prefect.artifacts import create_markdown_artifact
 from ldp_dask._io import check_output
 from ldp_dask.central import DECILES, QuantileRelease, quantiles
 
-from ._outputs import write_outputs
+from ._outputs import publish_plot, write_outputs
 
 
 @task(persist_result=False)
@@ -37,6 +37,8 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
     r = release_quantiles(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, scheduler,
                           secret_file, seed, clip)
     written = write_outputs(r, out, plot, overwrite)
+    publish_plot(r, written, "ldp-quantiles-plot", "released quantile function",
+                 "The released quantile function (public information only)")
     split = ", ".join(f"{k}: {v}" for k, v in r.epsilon_split.items())
     create_markdown_artifact(
         key="ldp-quantiles",

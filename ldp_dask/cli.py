@@ -1,4 +1,4 @@
-"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles, budget.
+"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles, budget, report.
 
 Bad input exits with status 2 and one line ``ldp-dask: error: ...`` on
 stderr; nothing is written in that case.
@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--files", type=int, default=4, help="Parquet files to generate (default: 4)")
     d.add_argument("--epsilon", type=float, default=1.0, help="ε per row (default: 1)")
     d.add_argument("--workers", type=int, default=2, help="Dask worker processes (default: 2)")
+    d.add_argument("--json", action="store_true", help="print the result as JSON")
 
     r = sub.add_parser("privatize", help="privatize a column into a summary file",
                        description="Privatize one column of a Parquet dataset with a local-DP channel.")
@@ -75,8 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None, help="insecure integer seed, for simulations only")
     r.add_argument("--partition-rows", type=int, default=None, help="target rows per partition (default 4,194,304)")
     r.add_argument("--split-every", type=int, default=8, help="fan-in of the tree reduction (default 8)")
-    r.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="show a progress bar (default: when stderr is a terminal)")
+    _progress_arg(r)
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     _ledger_args(r)
 
@@ -125,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--plot", default=None, help="write a PNG of the null law with the observed statistic")
     g.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
+    _progress_arg(g)
     _ledger_args(g)
     c = sub.add_parser("quantiles", help="central-DP quantiles of a column (seeds 002, 003)",
                        description="Release quantiles of a raw column with central differential privacy "
@@ -154,7 +155,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--plot", default=None, help="PNG of the released quantile function (public information only)")
     c.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     c.add_argument("--json", action="store_true", help="print the release as JSON")
+    _progress_arg(c)
     _ledger_args(c)
+
+    h = sub.add_parser("report", help="write an HTML page for a summary (estimate, uncertainty, privacy)",
+                       description="Write a self-contained HTML page with the estimate of a summary, its "
+                                   "uncertainty (plot, intervals) and the privacy parameters of the release.")
+    h.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
+    h.add_argument("--out", default=None, help="HTML file to write (default: the summary's name with .html)")
+    h.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+    h.add_argument("--overwrite", action="store_true", help="replace an existing page")
+    h.add_argument("--json", action="store_true", help="print the result as JSON")
 
     b = sub.add_parser("budget", help="list the privacy budget ledger, or set a dataset's budget",
                        description="Every release is recorded in the ledger; budgets are per dataset (structural "
@@ -168,6 +179,15 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print as JSON")
     b.add_argument("--ledger", default=None, help="ledger file (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
     return p
+
+
+def _progress_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar of the rows processed on Dask (default: when stderr is a terminal)")
+
+
+def _show_progress(a: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() if a.progress is None else bool(a.progress)
 
 
 def _ledger_args(p: argparse.ArgumentParser) -> None:
@@ -277,7 +297,7 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
     r = quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
                   method=a.method, rho=a.rho, steps=a.steps, client="local" if a.local else a.scheduler,
                   seed=a.seed, secret_file=a.secret_file, clip=a.clip, ledger=_ledger(a),
-                  output=os.path.abspath(a.out) if a.out else None)
+                  output=os.path.abspath(a.out) if a.out else None, progress=_show_progress(a))
     if a.out:
         r.save(a.out, overwrite=a.overwrite)
     if a.plot:
@@ -316,7 +336,7 @@ def _cmd_gof(a: argparse.Namespace) -> int:
         domain=tuple(a.domain) if a.domain else None, epsilon=a.epsilon, adaptive=a.adaptive, split=a.split,
         J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
         client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file, clip=a.clip,
-        summary_out=a.summary_out, overwrite=a.overwrite, ledger=_ledger(a),
+        summary_out=a.summary_out, overwrite=a.overwrite, ledger=_ledger(a), progress=_show_progress(a),
     )
     if a.out:
         res.save(a.out, overwrite=a.overwrite)
@@ -389,7 +409,7 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
                           value_kind="categorical" if a.channel == "rr" else "numeric")
     channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, a.bins, n=dataset.n,
                             **options)
-    progress = sys.stderr.isatty() if a.progress is None else a.progress
+    progress = _show_progress(a)
     from ldp_dask.noise import resolve_secret
 
     sec = resolve_secret(None, a.seed, a.secret_file)
@@ -473,10 +493,24 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(a: argparse.Namespace) -> int:
+    from .report import default_report_path, write_report
+
+    path = write_report(a.summary, a.out or default_report_path(a.summary), level=a.level, overwrite=a.overwrite)
+    if a.json:
+        print(json.dumps({"report": path, "summary": a.summary}))
+    else:
+        print(f"wrote {path}")
+    return 0
+
+
 def _cmd_demo(a: argparse.Namespace) -> int:
     from .demo import run_demo
 
     res = run_demo(out=a.out, rows=a.rows, files=a.files, epsilon=a.epsilon, workers=a.workers)
+    if a.json:
+        print(json.dumps(res, default=str))
+        return 0
     p = res["paths"]
     print()
     print(f"ldp_dask demo finished in {res['seconds']:.1f} s")
@@ -492,7 +526,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ldp-dask`` console script; returns the exit status."""
     args = _parser().parse_args(argv)
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
-                                "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget}
+                                "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget,
+                                "report": _cmd_report}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error

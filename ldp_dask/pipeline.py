@@ -147,40 +147,83 @@ def _run_local(tasks: list[_Task], split_every: int, progress: bool) -> dict[str
     return _tree_reduce_local(accs, split_every)
 
 
-def _run_dask(client: Any, tasks: list[_Task], split_every: int, progress: bool, retries: int) -> dict[str, Any]:
+def submit_tree(client: Any, futures: list[Any], combine: Any, split_every: int, prefix: str,
+                retries: int) -> Any:
+    """Submit a ``split_every``-ary tree of ``combine`` over ``futures``; return the root future.
+
+    The caller should drop its own references to ``futures`` afterwards: the
+    cluster then frees each partition's result as soon as its combine has run,
+    so worker memory is bounded by the tree's width, not by the partitions.
+    """
+    level, depth = list(futures), 0
+    while len(level) > 1:
+        level = [client.submit(combine, *level[i : i + split_every], key=f"{prefix}-{depth}-{i}",
+                               retries=retries, pure=False)
+                 for i in range(0, len(level), split_every)]
+        depth += 1
+    return level[0]
+
+
+def wait_with_progress(futures: list[Any], weights: list[int], enabled: bool, desc: str) -> Any:
+    """A function that advances a tqdm bar by ``weights`` (rows) as ``futures`` complete; None when disabled.
+
+    The function holds each future only until it completes, so calling it does
+    not keep partition results alive.
+    """
+    if not enabled:
+        return None
     from distributed import as_completed
 
+    rows = {f.key: w for f, w in zip(futures, weights)}
+    done = as_completed(futures)
+
+    def run() -> None:
+        with _progress(sum(weights), True, desc) as bar:
+            for f in done:
+                bar.update(rows.pop(f.key))
+
+    return run
+
+
+def _run_dask(client: Any, tasks: list[_Task], split_every: int, progress: bool, retries: int) -> dict[str, Any]:
     token = uuid.uuid4().hex[:12]
     futures = client.map(
         _run_piece, tasks, key=[f"ldp-piece-{token}-{t.piece.index}" for t in tasks],
         retries=retries, pure=False,
     )
-    level, depth = list(futures), 0
-    while len(level) > 1:
-        level = [
-            client.submit(_combine, *level[i : i + split_every], key=f"ldp-combine-{token}-{depth}-{i}",
-                          retries=retries, pure=False)
-            for i in range(0, len(level), split_every)
-        ]
-        depth += 1
-    rows = {f.key: t.piece.num_rows for f, t in zip(futures, tasks)}
-    with _progress(sum(rows.values()), progress, "privatize") as bar:
-        if bar is not None:
-            for f in as_completed(futures):
-                bar.update(rows[f.key])
-    return level[0].result()
+    watch = wait_with_progress(futures, [t.piece.num_rows for t in tasks], progress, "privatize")
+    root = submit_tree(client, futures, _combine, split_every, f"ldp-combine-{token}", retries)
+    del futures  # partition results are freed once combined
+    if watch is not None:
+        watch()
+    return root.result()
 
 
 @contextmanager
 def connect(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
-    """A ``distributed.Client``: the one given, one for an address, or a new LocalCluster.
+    """A ``distributed.Client``: the one given, one for an address, or one for the environment's cluster.
 
-    ``client=None`` starts a LocalCluster of worker processes (one thread
-    each) for the duration of the block.
+    ``client=None`` looks at the environment, so that deployments choose their
+    cluster without changing parameters:
+
+    * ``DASK_SCHEDULER_ADDRESS`` (Dask's ``scheduler-address`` setting): attach
+      to that running scheduler;
+    * ``LDP_DASK_CLUSTER``: a cluster class as ``module.Class`` (e.g.
+      ``dask_jobqueue.SLURMCluster`` or ``dask_kubernetes.operator.KubeCluster``),
+      created for the block with the keyword arguments in
+      ``LDP_DASK_CLUSTER_OPTIONS`` (a JSON object), scaled to
+      ``LDP_DASK_CLUSTER_WORKERS`` workers (default 2) and closed at the end;
+    * otherwise a LocalCluster of worker processes (one thread each).
     """
+    import dask
     from distributed import Client, LocalCluster
 
-    if client is None:
+    if client is None and dask.config.get("scheduler-address", None):
+        client = str(dask.config.get("scheduler-address"))
+    if client is None and os.environ.get("LDP_DASK_CLUSTER"):
+        with _cluster_from_env() as cluster, Client(cluster) as c:
+            yield c
+    elif client is None:
         workers = n_workers or max(1, min(os.cpu_count() or 1, 8))
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                           dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
@@ -191,6 +234,36 @@ def connect(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
             yield c
     else:
         yield client
+
+
+@contextmanager
+def _cluster_from_env() -> Iterator[Any]:
+    """The cluster named by ``LDP_DASK_CLUSTER`` (see :func:`connect`), scaled and closed at the end."""
+    import importlib
+    import json
+
+    spec = os.environ["LDP_DASK_CLUSTER"]
+    module, _, name = spec.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name) if module else None
+    except (ImportError, AttributeError):
+        cls = None
+    if cls is None:
+        raise LdpDaskError(f"LDP_DASK_CLUSTER must name an importable cluster class as 'module.Class' "
+                           f"(e.g. dask_jobqueue.SLURMCluster). Got {spec!r} instead.")
+    raw = os.environ.get("LDP_DASK_CLUSTER_OPTIONS", "{}")
+    try:
+        options = json.loads(raw)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        raise LdpDaskError(f"LDP_DASK_CLUSTER_OPTIONS must be a JSON object of keyword arguments. Got {raw!r}.")
+    workers = os.environ.get("LDP_DASK_CLUSTER_WORKERS", "2")
+    if not workers.isdigit() or int(workers) < 1:
+        raise LdpDaskError(f"LDP_DASK_CLUSTER_WORKERS must be a positive integer. Got {workers!r} instead.")
+    with cls(**options) as cluster:
+        cluster.scale(int(workers))
+        yield cluster
 
 
 def privatize(

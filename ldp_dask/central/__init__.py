@@ -89,7 +89,7 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
               exact_max: int = DEFAULT_EXACT_MAX, client: Any = None, secret: bytes | str | None = None,
               seed: int | None = None, secret_file: str | None = None, clip: bool = False,
               partition_rows: int | None = None, storage_options: dict[str, Any] | None = None,
-              ledger: Any = None, output: str | None = None) -> QuantileRelease:
+              ledger: Any = None, output: str | None = None, progress: bool = False) -> QuantileRelease:
     """Central-DP quantiles of one column.
 
     Parameters
@@ -125,6 +125,8 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
         A :class:`~ldp_dask.ledger.Ledger` (or its path) recording the release in
         the *central* scope; a release over budget is refused before the data are
         read. ``output`` is recorded with it.
+    progress : bool
+        Show a progress bar of the Dask reduction.
     """
     epsilon = check_epsilon(epsilon)
     if bounds is None:
@@ -153,21 +155,21 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
     led = open_ledger(ledger)
     if led is None:
         return _release(dataset, bounds, qs, epsilon, resolved, sec, rho, steps, max_intervals, cells, exact_max,
-                        client, clip)
+                        client, clip, progress)
     params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
               "max_intervals": max_intervals, "cells": cells}
     with led.release(fingerprint=dataset.fingerprint, column=dataset.column, scope="central",
                      channel="central-quantiles", params=params, epsilon=epsilon, key_id=sec.key_id,
                      dataset=dataset.description, output=output, reproducible=sec.reproducible):
         return _release(dataset, bounds, qs, epsilon, resolved, sec, rho, steps, max_intervals, cells, exact_max,
-                        client, clip)
+                        client, clip, progress)
 
 
 def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Any,
              rho: float, steps: int | None, max_intervals: int, cells: int, exact_max: int, client: Any,
-             clip: bool) -> QuantileRelease:
+             clip: bool, progress: bool = False) -> QuantileRelease:
     t0 = time.perf_counter()
-    data = collect(dataset, bounds, clip=clip, client=client, cells=cells, exact_max=exact_max)
+    data = collect(dataset, bounds, clip=clip, client=client, cells=cells, exact_max=exact_max, progress=progress)
     t1 = time.perf_counter()
     context = {"v": 1, "kind": "central-quantiles", "fingerprint": dataset.fingerprint, "column": dataset.column,
                "q": qs.tolist(), "epsilon": epsilon, "bounds": list(bounds), "method": resolved, "rho": rho,

@@ -116,29 +116,32 @@ def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, clip: bool, client: Any,
-               split_every: int = 8, retries: int = 2) -> dict[str, Any]:
-    from ..pipeline import connect
+               split_every: int = 8, retries: int = 2, progress: bool = False) -> dict[str, Any]:
+    from ..pipeline import connect, submit_tree, wait_with_progress
 
     tasks = [_HistTask(dataset, p, bounds, cells, clip) for p in dataset.pieces]
     if isinstance(client, str) and client == "local":
         return _hist_combine(*[_hist_piece(t) for t in tasks])
     token = uuid.uuid4().hex[:12]
     with connect(client) as c:
-        level = c.map(_hist_piece, tasks, key=[f"ldp-hist-{token}-{i}" for i in range(len(tasks))],
-                      retries=retries, pure=False)
-        depth = 0
-        while len(level) > 1:
-            level = [c.submit(_hist_combine, *level[i:i + split_every], key=f"ldp-hcomb-{token}-{depth}-{i}",
-                              retries=retries, pure=False) for i in range(0, len(level), split_every)]
-            depth += 1
-        out = level[0].result()
-        del level
+        futures = c.map(_hist_piece, tasks, key=[f"ldp-hist-{token}-{i}" for i in range(len(tasks))],
+                        retries=retries, pure=False)
+        watch = wait_with_progress(futures, [t.piece.num_rows for t in tasks], progress, "reduce")
+        root = submit_tree(c, futures, _hist_combine, split_every, f"ldp-hcomb-{token}", retries)
+        del futures
+        if watch is not None:
+            watch()
+        out = root.result()
+        del root
     return out
 
 
 def collect(dataset: Dataset, bounds: tuple[float, float], *, clip: bool = False, client: Any = None,
-            cells: int = DEFAULT_CELLS, exact_max: int = DEFAULT_EXACT_MAX) -> PrivateData:
-    """Exact data of a planned dataset: sorted values (n ≤ ``exact_max`` or in memory) or a fine histogram."""
+            cells: int = DEFAULT_CELLS, exact_max: int = DEFAULT_EXACT_MAX, progress: bool = False) -> PrivateData:
+    """Exact data of a planned dataset: sorted values (n ≤ ``exact_max`` or in memory) or a fine histogram.
+
+    ``progress`` shows a bar of the rows reduced on Dask (operator's terminal only).
+    """
     cells = check_int(cells, "cells", 2, 1 << 26)
     exact_max = check_int(exact_max, "exact_max", 0)
     if dataset.kind == "memory" or dataset.n <= exact_max:
@@ -150,7 +153,7 @@ def collect(dataset: Dataset, bounds: tuple[float, float], *, clip: bool = False
         values = np.sort(np.concatenate(parts)) if parts else np.empty(0)
         points, counts = np.unique(values, return_counts=True)
         return PrivateData(points, counts, bounds, "exact", 0.0, clipped)
-    res = _histogram(dataset, bounds, cells, clip, client)
+    res = _histogram(dataset, bounds, cells, clip, client, progress=progress)
     if "error" in res:
         raise InputDataError(res["error"])
     counts = res["counts"]

@@ -41,6 +41,17 @@ def new_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, bool]:
     return plt.subplots(figsize=figsize, dpi=110)[1], True
 
 
+def figure_png(ax: Any, dpi: int = 100) -> bytes:
+    """The Axes' figure as PNG bytes (for artifacts and HTML pages); the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    ax.figure.tight_layout()
+    ax.figure.savefig(buf, format="png", dpi=dpi)
+    plt.close(ax.figure)
+    return buf.getvalue()
+
+
 def finish_plot(ax: Any, path: str | os.PathLike[str] | None, own: bool, overwrite: bool) -> Any:
     """Write the figure as a PNG atomically when ``path`` is given; close figures we created."""
     if path is not None:

@@ -207,7 +207,7 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
         rows: str | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
         client: Any = None, secret: Any = None, seed: int | None = None, secret_file: str | None = None,
         clip: bool = False, partition_rows: int | None = None, summary_out: str | None = None,
-        overwrite: bool = False, ledger: Any = None) -> tuple[TestResult, Summary]:
+        overwrite: bool = False, ledger: Any = None, progress: bool = False) -> tuple[TestResult, Summary]:
     """Test from a summary file, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
 
     A summary (object or file) is tested as it is. Anything else is a data
@@ -215,6 +215,7 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
     ``HaarAdaptive`` over :func:`~ldp_dask.channels.adaptive_levels` when
     ``adaptive`` else ``HaarLaplace`` at level ``J`` (default from n, ε and
     ``smoothness``), and the summary is written to ``summary_out`` if given.
+    ``progress`` shows a bar while rows are privatized.
     """
     from .._io import check_output
     from ..channels import build_channel
@@ -252,13 +253,13 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
         led = open_ledger(ledger)
         if led is None:
             s = _privatize_for_test(dataset, column, ch, mode, client, sec, clip, partition_rows, rows, overwrite,
-                                    summary_out)
+                                    summary_out, progress)
         else:
             with led.release(fingerprint=dataset.fingerprint, column=dataset.column, scope="local", channel=ch.name,
                              params=ch.params(), epsilon=ch.epsilon, key_id=sec.key_id, dataset=dataset.description,
                              output=summary_out, reproducible=sec.reproducible):
                 s = _privatize_for_test(dataset, column, ch, mode, client, sec, clip, partition_rows, rows,
-                                        overwrite, summary_out)
+                                        overwrite, summary_out, progress)
     if isinstance(s.channel, HaarAdaptive):
         return adaptive_test(s, null, level, B=B, rng=rng), s
     return test(s, null, level, statistic=statistic, rows=rows, B=B, rng=rng), s
@@ -266,11 +267,11 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
 
 def _privatize_for_test(dataset: Any, column: str | None, ch: Any, mode: str, client: Any, sec: Any, clip: bool,
                         partition_rows: int | None, rows: str | None, overwrite: bool,
-                        summary_out: str | None) -> Summary:
+                        summary_out: str | None, progress: bool = False) -> Summary:
     from ..pipeline import privatize
 
     s = privatize(dataset, column=column, channel=ch, mode=mode, client=client, secret=sec, clip=clip,
-                  partition_rows=partition_rows, rows_path=rows, overwrite=overwrite)
+                  partition_rows=partition_rows, rows_path=rows, overwrite=overwrite, progress=progress)
     if summary_out:
         s.to_parquet(summary_out, overwrite=overwrite)
     return s

@@ -1,0 +1,92 @@
+"""Prefect flow: the scheduled job — privatize one column, estimate from the release, write a report.
+
+Each run writes into a folder named after the run's scheduled date, so a nightly
+deployment keeps one release per day::
+
+    {out_dir}/{YYYY-MM-DD}/{column}.{channel}.summary.parquet   (the release)
+    {out_dir}/{YYYY-MM-DD}/{column}.{channel}.estimate.json      (estimate + uncertainty)
+    {out_dir}/{YYYY-MM-DD}/{column}.{channel}.png                (plot, densities and frequencies)
+    {out_dir}/{YYYY-MM-DD}/{column}.{channel}.html               (report page)
+
+A run whose summary already exists (a retry, or a manual re-run the same day)
+reuses it and spends nothing; the estimate and report are rewritten.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import fsspec
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from ldp_dask.report import write_report
+
+from .estimate import estimate_flow
+from .privatize import privatize_flow
+
+
+def _run_date() -> str:
+    """The flow run's scheduled date (UTC), or today's outside a run."""
+    from prefect.runtime import flow_run
+
+    when = flow_run.scheduled_start_time
+    try:
+        return datetime.fromisoformat(str(when)).astimezone(timezone.utc).date().isoformat()
+    except (TypeError, ValueError):
+        return datetime.now(timezone.utc).date().isoformat()
+
+
+@flow(name="ldp-release")
+def release_flow(
+    source: str,
+    column: str,
+    out_dir: str,
+    domain: list[float] | None = None,
+    channel: str = "histogram",
+    epsilon: float = 1.0,
+    bins: int | str | None = "auto",
+    scheduler: str | None = None,
+    secret_file: str | None = None,
+    options: dict[str, Any] | None = None,
+    ledger: str | bool = True,
+    date: str | None = None,
+) -> dict[str, Any]:
+    """Privatize ``column`` of ``source`` into ``out_dir/<date>/``, then estimate it and write an HTML report.
+
+    ``date`` (YYYY-MM-DD) names the folder; default: the run's scheduled date
+    in UTC. The other parameters are :func:`privatize_flow`'s; the estimate
+    and the report are post-processing of the release (no privacy cost).
+    """
+    logger = get_run_logger()
+    day = date or _run_date()
+    fs, root = fsspec.core.url_to_fs(out_dir)
+    folder = f"{out_dir.rstrip('/')}/{day}"
+    fs.makedirs(f"{root.rstrip('/')}/{day}", exist_ok=True)
+    stem = f"{folder}/{column}.{channel}"
+    summary = f"{stem}.summary.parquet"
+    if fs.exists(f"{root.rstrip('/')}/{day}/{column}.{channel}.summary.parquet"):
+        logger.info("The release for %s already exists (%s): reusing it, no ε spent", day, summary)
+        release: dict[str, Any] = {"summary": summary, "reused": True}
+    else:
+        release = privatize_flow(source=source, column=column, out=summary, domain=domain, channel=channel,
+                                 epsilon=epsilon, bins=bins, scheduler=scheduler, secret_file=secret_file,
+                                 options=options, ledger=ledger)
+        release["reused"] = False
+    written: dict[str, str] = {"summary": summary}
+    if channel != "haar-adaptive":
+        est = estimate_flow(summary, out=f"{stem}.estimate.json",
+                            plot=None if channel == "mean" else f"{stem}.png", overwrite=True)
+        written.update(est["written"])
+    written["report"] = write_report(summary, f"{stem}.html", overwrite=True)
+    create_markdown_artifact(
+        key="ldp-nightly-release",
+        markdown="\n".join([
+            f"# Release of `{column}` for {day}", "",
+            f"{'Reused the existing release (no ε spent).' if release['reused'] else 'New release.'}", "",
+            "| file | path |", "|---|---|", *[f"| {k} | `{v}` |" for k, v in written.items()],
+        ]),
+        description="Where the day's release, estimate and report are",
+    )
+    return {"date": day, "release": release, "written": written}

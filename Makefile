@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean venv
+.PHONY: demo test bench stack clean venv
 
 venv: $(STAMP)
 
@@ -20,6 +20,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q tests
 
+# The deploy topology as local processes (Prefect server, Dask scheduler + 2
+# workers, Prefect worker), one nightly-release run on demo data, then stop.
+stack: $(STAMP)
+	$(PY) deploy/localstack.py
+
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) benchmarks/throughput.py
@@ -31,6 +36,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/local_vs_central.py
 	$(PY) benchmarks/audit.py
 	$(PY) benchmarks/lattice.py
+	$(PY) benchmarks/scale.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

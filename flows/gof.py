@@ -17,12 +17,12 @@ from ._outputs import publish_plot, write_outputs
 def run_test(source: str, null: Any, level: float, column: str | None, domain: list[float] | None,
              epsilon: float | None, adaptive: bool, split: str, J: int | None, smoothness: float,
              B: int, calibration_seed: int | None, scheduler: str | None, secret_file: str | None,
-             seed: int | None, summary_out: str | None, overwrite: bool) -> gof.TestResult:
+             seed: int | None, summary_out: str | None, overwrite: bool, ledger: str | bool) -> gof.TestResult:
     """Privatize if needed (Dask retries its own tasks) and run the Monte-Carlo test."""
     res, _ = gof.run(source, null, level, column=column, domain=tuple(domain) if domain else None,
                      epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
                      rng=calibration_seed, client=scheduler, secret_file=secret_file, seed=seed,
-                     summary_out=summary_out, overwrite=overwrite)
+                     summary_out=summary_out, overwrite=overwrite, ledger=ledger)
     return res
 
 
@@ -50,8 +50,11 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
              split: str = "rows", J: int | None = None, smoothness: float = 1.0, B: int = 9999,
              calibration_seed: int | None = None, scheduler: str | None = None, secret_file: str | None = None,
              seed: int | None = None, summary_out: str | None = None, out: str | None = None,
-             plot: str | None = None, overwrite: bool = False) -> dict[str, Any]:
+             plot: str | None = None, overwrite: bool = False, ledger: str | bool = True) -> dict[str, Any]:
     """Test H0: f = ``null`` from a haar summary, or privatize ``source`` (raw data) first.
+
+    Privatizing raw data is a release: it is recorded in the budget ``ledger``
+    (a path; True: ``$LDP_DASK_LEDGER`` or the default file; False: none).
 
     ``null`` is a scipy.stats name such as ``"beta(2,2)"`` or bin probabilities.
     Writes ``out`` (JSON) and ``plot`` (PNG) and publishes a markdown artifact.
@@ -61,7 +64,7 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
         if p:
             check_output(p, overwrite)
     res = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
-                   calibration_seed, scheduler, secret_file, seed, summary_out, overwrite)
+                   calibration_seed, scheduler, secret_file, seed, summary_out, overwrite, ledger)
     written = write_outputs(res, out, plot, overwrite)
     publish_plot(res, written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")
     create_markdown_artifact(key="ldp-gof", markdown=_markdown(res, written),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from prefect import flow, get_run_logger, task
@@ -16,10 +17,11 @@ from ._outputs import publish_plot, write_outputs
 @task(persist_result=False)
 def release_quantiles(source: str, column: str, q: list[float], epsilon: float, bounds: list[float], method: str,
                       rho: float | None, steps: int | None, scheduler: str | None, secret_file: str | None,
-                      seed: int | None, clip: bool) -> QuantileRelease:
+                      seed: int | None, clip: bool, ledger: str | bool, output: str | None) -> QuantileRelease:
     """Exact reduction on Dask and the mechanism on the driver; only the release leaves this task."""
     return quantiles(source, column=column, q=q, epsilon=epsilon, bounds=tuple(bounds), method=method, rho=rho,
-                     steps=steps, client=scheduler, secret_file=secret_file, seed=seed, clip=clip)
+                     steps=steps, client=scheduler, secret_file=secret_file, seed=seed, clip=clip, ledger=ledger,
+                     output=output)
 
 
 @flow(name="ldp-quantiles")
@@ -28,14 +30,18 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
                   steps: int | None = None,
                   scheduler: str | None = None, secret_file: str | None = None, seed: int | None = None,
                   clip: bool = False, out: str | None = None, plot: str | None = None,
-                  overwrite: bool = False) -> dict[str, Any]:
-    """Release central-DP quantiles (default: the nine deciles) and publish them as an artifact."""
+                  overwrite: bool = False, ledger: str | bool = True) -> dict[str, Any]:
+    """Release central-DP quantiles (default: the nine deciles) and publish them as an artifact.
+
+    The release is recorded in the budget ``ledger`` (central scope; a path,
+    True for ``$LDP_DASK_LEDGER`` or the default file, False for none).
+    """
     logger = get_run_logger()
     for p in (out, plot):
         if p:
             check_output(p, overwrite)
     r = release_quantiles(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, scheduler,
-                          secret_file, seed, clip)
+                          secret_file, seed, clip, ledger, os.path.abspath(out) if out else None)
     written = write_outputs(r, out, plot, overwrite)
     publish_plot(r, written, "ldp-quantiles-plot", "released quantile function",
                  "The released quantile function (public information only)")

@@ -21,8 +21,10 @@ import fsspec
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+import ldp_dask
 from ldp_dask.report import write_report
 
+from ._outputs import headline
 from .estimate import estimate_flow
 from .privatize import privatize_flow
 
@@ -80,12 +82,20 @@ def release_flow(
                             plot=None if channel == "mean" else f"{stem}.png", overwrite=True)
         written.update(est["written"])
     written["report"] = write_report(summary, f"{stem}.html", overwrite=True)
+    s = ldp_dask.read_summary(summary)
+    est = ldp_dask.estimate(s) if channel != "haar-adaptive" else None
     create_markdown_artifact(
         key="ldp-nightly-release",
         markdown="\n".join([
             f"# Release of `{column}` for {day}", "",
-            f"{'Reused the existing release (no ε spent).' if release['reused'] else 'New release.'}", "",
-            "| file | path |", "|---|---|", *[f"| {k} | `{v}` |" for k, v in written.items()],
+            f"{'Reused the existing release (no ε spent by this run).' if release['reused'] else 'New release.'}",
+            "", "| what | value |", "|---|---|",
+            f"| channel | `{s.channel!r}` |",
+            f"| ε per row (spent) | {s.channel.epsilon_spent():g} |",
+            f"| rows (n) | {s.n:,} |",
+            f"| key id (source) | `{s.metadata.get('key_id')}` ({s.metadata.get('key_source')}) |",
+            f"| estimate | {headline(est)} |",
+            *[f"| {k} | `{v}` |" for k, v in written.items()],
         ]),
         description="Where the day's release, estimate and report are",
     )

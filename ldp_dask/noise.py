@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 SECRET_ENV = "LDP_DASK_SECRET"
+SECRET_FILE_ENV = "LDP_DASK_SECRET_FILE"
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ def resolve_secret(
     secret_file : path, optional
         A file whose bytes (surrounding whitespace stripped) are the secret.
 
+    Without any of these, ``$LDP_DASK_SECRET`` (the key itself), then
+    ``$LDP_DASK_SECRET_FILE`` (a file holding it), else a fresh random key.
+
     Returns
     -------
     Secret
@@ -118,6 +122,8 @@ def resolve_secret(
         return Secret(key, "seed", reproducible=True, insecure=True)
     if secret is not None:
         return Secret(_check_key(_as_bytes(secret), "secret"), "explicit", True, False)
+    if secret_file is None and not os.environ.get(SECRET_ENV) and os.environ.get(SECRET_FILE_ENV):
+        secret_file = os.environ[SECRET_FILE_ENV]  # e.g. a Docker or Kubernetes secret mounted as a file
     if secret_file is not None:
         path = Path(secret_file)
         if not path.is_file():

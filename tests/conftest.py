@@ -16,6 +16,7 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.pop("LDP_DASK_SECRET", None)  # tests choose their keys explicitly
+os.environ.pop("LDP_DASK_SECRET_FILE", None)
 # the CLI and flows record releases in a ledger: keep the suite's out of the home directory
 os.environ["LDP_DASK_LEDGER"] = os.path.join(tempfile.mkdtemp(prefix="ldp-ledger-"), "ledger.sqlite")
 

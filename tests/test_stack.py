@@ -1,0 +1,154 @@
+"""The real stack: Prefect server, Dask scheduler + 2 workers, a Prefect worker, as local processes.
+
+``deploy/localstack.py`` starts them on loopback (SQLite database), registers
+``deploy/prefect.yaml`` with ``prefect deploy``, and the tests trigger
+deployments through the REST API as the UI's Run button does. The worker
+executes the flow run in its own process, which sends the partitions to the
+Dask scheduler named by ``DASK_SCHEDULER_ADDRESS``. Then a headless Chromium
+opens the Prefect UI and finds the run and its artifact.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "deploy"))
+
+from localstack import LocalStack  # noqa: E402
+
+import ldp_dask  # noqa: E402
+from ldp_dask.demo import DemoTruth, make_data  # noqa: E402
+from ldp_dask.ledger import Ledger  # noqa: E402
+
+pytestmark = [pytest.mark.stack, pytest.mark.prefect, pytest.mark.cluster]
+ROWS = 400_000
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    work = tmp_path_factory.mktemp("stack")
+    with LocalStack(work) as s:
+        s.data = make_data(work / "data", rows=ROWS, files=4)
+        yield s
+
+
+@pytest.fixture(scope="module")
+def nightly(stack):
+    """One run of the nightly-release deployment on the demo data (parameters overridden per run)."""
+    out = stack.workdir / "releases"
+    run = stack.run_deployment("ldp-release", "nightly-release",
+                               {"source": str(stack.data), "out_dir": str(out), "date": "2026-01-02"})
+    return run, out / "2026-01-02"
+
+
+def test_deployments_registered(stack):
+    for flow, dep in [("ldp-release", "nightly-release"), ("ldp-privatize", "privatize"),
+                      ("ldp-estimate", "estimate"), ("ldp-gof", "weekly-gof"), ("ldp-quantiles", "weekly-quantiles")]:
+        d = stack.deployment(flow, dep)
+        assert d["work_pool_name"] == "ldp-process"
+    nightly = stack.deployment("ldp-release", "nightly-release")
+    (sched,) = nightly["schedules"]
+    assert sched["schedule"]["cron"] == "15 2 * * *" and sched["active"]
+    assert nightly["parameters"]["epsilon"] == 0.5
+
+
+def test_nightly_release_runs_on_the_dask_cluster(stack, nightly):
+    run, folder = nightly
+    assert run["state_type"] == "COMPLETED", stack.log("prefect-worker", 80)
+    # the release: a histogram summary at the deployment's ε, over every row
+    s = ldp_dask.read_summary(folder / "income.histogram.summary.parquet")
+    assert (s.channel.name, s.channel.epsilon, s.n) == ("histogram", 0.5, ROWS)
+    assert s.metadata["partitions"] == 4
+    # its estimate is close to the known law: L1 error within 0.3 at n = 4e5, ε = 0.5
+    # (the demo's own figures: about 0.05-0.15 at these sizes; 0.3 leaves room for noise, not for a wrong law)
+    est = ldp_dask.histogram_density(s)
+    assert est.distance(DemoTruth().pdf, r=1) < 0.3
+    for suffix in ("estimate.json", "png", "html"):
+        assert (folder / f"income.histogram.{suffix}").stat().st_size > 0
+    # the partitions ran on the stack's scheduler (the flow-run process attached to it by the environment)
+    from distributed import Client
+
+    with Client(stack.scheduler_address, timeout=30) as c:
+        prefixes = c.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+        workers = c.scheduler_info()["workers"]
+    assert "ldp-piece" in prefixes and "ldp-combine" in prefixes, prefixes
+    assert sorted(w["name"] for w in workers.values()) == ["dask-worker-1", "dask-worker-2"]
+
+
+def test_nightly_release_ledger_and_artifacts(stack, nightly):
+    run, folder = nightly
+    subs = {r["flow_id"]: r for r in stack.subflow_runs(run["id"])}
+    assert len(subs) == 2 and all(r["state_type"] == "COMPLETED" for r in subs.values())
+    privatize_run = next(r for r in subs.values() if r["parameters"].get("out", "").endswith(".summary.parquet"))
+    entries = Ledger(stack.ledger).entries()
+    (entry,) = [e for e in entries if e["output"] == str(folder / "income.histogram.summary.parquet")]
+    assert entry["status"] == "committed" and entry["epsilon"] == 0.5 and entry["scope"] == "local"
+    assert entry["flow_run_id"] == privatize_run["id"]
+    keys = {a["key"] for a in stack.artifacts(run["id"])}
+    assert keys == {"ldp-nightly-release"}
+    sub_keys = {a["key"] for r in subs.values() for a in stack.artifacts(r["id"])}
+    assert {"ldp-release", "ldp-release-plot", "ldp-estimate", "ldp-density-plot"} <= sub_keys
+    release_md = next(a for a in stack.artifacts(privatize_run["id"]) if a["key"] == "ldp-release")["data"]
+    assert "| rows (n) | 400,000 |" in release_md and "0.5 / 0.5" in release_md
+    assert str(folder / "income.histogram.summary.parquet") in release_md
+
+
+def test_rerun_same_day_reuses_the_release(stack, nightly):
+    _, folder = nightly
+    before = len(Ledger(stack.ledger).entries())
+    run = stack.run_deployment("ldp-release", "nightly-release",
+                               {"source": str(stack.data), "out_dir": str(folder.parent), "date": "2026-01-02"})
+    assert run["state_type"] == "COMPLETED"
+    assert len(Ledger(stack.ledger).entries()) == before  # nothing spent
+    md = next(a for a in stack.artifacts(run["id"]) if a["key"] == "ldp-nightly-release")["data"]
+    assert "Reused the existing release" in md and "| rows (n) | 400,000 |" in md
+
+
+def test_failed_run_is_failed_and_spends_nothing(stack):
+    before = len(Ledger(stack.ledger).entries())
+    run = stack.run_deployment("ldp-privatize", "privatize",
+                               {"source": str(stack.data), "column": "no_such_column",
+                                "out": str(stack.workdir / "bad.summary.parquet")})
+    assert run["state_type"] == "FAILED"
+    assert len(Ledger(stack.ledger).entries()) == before
+    assert not (stack.workdir / "bad.summary.parquet").exists()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("LDP_DASK_REQUIRE_BROWSER"),
+                    reason="no chromium binary (apt-get install chromium); .ci/run installs it and requires it")
+def test_ui_shows_the_run_and_its_artifact(stack, nightly, tmp_path):
+    """Headless Chromium opens the Prefect UI, finds the flow run and the release artifact, saves screenshots."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM is not None, "LDP_DASK_REQUIRE_BROWSER is set but chromium is not installed"
+    run, _ = nightly
+    art = next(a for a in stack.artifacts(run["id"]) if a["key"] == "ldp-nightly-release")
+    shots = Path(os.environ.get("LDP_DASK_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{stack.ui_url}/runs/flow-run/{run['id']}", wait_until="domcontentloaded")
+        page.get_by_text(run["name"]).first.wait_for(timeout=60_000)
+        page.get_by_text("Completed").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(shots / "flow-run.png"))
+        page.goto(f"{stack.ui_url}/artifacts/artifact/{art['id']}", wait_until="domcontentloaded")
+        page.get_by_text("Release of income for 2026-01-02").first.wait_for(timeout=60_000)
+        page.get_by_text("income.histogram.summary.parquet").first.wait_for(timeout=10_000)
+        page.get_by_text("400,000").first.wait_for(timeout=10_000)  # n, rendered from the markdown table
+        page.screenshot(path=str(shots / "artifact.png"), full_page=True)
+        browser.close()
+    for name in ("flow-run.png", "artifact.png"):
+        png = (shots / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

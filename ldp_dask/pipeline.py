@@ -131,7 +131,7 @@ def _progress(total: int, enabled: bool, desc: str) -> Any:
         return nullcontext(None)
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit="row", unit_scale=True, desc=desc, leave=False)
+    return tqdm(total=total, unit="row", unit_scale=True, desc=desc, leave=True)  # the final line stays
 
 
 def _run_local(tasks: list[_Task], split_every: int, progress: bool) -> dict[str, Any]:
@@ -218,8 +218,9 @@ def connect(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
     import dask
     from distributed import Client, LocalCluster
 
-    if client is None and dask.config.get("scheduler-address", None):
-        client = str(dask.config.get("scheduler-address"))
+    address = os.environ.get("DASK_SCHEDULER_ADDRESS") or dask.config.get("scheduler-address", None)
+    if client is None and address:
+        client = str(address)
     if client is None and os.environ.get("LDP_DASK_CLUSTER"):
         with _cluster_from_env() as cluster, Client(cluster) as c:
             yield c

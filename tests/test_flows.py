@@ -49,8 +49,7 @@ def test_privatize_and_estimate_flows(prefect_harness, cluster, beta_dataset, tm
     import anyio
 
     async def artifacts():
-        # the typed client sends explicit nulls for unused filters, which this server
-        # version rejects (422); the REST body with those keys omitted is accepted
+        # the REST body (the typed client's explicit nulls need FastAPI < 0.151, see pyproject)
         async with get_client() as client:
             r = await client._client.post("/artifacts/filter", json={"limit": 100, "offset": 0,
                                                                     "sort": "CREATED_DESC"})
@@ -128,10 +127,17 @@ def test_wavelet_flows_and_console_script(prefect_harness, cluster, beta_dataset
 def test_gof_flow_on_raw_data(prefect_harness, cluster, beta_dataset, tmp_path):
     from flows import gof_flow
 
+    from ldp_dask.ledger import Ledger
+
+    led = tmp_path / "ledger.sqlite"
     res = gof_flow(source=str(beta_dataset), null="beta(2,5)", column="x", domain=[0.0, 1.0], epsilon=1.0,
                    adaptive=True, B=999, calibration_seed=3, scheduler=cluster.scheduler.address, seed=4,
                    summary_out=str(tmp_path / "a.parquet"), out=str(tmp_path / "r.json"),
-                   plot=str(tmp_path / "r.png"))
+                   plot=str(tmp_path / "r.png"), ledger=str(led))
+    # privatizing raw data for the test is a release: recorded, committed, at its ε
+    (entry,) = Ledger(led).entries()
+    assert (entry["scope"], entry["channel"], entry["epsilon"], entry["status"]) == \
+        ("local", "haar-adaptive", 1.0, "committed")
     r = res["result"]
     assert r["method"] == "adaptive, split rows" and r["n"] == 210_000
     assert set(res["written"]) == {"json", "plot"}
@@ -144,9 +150,15 @@ def test_gof_flow_on_raw_data(prefect_harness, cluster, beta_dataset, tmp_path):
 def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
     from flows import quantile_flow
 
+    from ldp_dask.ledger import Ledger
+
+    led = tmp_path.parent / f"{tmp_path.name}-ledger.sqlite"
     res = quantile_flow(source=str(beta_dataset), column="x", bounds=[0.0, 1.0], epsilon=1.0,
                         q=[0.25, 0.5, 0.75], scheduler=cluster.scheduler.address, seed=6,
-                        out=str(tmp_path / "q.json"), plot=str(tmp_path / "q.png"))
+                        out=str(tmp_path / "q.json"), plot=str(tmp_path / "q.png"), ledger=str(led))
+    (entry,) = Ledger(led).entries()
+    assert (entry["scope"], entry["channel"], entry["epsilon"], entry["status"], entry["output"]) == \
+        ("central", "central-quantiles", 1.0, "committed", str(tmp_path / "q.json"))
     r = res["release"]
     assert r["method"] == "inverse-sensitivity"  # n = 210k > 50 × 2048: the measured crossover
     assert r["epsilon_split"] == {"per_quantile": [1 / 3] * 3} and r["n"] == 210_000

@@ -209,7 +209,7 @@ def report(times: dict[str, dict[int, float]], peaks: dict[str, dict[int, list[f
         growth.append(g)
         per_n = " | ".join(f"{t[n]:.2f}" for n in ns)
         rows.append(f"| {j} | {DESCRIPTION[j]} | {per_n} | {big / t[big] / 1e6:.1f} | {marginal / 1e6:.1f} | "
-                    f"{fixed:.2f} | {t[big] / times['floor'][big]:.2f} | {g:.1f}× | {peaks[j][big][-1]:.0f} |")
+                    f"{fixed if abs(fixed) >= 0.005 else 0.0:.2f} | {t[big] / times['floor'][big]:.2f} | {g:.1f}× | {peaks[j][big][-1]:.0f} |")
     head_n = " | ".join(f"s at 10^{e}" for e in exp)
     sep = "|".join(["---"] * (len(ns) + 8))
     lines = [

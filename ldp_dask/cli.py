@@ -518,7 +518,7 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     print(f"  mean         : {res['mean']['value']:,.1f}, interval [{res['mean']['ci'][0]:,.1f}, "
           f"{res['mean']['ci'][1]:,.1f}] (truth {res['true_mean']:,.1f})")
     print(f"  summaries    : {p['hist']}, {p['mean']}")
-    print(f"  report       : {p['report']}")
+    print(f"  report       : {p['report']} (markdown), {p['html']} (HTML page)")
     return 0
 
 

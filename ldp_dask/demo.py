@@ -75,7 +75,8 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
     paths = {k: str(outdir / v) for k, v in {
         "hist": "income.histogram.summary.parquet", "mean": "income.mean.summary.parquet",
         "density_json": "income.density.json", "density_png": "income.density.png",
-        "mean_json": "income.mean.json", "report": "report.md"}.items()}
+        "mean_json": "income.mean.json", "report": "report.md",
+        "html": "income.histogram.summary.html"}.items()}
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=logging.ERROR) as cluster, Client(cluster):
         common = dict(source=str(data), column="income", domain=[0.0, HI], epsilon=epsilon,
@@ -118,5 +119,8 @@ worker processes, through Prefect flows run without a server.
 Wall time: {elapsed:.1f} s.
 """
     Path(paths["report"]).write_text(report)
+    from .report import write_report
+
+    write_report(paths["hist"], paths["html"], overwrite=True)
     return {"paths": paths, "l1": l1, "l2": l2, "mean": m, "true_mean": truth.mean, "seconds": elapsed,
             "density_written": est_h["written"]}

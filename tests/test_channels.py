@@ -186,3 +186,13 @@ def test_default_bins_follows_rate():
     assert default_bins(10**8, 1.0) == 100
     assert default_bins(10**4, 0.1) == math.ceil(100 ** 0.25)
     assert build_channel("histogram", 1.0, (0, 1), "auto", n=10**8).bins == 100
+
+
+def test_every_laplace_channel_takes_the_noise_option():
+    """--noise reaches every Laplace channel through build_channel (the wavelet channel once refused it)."""
+    for name, kwargs in [("histogram", {"bins": 8}), ("mean", {}), ("wavelet", {"n": 10**6}), ("haar", {"n": 10**6}),
+                         ("haar-adaptive", {"n": 10**6})]:
+        bins = kwargs.pop("bins", None)
+        for noise in ("continuous", "lattice"):
+            ch = build_channel(name, 1.0, (0, 1), bins, noise=noise, **kwargs)
+            assert ch.params()["noise"] == noise, name

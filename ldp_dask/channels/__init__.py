@@ -81,7 +81,7 @@ def build_channel(
     if name not in CHANNELS:
         raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.")
     options = {k: v for k, v in options.items() if v is not None}
-    allowed = {"wavelet": {"wavelet", "j0", "j1", "calibration", "nu", "table_level"},
+    allowed = {"wavelet": {"wavelet", "j0", "j1", "calibration", "nu", "table_level", "noise"},
                "haar": {"level", "smoothness", "noise"}, "haar-adaptive": {"levels", "split", "noise"},
                "rr": {"categories", "encoding", "other"}, "histogram": {"noise"}, "mean": {"noise"}}.get(name, set())
     extra = sorted(set(options) - allowed)

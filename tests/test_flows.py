@@ -168,6 +168,19 @@ def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
 
     assert np.all(np.abs(np.array(r["values"]) - stats.beta(2, 5).ppf([0.25, 0.5, 0.75])) < 0.003)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.json", "q.png"]
+    # the run published its table and its plot (an embedded PNG) as artifacts
+    from prefect.client.orchestration import get_client
+
+    import anyio
+
+    async def artifacts():
+        async with get_client() as client:
+            r = await client._client.post("/artifacts/filter", json={"limit": 200, "offset": 0})
+            return r.json()
+
+    arts = {a["key"]: a["data"] for a in anyio.run(artifacts)}
+    assert "inverse-sensitivity" in arts["ldp-quantiles"]
+    assert arts["ldp-quantiles-plot"].startswith("![released quantile function](data:image/png;base64,iVBOR")
 
 
 def test_estimate_flow_on_a_frequency_summary(prefect_harness, tmp_path):

@@ -240,6 +240,8 @@ def report(times: dict[str, dict[int, float]], peaks: dict[str, dict[int, list[f
         "- The wavelet and adaptive-Haar channels compute many coefficients per row (db4: 4 levels × S = 7 "
         "per row; adaptive Haar: one level of 16 per row, 2^17 cells in all), so their floor is the coefficient "
         "sums themselves: see the wavelet-throughput section (summary mode at 0.98× that floor).",
+        "",
+        "![time against n for every job, log-log](scale.png)",
     ]
     body = "\n".join(lines)
     print(body)

@@ -81,9 +81,9 @@ def release_flow(
         est = estimate_flow(summary, out=f"{stem}.estimate.json",
                             plot=None if channel == "mean" else f"{stem}.png", overwrite=True)
         written.update(est["written"])
-    written["report"] = write_report(summary, f"{stem}.html", overwrite=True)
     s = ldp_dask.read_summary(summary)
-    est = ldp_dask.estimate(s) if channel != "haar-adaptive" else None
+    est = ldp_dask.estimate(s) if channel != "haar-adaptive" else None  # one estimate for the report and the table
+    written["report"] = write_report(s, f"{stem}.html", overwrite=True, result=est)
     create_markdown_artifact(
         key="ldp-nightly-release",
         markdown="\n".join([

@@ -147,56 +147,42 @@ def _run_local(tasks: list[_Task], split_every: int, progress: bool) -> dict[str
     return _tree_reduce_local(accs, split_every)
 
 
-def submit_tree(client: Any, futures: list[Any], combine: Any, split_every: int, prefix: str,
-                retries: int) -> Any:
-    """Submit a ``split_every``-ary tree of ``combine`` over ``futures``; return the root future.
+def map_reduce(client: Any, fn: Any, tasks: list[Any], combine: Any, prefix: str, rows: list[int],
+               split_every: int, retries: int, progress: bool, desc: str) -> Any:
+    """``fn`` on every task, then a ``split_every``-ary tree of ``combine``; returns the root's result.
 
-    The caller should drop its own references to ``futures`` afterwards: the
-    cluster then frees each partition's result as soon as its combine has run,
-    so worker memory is bounded by the tree's width, not by the partitions.
+    Keys are ``{prefix}-piece-{token}-{i}`` and ``{prefix}-combine-{token}-…``. No
+    reference to a partition's future is kept once the tree is submitted (the
+    progress bar holds each only until it completes), so the cluster frees a
+    partition's result as soon as its combine has run: worker memory follows
+    the tree's width, not the number of partitions. ``progress`` advances a bar
+    by ``rows`` as partitions complete.
     """
-    level, depth = list(futures), 0
+    token = uuid.uuid4().hex[:12]
+    level = client.map(fn, tasks, key=[f"{prefix}-piece-{token}-{i}" for i in range(len(tasks))],
+                       retries=retries, pure=False)
+    done = None
+    if progress:
+        from distributed import as_completed
+
+        weight = {f.key: r for f, r in zip(level, rows)}
+        done = as_completed(level)
+    depth = 0
     while len(level) > 1:
-        level = [client.submit(combine, *level[i : i + split_every], key=f"{prefix}-{depth}-{i}",
+        level = [client.submit(combine, *level[i : i + split_every], key=f"{prefix}-combine-{token}-{depth}-{i}",
                                retries=retries, pure=False)
                  for i in range(0, len(level), split_every)]
         depth += 1
-    return level[0]
-
-
-def wait_with_progress(futures: list[Any], weights: list[int], enabled: bool, desc: str) -> Any:
-    """A function that advances a tqdm bar by ``weights`` (rows) as ``futures`` complete; None when disabled.
-
-    The function holds each future only until it completes, so calling it does
-    not keep partition results alive.
-    """
-    if not enabled:
-        return None
-    from distributed import as_completed
-
-    rows = {f.key: w for f, w in zip(futures, weights)}
-    done = as_completed(futures)
-
-    def run() -> None:
-        with _progress(sum(weights), True, desc) as bar:
+    if done is not None:
+        with _progress(sum(rows), True, desc) as bar:
             for f in done:
-                bar.update(rows.pop(f.key))
-
-    return run
+                bar.update(weight.pop(f.key))
+    return level[0].result()
 
 
 def _run_dask(client: Any, tasks: list[_Task], split_every: int, progress: bool, retries: int) -> dict[str, Any]:
-    token = uuid.uuid4().hex[:12]
-    futures = client.map(
-        _run_piece, tasks, key=[f"ldp-piece-{token}-{t.piece.index}" for t in tasks],
-        retries=retries, pure=False,
-    )
-    watch = wait_with_progress(futures, [t.piece.num_rows for t in tasks], progress, "privatize")
-    root = submit_tree(client, futures, _combine, split_every, f"ldp-combine-{token}", retries)
-    del futures  # partition results are freed once combined
-    if watch is not None:
-        watch()
-    return root.result()
+    return map_reduce(client, _run_piece, tasks, _combine, "ldp", [t.piece.num_rows for t in tasks],
+                      split_every, retries, progress, "privatize")
 
 
 @contextmanager

@@ -122,14 +122,15 @@ def _frequencies(est: FrequencyEstimate) -> str:
 """
 
 
-def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95, **options: Any) -> str:
+def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95, result: Any = None,
+                  **options: Any) -> str:
     """The HTML page of ``summary`` as a string (see :func:`write_report`)."""
     s = read_summary(summary)
     if s.channel.name == "haar-adaptive":
         body = ("<p>An adaptive Haar summary feeds the goodness-of-fit test (<code>ldp-dask gof</code>); "
                 "it has no density or mean estimate of its own.</p>")
     else:
-        est = estimate(s, level=level, **options)
+        est = result if result is not None else estimate(s, level=level, **options)
         if isinstance(est, MeanEstimate):
             body = _mean(est)
         elif isinstance(est, FrequencyEstimate):
@@ -156,7 +157,7 @@ Page written {now} by ldp_dask.</p>
 
 
 def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
-                 level: float = 0.95, overwrite: bool = False, **options: Any) -> str:
+                 level: float = 0.95, overwrite: bool = False, result: Any = None, **options: Any) -> str:
     """Write an HTML page with the estimate, its uncertainty and the privacy parameters of ``summary``.
 
     Parameters
@@ -169,6 +170,9 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
         Confidence level of the intervals and bands, in (0, 1).
     overwrite : bool
         Replace an existing page.
+    result : DensityEstimate, MeanEstimate or FrequencyEstimate, optional
+        The summary's estimate when the caller already has it (else computed
+        with ``level`` and ``options``).
     **options :
         Passed to the channel's estimator (e.g. ``threshold="soft"`` for wavelets).
 
@@ -182,6 +186,6 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
             raise LdpDaskError("The 'path' parameter is required when the summary is not a file.")
         path = default_report_path(summary)
     check_output(path, overwrite)
-    page = render_report(summary, level=level, **options).encode()
+    page = render_report(summary, level=level, result=result, **options).encode()
     return atomic_write(path, lambda fh: fh.write(page), overwrite=overwrite)
 

@@ -23,7 +23,6 @@ as trusted as the raw data.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,23 +116,14 @@ def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
 
 def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, clip: bool, client: Any,
                split_every: int = 8, retries: int = 2, progress: bool = False) -> dict[str, Any]:
-    from ..pipeline import connect, submit_tree, wait_with_progress
+    from ..pipeline import connect, map_reduce
 
     tasks = [_HistTask(dataset, p, bounds, cells, clip) for p in dataset.pieces]
     if isinstance(client, str) and client == "local":
         return _hist_combine(*[_hist_piece(t) for t in tasks])
-    token = uuid.uuid4().hex[:12]
     with connect(client) as c:
-        futures = c.map(_hist_piece, tasks, key=[f"ldp-hist-{token}-{i}" for i in range(len(tasks))],
-                        retries=retries, pure=False)
-        watch = wait_with_progress(futures, [t.piece.num_rows for t in tasks], progress, "reduce")
-        root = submit_tree(c, futures, _hist_combine, split_every, f"ldp-hcomb-{token}", retries)
-        del futures
-        if watch is not None:
-            watch()
-        out = root.result()
-        del root
-    return out
+        return map_reduce(c, _hist_piece, tasks, _hist_combine, "ldp-hist", [t.piece.num_rows for t in tasks],
+                          split_every, retries, progress, "reduce")
 
 
 def collect(dataset: Dataset, bounds: tuple[float, float], *, clip: bool = False, client: Any = None,

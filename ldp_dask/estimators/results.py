@@ -41,28 +41,23 @@ def new_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, bool]:
     return plt.subplots(figsize=figsize, dpi=110)[1], True
 
 
-def figure_png(ax: Any, dpi: int = 100) -> bytes:
-    """The Axes' figure as PNG bytes (for artifacts and HTML pages); the figure is closed."""
-    import matplotlib.pyplot as plt
-
+def figure_png(ax: Any, dpi: int | None = None, close: bool = True) -> bytes:
+    """The Axes' figure as PNG bytes (files, artifacts, HTML pages); closes the figure when ``close``."""
     buf = io.BytesIO()
     ax.figure.tight_layout()
-    ax.figure.savefig(buf, format="png", dpi=dpi)
-    plt.close(ax.figure)
+    ax.figure.savefig(buf, format="png", dpi=dpi or "figure")
+    if close:
+        import matplotlib.pyplot as plt
+
+        plt.close(ax.figure)
     return buf.getvalue()
 
 
 def finish_plot(ax: Any, path: str | os.PathLike[str] | None, own: bool, overwrite: bool) -> Any:
     """Write the figure as a PNG atomically when ``path`` is given; close figures we created."""
     if path is not None:
-        buf = io.BytesIO()
-        ax.figure.tight_layout()
-        ax.figure.savefig(buf, format="png")
-        atomic_write(path, lambda fh: fh.write(buf.getvalue()), overwrite=overwrite)
-        if own:
-            import matplotlib.pyplot as plt
-
-            plt.close(ax.figure)
+        png = figure_png(ax, close=own)
+        atomic_write(path, lambda fh: fh.write(png), overwrite=overwrite)
     return ax
 
 

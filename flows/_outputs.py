@@ -8,7 +8,7 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from ldp_dask.estimators.results import figure_png
+from ldp_dask.outputs import figure_png
 
 
 @task(retries=3, retry_delay_seconds=1, persist_result=False)

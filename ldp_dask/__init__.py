@@ -13,8 +13,7 @@ The public surface::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from . import bases, central, channels, estimators, exactsum, gof, noise
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel, HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, WaveletLaplace

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["wavelet_accumulate"]
+__all__ = ["wavelet_accumulate", "joint_exp_transition"]
 
 _ONE_MINUS = float(np.nextafter(1.0, 0.0))
 
@@ -85,18 +85,3 @@ def joint_exp_transition(A: np.ndarray, CC: np.ndarray, target: float, beta: flo
             if t > -746.0:
                 s += np.exp(t)
         out[j] = m + np.log(s)
-
-
-@njit(cache=True, nogil=True)
-def log_cumsum_exp(x: np.ndarray) -> np.ndarray:
-    """``out[k] = log Σ_{i ≤ k} exp(x[i])`` (−inf allowed), one pass; ``np.logaddexp.accumulate`` is the reference."""
-    out = np.empty_like(x)
-    acc = -np.inf
-    for i in range(x.shape[0]):
-        v = x[i]
-        if v > acc:
-            acc = v + np.log1p(np.exp(acc - v)) if acc > -np.inf else v
-        elif v > -np.inf:
-            acc = acc + np.log1p(np.exp(v - acc))
-        out[i] = acc
-    return out

@@ -12,6 +12,8 @@ import math
 import numbers
 from typing import Any
 
+import numpy as np
+
 __all__ = [
     "LdpDaskError",
     "InputDataError",
@@ -19,6 +21,8 @@ __all__ = [
     "check_domain",
     "check_int",
     "check_probability",
+    "check_q",
+    "DECILES",
 ]
 
 
@@ -84,3 +88,22 @@ def check_probability(value: Any, name: str) -> float:
             f"The {name!r} parameter must be a float in (0, 1). Got {value!r} instead."
         )
     return float(value)
+
+
+#: The nine deciles, the default probabilities of every quantile release.
+DECILES = tuple(round(0.1 * i, 1) for i in range(1, 10))
+
+
+def check_q(q: Any) -> np.ndarray:
+    """Probabilities strictly inside (0, 1), strictly increasing."""
+    try:
+        arr = np.atleast_1d(np.asarray(q, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise LdpDaskError(f"The 'q' parameter must be a list of probabilities. Got {q!r} instead.") from None
+    if arr.ndim != 1 or len(arr) == 0 or not np.all(np.isfinite(arr)):
+        raise LdpDaskError(f"The 'q' parameter must be a non-empty list of probabilities. Got {q!r} instead.")
+    if np.any((arr <= 0) | (arr >= 1)):
+        raise LdpDaskError(f"The 'q' parameter must lie strictly inside (0, 1). Got {arr.tolist()} instead.")
+    if np.any(np.diff(arr) <= 0):
+        raise LdpDaskError(f"The 'q' parameter must be sorted without duplicates. Got {arr.tolist()} instead.")
+    return arr

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._io import atomic_write, check_output
 from ._validation import LdpDaskError
-from .estimators.results import figure_png
+from .outputs import figure_png
 from .estimators import DensityEstimate, FrequencyEstimate, MeanEstimate, estimate
 from .summary import Summary, read_summary
 

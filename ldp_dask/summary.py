@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._io import atomic_write
+from ._version import __version__
 from ._validation import InputDataError
 from .channels import Channel, channel_from_params
 
@@ -89,8 +90,6 @@ class Summary:
 
     # --- file format ---------------------------------------------------------------
     def file_metadata(self) -> dict[str, Any]:
-        from . import __version__
-
         meta = {
             "format_version": FORMAT_VERSION,
             "channel": self.channel.name,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import pickle
 

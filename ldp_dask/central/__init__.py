@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import LdpDaskError, check_domain, check_epsilon, check_int
+from .._validation import DECILES, LdpDaskError, check_domain, check_epsilon, check_int, check_q
 from ..noise import bind_key, digest_arrays, generator, partition_base_keys, resolve_secret
 from ..source import open_source
 from . import mechanisms
@@ -48,22 +48,6 @@ BEST_CROSSOVER = 50
 def best_method(n: int, max_intervals: int = 2048) -> str:
     """The mechanism ``method="best"`` runs for n public records (see :data:`BEST_CROSSOVER`)."""
     return "joint-exp" if n <= BEST_CROSSOVER * max_intervals else "inverse-sensitivity"
-DECILES = tuple(round(0.1 * i, 1) for i in range(1, 10))
-
-
-def check_q(q: Any) -> np.ndarray:
-    """Probabilities strictly inside (0, 1), strictly increasing."""
-    try:
-        arr = np.atleast_1d(np.asarray(q, dtype=np.float64))
-    except (TypeError, ValueError):
-        raise LdpDaskError(f"The 'q' parameter must be a list of probabilities. Got {q!r} instead.") from None
-    if arr.ndim != 1 or len(arr) == 0 or not np.all(np.isfinite(arr)):
-        raise LdpDaskError(f"The 'q' parameter must be a non-empty list of probabilities. Got {q!r} instead.")
-    if np.any((arr <= 0) | (arr >= 1)):
-        raise LdpDaskError(f"The 'q' parameter must lie strictly inside (0, 1). Got {arr.tolist()} instead.")
-    if np.any(np.diff(arr) <= 0):
-        raise LdpDaskError(f"The 'q' parameter must be sorted without duplicates. Got {arr.tolist()} instead.")
-    return arr
 
 
 def release(data: PrivateData, q: np.ndarray, epsilon: float, method: str, rng: np.random.Generator, *,

@@ -134,10 +134,8 @@ class _InverseSensitivitySampler:
             re = np.clip(np.concatenate([pts, [b - rho]]) + rho, a, b)  # right edges: p_0 + ρ, ..., b
             self.right_lo, self.right_hi = re[:-1], re[1:]
             rw = np.log(self.right_hi - self.right_lo) - epsilon * C[1:] / 2.0
-        from .._kernels import log_cumsum_exp
-
-        self.left_cum = log_cumsum_exp(lw)  # log Σ_{i ≤ k}
-        self.right_cum = log_cumsum_exp(np.ascontiguousarray(rw[::-1]))[::-1]  # log Σ_{i ≥ k}
+        self.left_cum = np.logaddexp.accumulate(lw)  # log Σ_{i ≤ k} (−inf terms allowed)
+        self.right_cum = np.logaddexp.accumulate(rw[::-1])[::-1]  # log Σ_{i ≥ k}
 
     def sample(self, q: float, rng: np.random.Generator) -> float:
         d, eps, rho = self.data, self.eps, self.rho

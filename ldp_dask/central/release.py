@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..estimators.results import _jsonable, _save_json, finish_plot, new_axes
+from ..outputs import finish_plot, jsonable, new_axes, save_json
 
 __all__ = ["QuantileRelease"]
 
@@ -46,14 +46,14 @@ class QuantileRelease:
     n_clipped: int | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
+        return jsonable({
             "kind": "central-quantiles", "q": self.q, "values": self.values, "method": self.method,
             "epsilon": self.epsilon, "epsilon_split": self.epsilon_split, "n": self.n,
             "bounds": list(self.bounds), "column": self.column, **self.details,
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
-        return _save_json(self.to_dict(), path, overwrite)
+        return save_json(self.to_dict(), path, overwrite)
 
     def __str__(self) -> str:
         lines = [f"central-DP quantiles of {self.column} ({self.method}), ε = {self.epsilon:g} in total, "

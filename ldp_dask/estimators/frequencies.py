@@ -27,7 +27,7 @@ from .._validation import LdpDaskError, check_probability
 from ..channels import RandomizedResponse
 from ..summary import Summary, read_summary
 from .histogram import project_simplex
-from .results import _jsonable, _save_json, finish_plot, new_axes
+from ..outputs import finish_plot, jsonable, new_axes, save_json
 
 __all__ = ["frequencies", "FrequencyEstimate"]
 
@@ -49,14 +49,14 @@ class FrequencyEstimate:
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
+        return jsonable({
             "kind": "frequencies", "method": self.method, "labels": self.labels, "frequencies": self.frequencies,
             "se": self.se, "ci_low": self.ci_low, "ci_high": self.ci_high, "unbiased": self.raw, "n": self.n,
             "epsilon": self.epsilon, "level": self.level, **self.info,
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
-        return _save_json(self.to_dict(), path, overwrite)
+        return save_json(self.to_dict(), path, overwrite)
 
     def __str__(self) -> str:
         lines = [f"{self.method} frequencies, n = {self.n:,}, ε = {self.epsilon:g}, {self.level:.0%} intervals"]

@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import LdpDaskError, check_int, check_probability
+from .._validation import DECILES, LdpDaskError, check_int, check_probability, check_q
 from ..channels import HaarLaplace, LaplaceHistogram, WaveletLaplace
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
-from .results import DensityEstimate, _jsonable, _save_json
+from ..outputs import jsonable, save_json
+from .results import DensityEstimate
 from .wavelet import wavelet_density
 
 __all__ = ["local_quantiles", "QuantileEstimate"]
@@ -45,12 +46,12 @@ class QuantileEstimate:
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({"kind": "local-quantiles", "q": self.q, "values": self.values, "ci_low": self.ci_low,
+        return jsonable({"kind": "local-quantiles", "q": self.q, "values": self.values, "ci_low": self.ci_low,
                           "ci_high": self.ci_high, "level": self.level, "B": self.B, "method": self.method,
                           "n": self.n, "epsilon": self.epsilon, "extra_epsilon": 0.0, **self.info})
 
     def save(self, path: Any, overwrite: bool = False) -> str:
-        return _save_json(self.to_dict(), path, overwrite)
+        return save_json(self.to_dict(), path, overwrite)
 
     def __str__(self) -> str:
         lines = [f"local-DP quantiles from a {self.method} estimate (n = {self.n:,}, ε = {self.epsilon:g} per row, "
@@ -67,12 +68,10 @@ def _hist_quantiles(p: np.ndarray, edges: np.ndarray, q: np.ndarray) -> np.ndarr
     return np.interp(q, knots[keep], edges[keep])
 
 
-def local_quantiles(summary: Summary | str, q: Any = tuple(round(0.1 * i, 1) for i in range(1, 10)),
+def local_quantiles(summary: Summary | str, q: Any = DECILES,
                     level: float = 0.95, B: int = 400, rng: np.random.Generator | int | None = None,
                     **estimator_kwargs: Any) -> QuantileEstimate:
     """Quantiles of the LDP density estimate of ``summary`` with parametric-bootstrap intervals."""
-    from ..central import check_q
-
     s = read_summary(summary)
     ch = s.channel
     qs = check_q(q)

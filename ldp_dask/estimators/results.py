@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -11,59 +9,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._io import atomic_write
 from .._validation import LdpDaskError, check_probability
+from ..outputs import finish_plot, jsonable, new_axes, save_json
 
 __all__ = ["DensityEstimate", "MeanEstimate"]
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, (np.floating, np.integer)):
-        return v.item()
-    if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    return v
-
-
-def new_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, bool]:
-    """The Axes to draw on: ``ax``, or a new figure (headless Agg backend); and whether it is ours."""
-    if ax is not None:
-        return ax, False
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=figsize, dpi=110)[1], True
-
-
-def figure_png(ax: Any, dpi: int | None = None, close: bool = True) -> bytes:
-    """The Axes' figure as PNG bytes (files, artifacts, HTML pages); closes the figure when ``close``."""
-    buf = io.BytesIO()
-    ax.figure.tight_layout()
-    ax.figure.savefig(buf, format="png", dpi=dpi or "figure")
-    if close:
-        import matplotlib.pyplot as plt
-
-        plt.close(ax.figure)
-    return buf.getvalue()
-
-
-def finish_plot(ax: Any, path: str | os.PathLike[str] | None, own: bool, overwrite: bool) -> Any:
-    """Write the figure as a PNG atomically when ``path`` is given; close figures we created."""
-    if path is not None:
-        png = figure_png(ax, close=own)
-        atomic_write(path, lambda fh: fh.write(png), overwrite=overwrite)
-    return ax
-
-
-def _save_json(obj: dict[str, Any], path: str | os.PathLike[str], overwrite: bool) -> str:
-    blob = json.dumps(_jsonable(obj), indent=2, sort_keys=True).encode()
-    return atomic_write(path, lambda fh: fh.write(blob), overwrite=overwrite)
 
 
 @dataclass(frozen=True)
@@ -173,7 +122,7 @@ class DensityEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         lo, hi = self.band()
-        return _jsonable({
+        return jsonable({
             "kind": "density", "method": self.method, "n": self.n, "epsilon": self.epsilon,
             "level": self.level, "edges": self.edges, "density": self.density, "se": self.se,
             "band_lo": lo, "band_hi": hi, **self.info,
@@ -181,7 +130,7 @@ class DensityEstimate:
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
         """Write :meth:`to_dict` as JSON, atomically."""
-        return _save_json(self.to_dict(), path, overwrite)
+        return save_json(self.to_dict(), path, overwrite)
 
     def plot(self, path: str | os.PathLike[str] | None = None, truth: Callable[[np.ndarray], np.ndarray] | None = None,
              ax: Any = None, title: str | None = None, overwrite: bool = False) -> Any:
@@ -244,11 +193,11 @@ class MeanEstimate:
         check_probability(self.level, "level")
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
+        return jsonable({
             "kind": "mean", "value": self.value, "se": self.se, "ci": list(self.ci), "level": self.level,
             "n": self.n, "epsilon": self.epsilon, "domain": list(self.domain),
             "noise_share": self.noise_share, **self.info,
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
-        return _save_json(self.to_dict(), path, overwrite)
+        return save_json(self.to_dict(), path, overwrite)

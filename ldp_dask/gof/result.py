@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..estimators.results import _jsonable, _save_json, finish_plot, new_axes
+from ..outputs import finish_plot, jsonable, new_axes, save_json
 
 __all__ = ["TestResult"]
 
@@ -57,7 +57,7 @@ class TestResult:
     null_sample: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable({
+        return jsonable({
             "kind": "gof", "method": self.method, "null": self.null, "J": self.J, "n": self.n,
             "epsilon": self.epsilon, "level": self.level, "B": self.B, "statistic": self.statistic,
             "critical_value": self.critical_value, "critical_value_ci": list(self.critical_value_ci),
@@ -66,7 +66,7 @@ class TestResult:
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
-        return _save_json(self.to_dict(), path, overwrite)
+        return save_json(self.to_dict(), path, overwrite)
 
     def __str__(self) -> str:
         lo, hi = self.critical_value_ci

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, make_data, write_section  # noqa: E402
 from _libraries import LIBRARIES  # noqa: E402
 
-from ldp_dask.central import DECILES, quantiles, release  # noqa: E402
+from ldp_dask.central import DECILES, quantiles, run_mechanism  # noqa: E402
 from ldp_dask.central.data import PrivateData  # noqa: E402
 
 Q = np.array(DECILES)
@@ -47,13 +47,13 @@ DISTS = {"U(0,1)": ((0.0, 1.0), lambda g, n: g.random(n), stats.uniform.ppf(Q)),
 
 def ours(n: int) -> dict:
     return {
-        "ldp_dask best (JointExp)": lambda d, g: release(d, Q, 1.0, "joint-exp", g)[0],
-        "ldp_dask inverse sensitivity ρ=(b−a)/2^20": lambda d, g: release(
+        "ldp_dask best (JointExp)": lambda d, g: run_mechanism(d, Q, 1.0, "joint-exp", g)[0],
+        "ldp_dask inverse sensitivity ρ=(b−a)/2^20": lambda d, g: run_mechanism(
             d, Q, 1.0, "inverse-sensitivity", g, rho=(d.bounds[1] - d.bounds[0]) / 2**20)[0],
-        "seed 003 inverse sensitivity ρ=1/√n": lambda d, g: release(d, Q, 1.0, "inverse-sensitivity", g,
+        "seed 003 inverse sensitivity ρ=1/√n": lambda d, g: run_mechanism(d, Q, 1.0, "inverse-sensitivity", g,
                                                                       rho=1 / math.sqrt(n))[0],
-        "seed 003 histogram method": lambda d, g: release(d, Q, 1.0, "histogram", g)[0],
-        "Laplace baseline": lambda d, g: release(d, Q, 1.0, "laplace", g)[0],
+        "seed 003 histogram method": lambda d, g: run_mechanism(d, Q, 1.0, "histogram", g)[0],
+        "Laplace baseline": lambda d, g: run_mechanism(d, Q, 1.0, "laplace", g)[0],
     }
 
 
@@ -122,7 +122,7 @@ def crossover(rng, R=20):
             d = PrivateData((occ + 0.5) / G, c[occ], (0.0, 1.0), "grid", 1 / G)
             emp = d.order_statistic(np.ceil(Q * n).astype(np.int64))
             for m in e:
-                e[m].append(np.sum((release(d, Q, 1.0, m, rng, rho=1 / G)[0] - emp) ** 2))
+                e[m].append(np.sum((run_mechanism(d, Q, 1.0, m, rng, rho=1 / G)[0] - emp) ** 2))
         rows.append((n, np.mean(e["joint-exp"]), np.mean(e["inverse-sensitivity"])))
         print(f"  crossover n={n:,}", flush=True)
     return rows

@@ -8,19 +8,15 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from ldp_dask.outputs import figure_png
+from ldp_dask.outputs import figure_png, write_result_files
+from ldp_dask.release import publish
 
 
 @task(retries=3, retry_delay_seconds=1, persist_result=False)
 def write_outputs(result: Any, out: str | None, plot: str | None, overwrite: bool) -> dict[str, str]:
-    """``result.save(out)`` and ``result.plot(plot)`` (when it can plot); atomic writes, retried on I/O."""
-    written = {}
-    if out:
-        written["json"] = result.save(out, overwrite=overwrite)
-    if plot and hasattr(result, "plot"):
-        result.plot(plot, overwrite=overwrite)
-        written["plot"] = plot
-    return written
+    """A post-processed result's JSON (``out``) and plot (``plot``, when it can plot), published together."""
+    return publish({"json": out, "plot": plot}, lambda outputs: write_result_files(result, outputs),
+                   overwrite=overwrite)[1]
 
 
 def publish_plot(result: Any, written: dict[str, str], key: str, alt: str, description: str) -> None:

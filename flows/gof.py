@@ -7,23 +7,26 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
+from prefect.cache_policies import NONE
+
 from ldp_dask import gof
 from ldp_dask._io import check_output
+from ldp_dask.options import RunOptions
+from ldp_dask.release import Released
 
-from ._outputs import publish_plot, write_outputs
+from ._outputs import publish_plot
 
 
-@task(persist_result=False)
+@task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
 def run_test(source: str, null: Any, level: float, column: str | None, domain: list[float] | None,
              epsilon: float | None, adaptive: bool, split: str, J: int | None, smoothness: float,
-             B: int, calibration_seed: int | None, scheduler: str | None, secret_file: str | None,
-             seed: int | None, summary_out: str | None, overwrite: bool, ledger: str | bool) -> gof.TestResult:
-    """Privatize if needed (Dask retries its own tasks) and run the Monte-Carlo test."""
-    res, _ = gof.run(source, null, level, column=column, domain=tuple(domain) if domain else None,
-                     epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
-                     rng=calibration_seed, client=scheduler, secret_file=secret_file, seed=seed,
-                     summary_out=summary_out, overwrite=overwrite, ledger=ledger)
-    return res
+             B: int, calibration_seed: int | None, summary_out: str | None, out: str | None, plot: str | None,
+             overwrite: bool, options: RunOptions) -> Released:
+    """Privatize if needed (through the release path; Dask retries its own tasks), test, write the outputs."""
+    return gof.release_test(source, null, level, column=column, domain=tuple(domain) if domain else None,
+                            epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
+                            rng=calibration_seed, summary_out=summary_out, out=out, plot=plot, overwrite=overwrite,
+                            options=options)
 
 
 def _markdown(res: gof.TestResult, written: dict[str, str]) -> str:
@@ -59,13 +62,17 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
     ``null`` is a scipy.stats name such as ``"beta(2,2)"`` or bin probabilities.
     Writes ``out`` (JSON) and ``plot`` (PNG) and publishes a markdown artifact.
     """
+    from prefect.runtime import flow_run
+
     logger = get_run_logger()
     for p in (out, plot, summary_out):
         if p:
             check_output(p, overwrite)
-    res = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
-                   calibration_seed, scheduler, secret_file, seed, summary_out, overwrite, ledger)
-    written = write_outputs(res, out, plot, overwrite)
+    options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, ledger=ledger,
+                         flow_run_id=str(flow_run.get_id()))
+    rel = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
+                   calibration_seed, summary_out, out, plot, overwrite, options)
+    res, written = rel.result[0], rel.written
     publish_plot(res, written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")
     create_markdown_artifact(key="ldp-gof", markdown=_markdown(res, written),
                              description="Goodness-of-fit decision, p-value and privacy parameters")

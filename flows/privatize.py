@@ -8,18 +8,18 @@ only public quantities (n, ε, parameters, paths, key id).
 
 from __future__ import annotations
 
-import os
-from contextlib import nullcontext
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NONE
 from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NONE
 
 import ldp_dask
 from ldp_dask._io import check_output
-from ldp_dask.channels import build_channel
-from ldp_dask.source import open_source
+from ldp_dask.channels import build_channel, channel_class
+from ldp_dask.options import RunOptions
+from ldp_dask.pipeline import release_summary
+from ldp_dask.release import Released, plan
 
 from ._outputs import headline, publish_plot
 
@@ -30,27 +30,17 @@ def plan_release(source: str, column: str, channel: str, epsilon: float, domain:
                  partition_rows: int | None, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Read metadata only: check the output path, plan partitions, build the channel."""
     check_output(out, overwrite)
-    dataset = open_source(source, column, partition_rows, value_kind="categorical" if channel == "rr" else "numeric")
+    dataset = plan(source, column, channel_class(channel).value_kind, RunOptions(partition_rows=partition_rows))
     ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}))
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
 
 
-@task(persist_result=False, cache_policy=NONE)  # no input hashing: the secret is an input
-def run_privatize(source: Any, column: str, channel: ldp_dask.Channel, mode: str, scheduler: str | None,
-                  secret: Any, clip: bool, partition_rows: int | None,
-                  split_every: int, rows_out: str | None, overwrite: bool) -> ldp_dask.Summary:
-    """Run the Dask pipeline (Dask retries its own tasks; no Prefect retry here)."""
-    return ldp_dask.privatize(
-        source, column=column, channel=channel, mode=mode, client=scheduler, secret=secret,
-        clip=clip, partition_rows=partition_rows,
-        split_every=split_every, rows_path=rows_out, overwrite=overwrite,
-    )
-
-
-@task(retries=3, retry_delay_seconds=1, persist_result=False)
-def write_summary(summary: ldp_dask.Summary, out: str, overwrite: bool) -> str:
-    """Atomic write (temp file + rename), so a retry never sees a partial file."""
-    return summary.to_parquet(out, overwrite=overwrite)
+@task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
+def run_release(dataset: Any, channel: ldp_dask.Channel, mode: str, out: str, rows_out: str | None,
+                overwrite: bool, options: RunOptions) -> Released[ldp_dask.Summary]:
+    """The release path: reserve ε, run the Dask pipeline (Dask retries its own tasks), write, commit."""
+    return release_summary(dataset, channel=channel, mode=mode, out=out, rows_path=rows_out, overwrite=overwrite,
+                           options=options)
 
 
 @flow(name="ldp-privatize", log_prints=False)
@@ -87,24 +77,16 @@ def privatize_flow(
     """
     from prefect.runtime import flow_run
 
-    from ldp_dask.ledger import open_ledger
-    from ldp_dask.noise import resolve_secret
-
     logger = get_run_logger()
-    plan = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite, partition_rows, options)
-    ch = plan["channel"]
+    planned = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite, partition_rows, options)
+    ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
-                source, column, plan["n"], plan["partitions"], ch, mode)
-    sec = resolve_secret(None, seed, secret_file)
-    led = open_ledger(ledger)
-    ds = plan["dataset"]
-    with (led.release(fingerprint=ds.fingerprint, column=ds.column, scope="local", channel=ch.name,
-                      params=ch.params(), epsilon=ch.epsilon, key_id=sec.key_id, dataset=ds.description,
-                      output=os.path.abspath(out), flow_run_id=str(flow_run.get_id()), reproducible=sec.reproducible)
-          if led is not None else nullcontext()):
-        summary = run_privatize(ds, column, ch, mode, scheduler, sec, clip, partition_rows, split_every,
-                                rows_out, overwrite)
-        path = write_summary(summary, out, overwrite)
+                source, column, planned["n"], planned["partitions"], ch, mode)
+    run_options = RunOptions(client=scheduler, seed=seed, secret_file=secret_file, clip=clip,
+                             partition_rows=partition_rows, split_every=split_every, ledger=ledger,
+                             flow_run_id=str(flow_run.get_id()))
+    rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_options)
+    summary, path = rel.result, rel.written["summary"]
     meta = summary.file_metadata()
     est = ldp_dask.estimate(summary) if ch.name != "haar-adaptive" else None  # post-processing of the release
     facts = {
@@ -128,7 +110,7 @@ def privatize_flow(
             f"| summary | `{path}` |",
             *([f"| privatized rows | `{rows_out}` |"] if rows_out else []),
             "",
-            f"Ledger: {'not recorded' if led is None else f'`{led.path}`'}; report: `ldp-dask report {path}`.",
+            f"{rel.receipt.line() if rel.receipt else 'ledger: not recorded'}; report: `ldp-dask report {path}`.",
         ]),
         description="What was released and what it cost",
     )

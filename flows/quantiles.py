@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NONE
 
 from ldp_dask._io import check_output
-from ldp_dask.central import DECILES, QuantileRelease, quantiles
+from ldp_dask._validation import DECILES
+from ldp_dask.central import release_quantiles
+from ldp_dask.options import RunOptions
+from ldp_dask.release import Released
 
-from ._outputs import publish_plot, write_outputs
+from ._outputs import publish_plot
 
 
-@task(persist_result=False)
-def release_quantiles(source: str, column: str, q: list[float], epsilon: float, bounds: list[float], method: str,
-                      rho: float | None, steps: int | None, scheduler: str | None, secret_file: str | None,
-                      seed: int | None, clip: bool, ledger: str | bool, output: str | None) -> QuantileRelease:
+@task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
+def run_release(source: str, column: str, q: list[float], epsilon: float, bounds: list[float], method: str,
+                rho: float | None, steps: int | None, out: str | None, plot: str | None, overwrite: bool,
+                options: RunOptions) -> Released:
     """Exact reduction on Dask and the mechanism on the driver; only the release leaves this task."""
-    return quantiles(source, column=column, q=q, epsilon=epsilon, bounds=tuple(bounds), method=method, rho=rho,
-                     steps=steps, client=scheduler, secret_file=secret_file, seed=seed, clip=clip, ledger=ledger,
-                     output=output)
+    return release_quantiles(source, column=column, q=q, epsilon=epsilon, bounds=tuple(bounds), method=method,
+                             rho=rho, steps=steps, out=out, plot=plot, overwrite=overwrite, options=options)
 
 
 @flow(name="ldp-quantiles")
@@ -36,13 +38,17 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
     The release is recorded in the budget ``ledger`` (central scope; a path,
     True for ``$LDP_DASK_LEDGER`` or the default file, False for none).
     """
+    from prefect.runtime import flow_run
+
     logger = get_run_logger()
     for p in (out, plot):
         if p:
             check_output(p, overwrite)
-    r = release_quantiles(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, scheduler,
-                          secret_file, seed, clip, ledger, os.path.abspath(out) if out else None)
-    written = write_outputs(r, out, plot, overwrite)
+    options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, clip=clip, ledger=ledger,
+                         flow_run_id=str(flow_run.get_id()))
+    rel = run_release(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, out, plot, overwrite,
+                      options)
+    r, written = rel.result, rel.written
     publish_plot(r, written, "ldp-quantiles-plot", "released quantile function",
                  "The released quantile function (public information only)")
     split = ", ".join(f"{k}: {v}" for k, v in r.epsilon_split.items())

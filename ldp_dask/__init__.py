@@ -18,12 +18,14 @@ from . import bases, central, channels, estimators, exactsum, gof, noise
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel, HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, WaveletLaplace
 from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
+from .options import RunOptions
 from .pipeline import connect, privatize
 from .summary import Summary, read_summary
 
 __all__ = [
     "__version__",
     "privatize",
+    "RunOptions",
     "connect",
     "Summary",
     "read_summary",

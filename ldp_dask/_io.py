@@ -2,25 +2,28 @@
 
 A failed run therefore leaves nothing half-written at the target path.
 Works for local paths and any fsspec URL (rename by ``fs.mv``).
+:class:`StagedOutputs` does the same for all the files of one release at once:
+every output is written beside its target first, and only when all of them are
+written are they renamed into place (:func:`ldp_dask.release.release`).
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import IO, Any, Callable, Mapping
 
 import fsspec
 
 from ._validation import LdpDaskError
 
-__all__ = ["check_output", "atomic_write", "atomic_directory", "remove_quietly"]
+__all__ = ["check_output", "atomic_write", "remove_quietly", "StagedOutputs"]
 
 
-def check_output(path: str | os.PathLike[str], overwrite: bool, name: str = "out") -> tuple[Any, str]:
-    """Fail early (before any work) if ``path`` exists and ``overwrite`` is false."""
-    fs, p = fsspec.core.url_to_fs(os.fspath(path))
+def check_output(path: str | os.PathLike[str], overwrite: bool, name: str = "out",
+                 storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """Fail early (before any work) if ``path`` exists and ``overwrite`` is false; create its parent."""
+    fs, p = fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
     if fs.exists(p) and not overwrite:
         raise LdpDaskError(
             f"The {name!r} path {os.fspath(path)!r} already exists; pass overwrite=True (--overwrite) to replace it."
@@ -34,36 +37,15 @@ def check_output(path: str | os.PathLike[str], overwrite: bool, name: str = "out
 def atomic_write(path: str | os.PathLike[str], writer: Callable[[Any], None], overwrite: bool = False) -> str:
     """Call ``writer(file_object)`` on a temporary file, then rename it to ``path``."""
     fs, p = check_output(path, overwrite)
-    tmp = f"{os.path.dirname(p) or '.'}/.{os.path.basename(p)}.tmp-{uuid.uuid4().hex}"
+    tmp = _temp_name(p)
     try:
         with fs.open(tmp, "wb") as fh:
             writer(fh)
-        if _local(fs):
-            os.replace(tmp, p)
-        else:
-            if fs.exists(p):
-                fs.rm(p, recursive=True)
-            fs.mv(tmp, p)
+        _move_into_place(fs, tmp, p, directory=False)
     except BaseException:
         remove_quietly(fs, tmp)
         raise
     return os.fspath(path)
-
-
-@contextmanager
-def atomic_directory(path: str | os.PathLike[str], overwrite: bool = False) -> Iterator[tuple[Any, str]]:
-    """Yield ``(fs, tmp_dir)``; on success the directory is renamed to ``path``."""
-    fs, p = check_output(path, overwrite)
-    tmp = f"{os.path.dirname(p.rstrip('/')) or '.'}/.{os.path.basename(p.rstrip('/'))}.tmp-{uuid.uuid4().hex}"
-    fs.makedirs(tmp, exist_ok=True)
-    try:
-        yield fs, tmp
-        if fs.exists(p):
-            fs.rm(p, recursive=True)
-        fs.mv(tmp, p, recursive=True)
-    except BaseException:
-        remove_quietly(fs, tmp)
-        raise
 
 
 def remove_quietly(fs: Any, path: str) -> None:
@@ -72,6 +54,89 @@ def remove_quietly(fs: Any, path: str) -> None:
             fs.rm(path, recursive=True)
     except OSError:  # pragma: no cover - best effort cleanup
         pass
+
+
+def _temp_name(p: str) -> str:
+    return f"{os.path.dirname(p.rstrip('/')) or '.'}/.{os.path.basename(p.rstrip('/'))}.tmp-{uuid.uuid4().hex}"
+
+
+def _move_into_place(fs: Any, tmp: str, p: str, directory: bool) -> None:
+    if _local(fs) and not directory:
+        os.replace(tmp, p)
+        return
+    if fs.exists(p):
+        fs.rm(p, recursive=True)
+    fs.mv(tmp, p, recursive=directory)
+
+
+class StagedOutputs:
+    """The outputs of one release: declared before work, written beside their targets, published together.
+
+    * :meth:`declare` checks a target before any work: it must not exist unless
+      ``overwrite`` (its parent directory is created).
+    * :meth:`write` writes a file's content to a hidden temporary name beside
+      its target; :meth:`directory` gives a temporary directory to fill
+      (privatized rows, written by workers).
+    * :meth:`publish` renames everything into place once all of it is
+      written; :meth:`discard` removes what was staged. A failed release
+      therefore leaves nothing at any target, whichever output failed.
+    """
+
+    def __init__(self, overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.overwrite = bool(overwrite)
+        self.storage_options = dict(storage_options or {})
+        self._targets: dict[str, tuple[Any, str, str]] = {}  # label -> (fs, path, as given)
+        self._staged: dict[str, tuple[str, bool]] = {}  # label -> (temporary path, is a directory)
+        self.published: dict[str, str] = {}
+
+    def declare(self, label: str, path: str | os.PathLike[str] | None) -> None:
+        """Declare an output (``None``: no such output) and check it now, before any work."""
+        if path is None:
+            return
+        given = os.fspath(path)
+        fs, p = check_output(given, self.overwrite, label, self.storage_options)
+        self._targets[label] = (fs, p, given)
+
+    def __contains__(self, label: str) -> bool:
+        return label in self._targets
+
+    def target(self, label: str) -> str:
+        """The path an output will have once published (as given)."""
+        return self._targets[label][2]
+
+    def write(self, label: str, content: bytes | Callable[[IO[bytes]], None]) -> None:
+        """Write output ``label``'s content (bytes, or a function of a binary file) beside its target."""
+        fs, p, _ = self._targets[label]
+        tmp = _temp_name(p)
+        self._staged[label] = (tmp, False)
+        with fs.open(tmp, "wb") as fh:
+            if isinstance(content, (bytes, bytearray)):
+                fh.write(content)
+            else:
+                content(fh)
+
+    def directory(self, label: str) -> tuple[Any, str]:
+        """A temporary directory beside output ``label``'s target, as ``(fs, path)``, to fill before publishing."""
+        fs, p, _ = self._targets[label]
+        tmp = _temp_name(p)
+        fs.makedirs(tmp, exist_ok=True)
+        self._staged[label] = (tmp, True)
+        return fs, tmp
+
+    def publish(self) -> dict[str, str]:
+        """Rename every staged output into place; returns ``{label: path}`` of what was published."""
+        for label, (tmp, is_dir) in list(self._staged.items()):
+            fs, p, given = self._targets[label]
+            _move_into_place(fs, tmp, p, is_dir)
+            del self._staged[label]
+            self.published[label] = given
+        return dict(self.published)
+
+    def discard(self) -> None:
+        """Remove every staged (not yet published) output."""
+        for label, (tmp, _) in list(self._staged.items()):
+            remove_quietly(self._targets[label][0], tmp)
+            del self._staged[label]
 
 
 def _local(fs: Any) -> bool:

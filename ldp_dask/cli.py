@@ -11,8 +11,7 @@ import json
 import os
 import sys
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from ._validation import LdpDaskError
 
@@ -196,27 +195,21 @@ def _ledger_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-ledger", action="store_true", help="do not record the release (no budget enforced)")
 
 
-def _ledger(a: argparse.Namespace) -> Any:
-    from ldp_dask.ledger import open_ledger
+def _run_options(a: argparse.Namespace, **extra: Any) -> Any:
+    """The run options of a releasing command, from its flags."""
+    from ldp_dask.options import RunOptions
 
-    if getattr(a, "no_ledger", False):
-        return None
-    return open_ledger(a.ledger or True)
+    if a.local and a.scheduler:
+        raise LdpDaskError("Give at most one of --local and --scheduler.")
+    ledger = None if getattr(a, "no_ledger", False) else (a.ledger or True)
+    return RunOptions(client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
+                      clip=a.clip, progress=_show_progress(a), ledger=ledger, **extra)
 
 
-@contextmanager
-def _recorded(a: argparse.Namespace, **kwargs: Any) -> Iterator[None]:
-    """Reserve the release in the ledger, run it, commit when the output exists (abort otherwise)."""
-    led = _ledger(a)
-    if led is None:
-        yield
-        return
-    with led.release(**kwargs) as r:
-        yield
-    note = "identical to a recorded release: no ε spent" if r.reused else f"ε {r.epsilon:g} spent"
-    limit = f" of budget {r.limit:g}" if r.limit is not None else ""
-    print(f"ledger: {note}; {kwargs['scope']} total now {r.spent_before + r.epsilon:g}{limit} ({led.path})",
-          file=sys.stderr)
+def _report_receipt(receipt: Any) -> None:
+    """The ledger's line on stderr (nothing when the release was not recorded)."""
+    if receipt is not None and receipt.ledger is not None:
+        print(receipt.line(), file=sys.stderr)
 
 
 def _cmd_budget(a: argparse.Namespace) -> int:
@@ -270,22 +263,19 @@ def _is_categorical_source(source: str, column: str) -> bool:
 
 def _cmd_quantiles(a: argparse.Namespace) -> int:
     from ldp_dask._io import check_output
-    from ldp_dask.central import DECILES, quantiles
-
-    if a.local and a.scheduler:
-        raise LdpDaskError("Give at most one of --local and --scheduler.")
-    if a.deciles and a.q:
-        raise LdpDaskError("Give at most one of --q and --deciles.")
-    for p in (a.out, a.plot):
-        if p:
-            check_output(p, a.overwrite)
+    from ldp_dask._validation import DECILES
+    from ldp_dask.central import release_quantiles
     from ldp_dask.summary import is_summary_file
 
+    if a.deciles and a.q:
+        raise LdpDaskError("Give at most one of --q and --deciles.")
     if is_summary_file(a.source):
         from ldp_dask.estimators import local_quantiles
 
         if a.plot:
             raise LdpDaskError("--plot applies to central releases; plot the density with 'ldp-dask estimate'.")
+        if a.out:
+            check_output(a.out, a.overwrite)
         lq = local_quantiles(a.source, q=a.q or DECILES, level=a.level, B=a.B, rng=a.seed)
         if a.out:
             lq.save(a.out, overwrite=a.overwrite)
@@ -294,15 +284,12 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
     missing = [f"--{k}" for k in ("column", "bounds", "epsilon") if getattr(a, k) is None]
     if missing:
         raise LdpDaskError(f"central quantiles of raw data need {', '.join(missing)}.")
-    r = quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
-                  method=a.method, rho=a.rho, steps=a.steps, client="local" if a.local else a.scheduler,
-                  seed=a.seed, secret_file=a.secret_file, clip=a.clip, ledger=_ledger(a),
-                  output=os.path.abspath(a.out) if a.out else None, progress=_show_progress(a))
-    if a.out:
-        r.save(a.out, overwrite=a.overwrite)
-    if a.plot:
-        r.plot(a.plot, overwrite=a.overwrite)
+    rel = release_quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
+                            method=a.method, rho=a.rho, steps=a.steps, out=a.out, plot=a.plot,
+                            overwrite=a.overwrite, options=_run_options(a))
+    r = rel.result
     print(json.dumps(r.to_dict()) if a.json else r)
+    _report_receipt(rel.receipt)
     if r.n_clipped is not None:
         print(f"clipped {r.n_clipped:,} values to the bounds (operator-only, not released)", file=sys.stderr)
     return 0
@@ -310,8 +297,6 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
 
 def _read_null(spec: str) -> Any:
     """A null from the command line: a scipy name, or a file of bin probabilities."""
-    import os
-
     import numpy as np
 
     if os.path.isfile(spec):
@@ -324,25 +309,16 @@ def _read_null(spec: str) -> Any:
 
 def _cmd_gof(a: argparse.Namespace) -> int:
     from ldp_dask import gof
-    from ldp_dask._io import check_output
 
-    if a.local and a.scheduler:
-        raise LdpDaskError("Give at most one of --local and --scheduler.")
-    for p in (a.out, a.plot):
-        if p:
-            check_output(p, a.overwrite)
-    res, _ = gof.run(
+    rel = gof.release_test(
         a.source, _read_null(a.null), a.level, column=a.column,
         domain=tuple(a.domain) if a.domain else None, epsilon=a.epsilon, adaptive=a.adaptive, split=a.split,
         J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
-        client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file, clip=a.clip,
-        summary_out=a.summary_out, overwrite=a.overwrite, ledger=_ledger(a), progress=_show_progress(a),
+        summary_out=a.summary_out, out=a.out, plot=a.plot, overwrite=a.overwrite, options=_run_options(a),
     )
-    if a.out:
-        res.save(a.out, overwrite=a.overwrite)
-    if a.plot:
-        res.plot(a.plot, overwrite=a.overwrite)
+    res, _ = rel.result
     print(json.dumps(res.to_dict()) if a.json else res)
+    _report_receipt(rel.receipt)
     return 0
 
 
@@ -396,44 +372,29 @@ def _estimator_options(a: argparse.Namespace, channel: str) -> dict[str, Any]:
 
 
 def _cmd_privatize(a: argparse.Namespace) -> int:
-    import ldp_dask
-    from ldp_dask._io import check_output
-    from ldp_dask.channels import build_channel
-    from ldp_dask.source import open_source
+    from ldp_dask.channels import CHANNELS, build_channel
+    from ldp_dask.pipeline import release_summary
+    from ldp_dask.release import plan
 
-    if a.local and a.scheduler:
-        raise LdpDaskError("Give at most one of --local and --scheduler.")
-    check_output(a.out, a.overwrite)
-    options = _channel_options(a)
-    dataset = open_source(a.source, a.column, a.partition_rows,
-                          value_kind="categorical" if a.channel == "rr" else "numeric")
+    opts = _run_options(a, partition_rows=a.partition_rows, split_every=a.split_every)
+    dataset = plan(a.source, a.column, CHANNELS[a.channel].value_kind, opts)
     channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, a.bins, n=dataset.n,
-                            **options)
-    progress = _show_progress(a)
-    from ldp_dask.noise import resolve_secret
-
-    sec = resolve_secret(None, a.seed, a.secret_file)
-    with _recorded(a, fingerprint=dataset.fingerprint, column=dataset.column, scope="local", channel=channel.name,
-                   params=channel.params(), epsilon=channel.epsilon, key_id=sec.key_id,
-                   dataset=dataset.description, output=os.path.abspath(a.out), reproducible=sec.reproducible):
-        summary = ldp_dask.privatize(
-            dataset, column=a.column, channel=channel, mode=a.mode,
-            client="local" if a.local else a.scheduler, secret=sec,
-            clip=a.clip, partition_rows=a.partition_rows, split_every=a.split_every,
-            rows_path=a.rows_out, overwrite=a.overwrite, progress=progress,
-        )
-        path = summary.to_parquet(a.out, overwrite=a.overwrite)
+                            **_channel_options(a))
+    rel = release_summary(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
+                          overwrite=a.overwrite, options=opts)
+    summary = rel.result
     meta = summary.file_metadata()
-    info = {"summary": path, "channel": channel.name, "params": channel.params(), "n": summary.n,
+    info = {"summary": rel.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
             "key_id": meta["key_id"], "key_source": meta["key_source"], "rows_out": a.rows_out}
     if a.json:
         print(json.dumps(info))
     else:
-        print(f"wrote {path}: {channel!r}, n={summary.n:,}, ε spent per row {channel.epsilon_spent():g}, "
+        print(f"wrote {info['summary']}: {channel!r}, n={summary.n:,}, ε spent per row {channel.epsilon_spent():g}, "
               f"key id {meta['key_id']} ({meta['key_source']})")
         if meta["key_source"] == "random":
             print("note: a fresh random secret was used; set LDP_DASK_SECRET or --secret-file to make releases reproducible")
+    _report_receipt(rel.receipt)
     if summary.n_clipped is not None:
         # exact count, shown to the operator only; never written to the summary
         print(f"clipped {summary.n_clipped:,} out-of-domain values to the domain (operator-only, not released)",
@@ -537,6 +498,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = " ".join(str(exc).split())
         print(f"ldp-dask: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("ldp-dask: interrupted; nothing was published or charged", file=sys.stderr)
+        return 130
+    except Exception as exc:  # infrastructure: storage, the cluster, the Prefect API
+        if os.environ.get(DEBUG_ENV):
+            raise
+        print(f"ldp-dask: error: {_infrastructure_message(exc)}", file=sys.stderr)
+        return 1
+
+
+#: Set to show the traceback of an infrastructure failure instead of one line.
+DEBUG_ENV = "LDP_DASK_DEBUG"
+_HINTS = (
+    ("ephemeral Prefect API server", "the temporary Prefect API did not start in time (a busy machine?); raise "
+                                     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS or point PREFECT_API_URL "
+                                     "at a running server"),
+)
+
+
+def _infrastructure_message(exc: BaseException) -> str:
+    """One line for a failure of the infrastructure (not of the input): what failed, a hint, how to see more."""
+    text = " ".join(str(exc).split())
+    for needle, hint in _HINTS:
+        if needle in text:
+            return f"{hint} ({type(exc).__name__}; set {DEBUG_ENV}=1 for the traceback)"
+    if len(text) > 300:
+        text = text[:300] + " …"
+    return f"{type(exc).__name__}: {text} (nothing was published or charged; set {DEBUG_ENV}=1 for the traceback)"
 
 
 if __name__ == "__main__":  # pragma: no cover

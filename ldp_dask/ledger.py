@@ -200,17 +200,6 @@ class Ledger:
         with self._connect() as con:
             con.execute("DELETE FROM releases WHERE id=? AND status='reserved'", (reservation.id,))
 
-    @contextmanager
-    def release(self, **kwargs: Any) -> Iterator[Reservation]:
-        """Reserve, run the block, commit on success (``output=`` from kwargs), abort on any exception."""
-        r = self.reserve(**kwargs)
-        try:
-            yield r
-        except BaseException:
-            self.abort(r)
-            raise
-        self.commit(r, kwargs.get("output"))
-
     # --- reading ------------------------------------------------------------------------------------------------
     def entries(self) -> list[dict[str, Any]]:
         with self._connect() as con:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ._io import atomic_write
 
-__all__ = ["jsonable", "save_json", "new_axes", "figure_png", "finish_plot"]
+__all__ = ["jsonable", "json_bytes", "save_json", "new_axes", "figure_png", "finish_plot", "write_result_files"]
 
 
 def jsonable(v: Any) -> Any:
@@ -64,7 +64,21 @@ def finish_plot(ax: Any, path: str | os.PathLike[str] | None, own: bool, overwri
     return ax
 
 
+def json_bytes(obj: dict[str, Any]) -> bytes:
+    """``obj`` as indented JSON (numpy values converted)."""
+    return json.dumps(jsonable(obj), indent=2, sort_keys=True).encode()
+
+
 def save_json(obj: dict[str, Any], path: str | os.PathLike[str], overwrite: bool) -> str:
     """Write ``obj`` as indented JSON (numpy values converted), atomically."""
-    blob = json.dumps(jsonable(obj), indent=2, sort_keys=True).encode()
+    blob = json_bytes(obj)
     return atomic_write(path, lambda fh: fh.write(blob), overwrite=overwrite)
+
+
+def write_result_files(result: Any, outputs: Any) -> None:
+    """Stage a result's files among ``outputs`` (:class:`ldp_dask._io.StagedOutputs`): the ``json``
+    output gets :meth:`to_dict`, the ``plot`` output the PNG of :meth:`plot` (results that draw one)."""
+    if "json" in outputs:
+        outputs.write("json", json_bytes(result.to_dict()))
+    if "plot" in outputs and hasattr(result, "plot"):
+        outputs.write("plot", figure_png(result.plot()))

@@ -35,14 +35,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import exactsum
-from ._io import atomic_directory, check_output
-from ._validation import InputDataError, LdpDaskError, check_int
+from ._validation import InputDataError, LdpDaskError
 from .channels import Channel
-from .noise import Secret, bind_key, digest_arrays, generator, partition_base_keys, resolve_secret
-from .source import Dataset, Piece, open_source, read_piece
+from .noise import Secret, bind_key, digest_arrays, generator, partition_base_keys
+from .options import RunOptions
+from .release import Charge, Outputs, Released, plan, release
+from .source import Dataset, Piece, read_piece
 from .summary import Summary
 
-__all__ = ["privatize", "connect", "MODES"]
+__all__ = ["privatize", "release_summary", "run_channel", "connect", "map_reduce", "MODES"]
 
 MODES = ("summary", "rows")
 #: Rows mode privatizes a partition in blocks of about this many values.
@@ -253,26 +254,76 @@ def _cluster_from_env() -> Iterator[Any]:
         yield cluster
 
 
-def privatize(
-    source: Any,
-    column: str | None = None,
-    channel: Channel | None = None,
-    mode: str = "summary",
-    client: Any = None,
-    secret: bytes | str | None = None,
-    seed: int | None = None,
-    *,
-    secret_file: str | os.PathLike[str] | None = None,
-    clip: bool = False,
-    partition_rows: int | None = None,
-    storage_options: dict[str, Any] | None = None,
-    split_every: int = 8,
-    rows_path: str | os.PathLike[str] | None = None,
-    overwrite: bool = False,
-    progress: bool = False,
-    retries: int = 2,
-) -> Summary:
+def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, options: RunOptions,
+                rows: tuple[Any, str] | None = None, rows_path: str | None = None) -> Summary:
+    """The map/reduce of one channel over a planned dataset: partitions → noisy sums → one :class:`Summary`.
+
+    No ledger, no output file: callers go through :func:`ldp_dask.release.release`
+    (e.g. :func:`privatize`). ``rows`` is ``(fs, directory)`` where rows mode
+    writes one Parquet file per partition; ``rows_path`` is where that
+    directory will be published (recorded in the metadata).
+    """
+    context = {
+        "v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column,
+        "channel": channel.name, "params": channel.params(), "mode": mode,
+    }
+    keys = partition_base_keys(secret, context, len(dataset.pieces))
+    rows_fs, rows_dir = rows if rows is not None else (None, None)
+    tasks = [_Task(dataset, piece, channel, key, options.clip, mode, rows_dir, rows_fs)
+             for piece, key in zip(dataset.pieces, keys)]
+    if dataset.kind == "memory" or options.in_process:
+        acc = _run_local(tasks, options.split_every, options.progress)
+    else:
+        with connect(options.client) as c:
+            acc = _run_dask(c, tasks, options.split_every, options.progress, options.retries)
+    if "error" in acc:
+        raise InputDataError(acc["error"])
+    if acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
+        raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
+    sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
+    metadata = _metadata(dataset, secret, mode, options.clip, rows_path)
+    return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None)
+
+
+def release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",
+                    *, out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
+                    overwrite: bool = False, options: RunOptions | None = None, **run: Any) -> Released[Summary]:
+    """:func:`privatize` through the release path, returning the ledger's receipt and the files written too."""
+    if not isinstance(channel, Channel):
+        raise LdpDaskError(f"The 'channel' parameter must be a Channel instance. Got {channel!r} instead.")
+    if mode not in MODES:
+        raise LdpDaskError(f"The 'mode' parameter must be one of {MODES}. Got {mode!r} instead.")
+    opts = RunOptions.of(options, **run)
+    if mode == "rows" and rows_path is None:
+        raise LdpDaskError("Rows mode needs 'rows_path' (--rows-out), the directory for privatized rows.")
+    if mode != "rows" and rows_path is not None:
+        raise LdpDaskError("'rows_path' is only used with mode='rows'.")
+    dataset = plan(source, column, channel.value_kind, opts)
+    if dataset.value_kind != channel.value_kind:
+        raise LdpDaskError(f"the dataset was planned as {dataset.value_kind!r} values but the {channel.name!r} "
+                           f"channel needs {channel.value_kind!r} values")
+    rows = None if rows_path is None else os.fspath(rows_path)
+
+    def compute(secret: Secret, outputs: Outputs) -> Summary:
+        return run_channel(dataset, channel, mode, secret, opts, outputs.directory("rows") if rows else None, rows)
+
+    def write(summary: Summary, outputs: Outputs) -> None:
+        if "summary" in outputs:
+            outputs.write("summary", summary.write_parquet)
+
+    return release(dataset, Charge("local", channel.name, channel.params(), channel.epsilon), compute, opts,
+                   targets={"summary": out, "rows": rows}, write=write, overwrite=overwrite)
+
+
+def privatize(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary", *,
+              out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
+              overwrite: bool = False, options: RunOptions | None = None, **run: Any) -> Summary:
     """Privatize one column with a local channel and reduce it to a :class:`Summary`.
+
+    Every row is privatized by ``channel`` (ε per row, the channel's own
+    calibration) on the Dask workers or in this process, and only the noisy
+    sums come back (summary mode, drawn exactly in distribution), so the
+    summary is what a reader of genuine local reports would see.
 
     Parameters
     ----------
@@ -280,8 +331,8 @@ def privatize(
         A Parquet file, directory, glob or fsspec URL (processed on Dask), or
         in-memory data (processed in-process; same result for the same key
         and partitioning), or a :class:`~ldp_dask.source.Dataset` already
-        planned by :func:`~ldp_dask.source.open_source` (then its partitioning
-        is used as it is).
+        planned by :func:`~ldp_dask.release.plan` (then its partitioning is
+        used as it is).
     column : str
         Column to privatize (optional for 1-D arrays).
     channel : Channel
@@ -290,75 +341,32 @@ def privatize(
         ``"summary"``: only noisy sums leave workers, drawn exactly in
         distribution. ``"rows"``: every row's view is written to ``rows_path``
         (one Parquet file per partition) and the summary is reduced from them.
-    client : None, "local", str or distributed.Client
-        ``None`` starts a LocalCluster; ``"local"`` runs in this process; an
-        address or a Client attaches to a running cluster.
-    secret, seed, secret_file :
-        Key material (see :func:`ldp_dask.noise.resolve_secret`); without any,
-        ``LDP_DASK_SECRET`` is used, else a fresh random secret.
-    clip : bool
-        Clamp out-of-domain values to the domain instead of failing.
-    partition_rows : int, optional
-        Target rows per partition (default 2^22).
-    storage_options : dict, optional
-        fsspec options for URL sources (credentials, endpoints, ...).
-    split_every : int
-        Fan-in of the tree reduction (≥ 2).
-    rows_path : path, optional
+    out : path or URL, optional
+        Also write the summary there (atomically, before the release is
+        committed to the ledger).
+    rows_path : path or URL, optional
         Output directory for rows mode.
     overwrite : bool
-        Replace an existing ``rows_path``.
-    progress : bool
-        Show a progress bar.
-    retries : int
-        Dask retries per task (output is identical after a retry).
+        Replace existing outputs.
+    options : RunOptions, optional
+        How the release runs: cluster, key, clipping, partitioning, ledger, ...
+    **run :
+        Any :class:`~ldp_dask.options.RunOptions` field by name, overriding
+        ``options`` (``client="local"``, ``seed=1``, ``ledger=True``, ...).
 
     Returns
     -------
     Summary
+
+    Raises
+    ------
+    InputDataError
+        Unusable data (NaN, out of domain, wrong type, empty, corrupt); nothing is written.
+    BudgetExceeded
+        The ledger's budget for the dataset and column would be exceeded; nothing is run.
     """
-    if not isinstance(channel, Channel):
-        raise LdpDaskError(f"The 'channel' parameter must be a Channel instance. Got {channel!r} instead.")
-    if mode not in MODES:
-        raise LdpDaskError(f"The 'mode' parameter must be one of {MODES}. Got {mode!r} instead.")
-    split_every = check_int(split_every, "split_every", 2, 1 << 16)
-    retries = check_int(retries, "retries", 0, 100)
-    if mode == "rows":
-        if rows_path is None:
-            raise LdpDaskError("Rows mode needs 'rows_path' (--rows-out), the directory for privatized rows.")
-        check_output(rows_path, overwrite, "rows_path")
-    elif rows_path is not None:
-        raise LdpDaskError("'rows_path' is only used with mode='rows'.")
-    dataset = open_source(source, column, partition_rows, storage_options, value_kind=channel.value_kind)
-    if dataset.value_kind != channel.value_kind:
-        raise LdpDaskError(f"the dataset was planned as {dataset.value_kind!r} values but the {channel.name!r} "
-                           f"channel needs {channel.value_kind!r} values")
-    sec = resolve_secret(secret, seed, secret_file)
-    context = {
-        "v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column,
-        "channel": channel.name, "params": channel.params(), "mode": mode,
-    }
-    keys = partition_base_keys(sec, context, len(dataset.pieces))
-    in_process = dataset.kind == "memory" or (isinstance(client, str) and client == "local")
-    rows_ctx = atomic_directory(rows_path, overwrite) if mode == "rows" else nullcontext((None, None))
-    with rows_ctx as (rows_fs, rows_tmp):
-        tasks = [
-            _Task(dataset, piece, channel, key, clip,
-                  mode, rows_tmp, rows_fs)
-            for piece, key in zip(dataset.pieces, keys)
-        ]
-        if in_process:
-            acc = _run_local(tasks, split_every, progress)
-        else:
-            with connect(client) as c:
-                acc = _run_dask(c, tasks, split_every, progress, retries)
-        if "error" in acc:
-            raise InputDataError(acc["error"])
-        if acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
-            raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
-    sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
-    metadata = _metadata(dataset, sec, mode, clip, rows_path)
-    return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if clip else None)
+    return release_summary(source, column, channel, mode, out=out, rows_path=rows_path, overwrite=overwrite,
+                           options=options, **run).result
 
 
 def _metadata(dataset: Dataset, sec: Secret, mode: str, clip: bool, rows_path: Any) -> dict[str, Any]:

@@ -121,10 +121,13 @@ class Summary:
         meta = json.dumps(self.file_metadata(), sort_keys=True).encode()
         return table.replace_schema_metadata({METADATA_KEY: meta})
 
+    def write_parquet(self, fh: Any) -> None:
+        """Write the summary file's bytes to a binary file object."""
+        pq.write_table(self.to_table(), fh)
+
     def to_parquet(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
         """Write the summary atomically to ``path`` (local path or fsspec URL)."""
-        table = self.to_table()
-        return atomic_write(path, lambda fh: pq.write_table(table, fh), overwrite=overwrite)
+        return atomic_write(path, self.write_parquet, overwrite=overwrite)
 
 
 def is_summary_file(path: str | os.PathLike[str]) -> bool:

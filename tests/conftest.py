@@ -31,6 +31,15 @@ def cluster():
         yield client
 
 
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One temporary Prefect API (own database) for the whole session, given the time a busy machine needs."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
 def write_dataset(directory: Path, values: list[np.ndarray], row_group_size: int = 25_000,
                   extra: bool = True) -> Path:
     """Write one Parquet file per array (column ``x``, plus a string column ``s``)."""

@@ -1,4 +1,5 @@
-"""A real fsspec filesystem that fails the first read of each Parquet file on a worker.
+"""Real fsspec filesystems that fail on purpose: the first read of each Parquet file on a worker
+(FlakyFileSystem), or every write (FailingWritesFileSystem).
 
 Used to prove that a retried task reproduces the undisturbed release. The
 first failure per file is recorded as a marker file, so it works across
@@ -36,4 +37,20 @@ class FlakyFileSystem(LocalFileSystem):
             else:
                 os.close(fd)
                 raise OSError(f"injected transient failure reading {path}")
+        return super()._open(path, mode, **kwargs)
+
+
+class FailingWritesFileSystem(LocalFileSystem):
+    """A real local filesystem whose writes all fail (``failwrite://``): a disk that fills up, a revoked bucket."""
+
+    protocol = ("failwrite",)
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        path = path[len("failwrite://"):] if str(path).startswith("failwrite://") else path
+        return LocalFileSystem._strip_protocol(path)
+
+    def _open(self, path, mode="rb", **kwargs):
+        if "w" in mode or "a" in mode:
+            raise OSError(f"injected write failure: {path}")
         return super()._open(path, mode, **kwargs)

@@ -16,6 +16,7 @@ import ldp_dask
 from ldp_dask import LdpDaskError
 from ldp_dask._kernels import joint_exp_transition
 from ldp_dask.central import DECILES, best_method, quantiles
+from ldp_dask.options import RunOptions
 from ldp_dask.central.data import PrivateData, collect
 from ldp_dask.central.mechanisms import (
     _transition_reference, above_threshold, inverse_sensitivity_density, joint_exp, joint_exp_log_density,
@@ -157,7 +158,7 @@ def test_dask_histogram_equals_numpy(cluster, beta_dataset, partition_rows):
     cells = 4096
     ds = open_source(str(beta_dataset), "x", partition_rows)
     for client in (cluster, "local"):
-        d = collect(ds, (0.0, 1.0), client=client, cells=cells, exact_max=0)
+        d = collect(ds, (0.0, 1.0), RunOptions(client=client), cells=cells, exact_max=0)
         ref = np.bincount(np.minimum((x * cells).astype(int), cells - 1), minlength=cells)
         occ = np.flatnonzero(ref)
         assert d.kind == "grid" and np.array_equal(d.counts, ref[occ])

@@ -21,21 +21,24 @@ sensitivity on the fine grid beyond.
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
 import numpy as np
 
 from .._validation import DECILES, LdpDaskError, check_domain, check_epsilon, check_int, check_q
-from ..noise import bind_key, digest_arrays, generator, partition_base_keys, resolve_secret
-from ..source import open_source
+from ..noise import Secret, bind_key, digest_arrays, generator, partition_base_keys
+from ..options import RunOptions
+from ..outputs import write_result_files
+from ..release import Charge, Outputs, Released, plan, release
 from . import mechanisms
 from .data import DEFAULT_CELLS, DEFAULT_EXACT_MAX, PrivateData, collect
-from .release import QuantileRelease
+from .result import QuantileRelease
 
 __all__ = [
-    "quantiles", "QuantileRelease", "PrivateData", "METHODS", "DECILES", "check_q", "release", "best_method",
-    "BEST_CROSSOVER",
+    "quantiles", "release_quantiles", "QuantileRelease", "PrivateData", "METHODS", "DECILES", "check_q",
+    "run_mechanism", "best_method", "BEST_CROSSOVER",
 ]
 
 METHODS = ("best", "joint-exp", "inverse-sensitivity", "histogram", "laplace")
@@ -50,7 +53,7 @@ def best_method(n: int, max_intervals: int = 2048) -> str:
     return "joint-exp" if n <= BEST_CROSSOVER * max_intervals else "inverse-sensitivity"
 
 
-def release(data: PrivateData, q: np.ndarray, epsilon: float, method: str, rng: np.random.Generator, *,
+def run_mechanism(data: PrivateData, q: np.ndarray, epsilon: float, method: str, rng: np.random.Generator, *,
             rho: float = 0.0, steps: int | None = None, max_intervals: int = 2048) -> tuple[np.ndarray, dict[str, Any]]:
     """Run one mechanism on exact data; returns the values (sorted) and the ε split."""
     k = len(q)
@@ -67,14 +70,51 @@ def release(data: PrivateData, q: np.ndarray, epsilon: float, method: str, rng: 
     return np.sort(vals), {"per_quantile": [epsilon / k] * k}
 
 
+def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,
+                      bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float | None = None,
+                      steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
+                      exact_max: int = DEFAULT_EXACT_MAX, out: str | os.PathLike[str] | None = None,
+                      plot: str | os.PathLike[str] | None = None, overwrite: bool = False,
+                      options: RunOptions | None = None, **run: Any) -> Released[QuantileRelease]:
+    """:func:`quantiles` through the release path, returning the ledger's receipt and the files written too."""
+    epsilon = check_epsilon(epsilon)
+    if bounds is None:
+        raise LdpDaskError("The 'bounds' parameter is required: public bounds (lo, hi) of the column.")
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):
+        raise LdpDaskError(f"The 'bounds' parameter must be a pair (lo, hi). Got {bounds!r} instead.") from None
+    bounds = check_domain(lo, hi)
+    qs = check_q(q)
+    if method not in METHODS:
+        raise LdpDaskError(f"The 'method' parameter must be one of {', '.join(METHODS)}. Got {method!r} instead.")
+    rho = (bounds[1] - bounds[0]) / DEFAULT_CELLS if rho is None else float(rho)
+    if not (math.isfinite(rho) and rho >= 0):
+        raise LdpDaskError(f"The 'rho' parameter must be a finite number >= 0. Got {rho!r} instead.")
+    if steps is not None:
+        steps = check_int(steps, "steps", 1, 1 << 31)
+    max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
+    opts = RunOptions.of(options, **run)
+    dataset = plan(source, column, "numeric", opts)
+    resolved = best_method(dataset.n, max_intervals) if method == "best" else method
+    params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
+              "max_intervals": max_intervals, "cells": cells}
+
+    def compute(secret: Secret, outputs: Outputs) -> QuantileRelease:
+        return _release(dataset, bounds, qs, epsilon, resolved, secret, rho, steps, max_intervals, cells, exact_max,
+                        opts)
+
+    return release(dataset, Charge("central", "central-quantiles", params, epsilon), compute, opts,
+                   targets={"json": out, "plot": plot}, write=write_result_files, overwrite=overwrite)
+
+
 def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,
               bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float | None = None,
               steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
-              exact_max: int = DEFAULT_EXACT_MAX, client: Any = None, secret: bytes | str | None = None,
-              seed: int | None = None, secret_file: str | None = None, clip: bool = False,
-              partition_rows: int | None = None, storage_options: dict[str, Any] | None = None,
-              ledger: Any = None, output: str | None = None, progress: bool = False) -> QuantileRelease:
-    """Central-DP quantiles of one column.
+              exact_max: int = DEFAULT_EXACT_MAX, out: str | os.PathLike[str] | None = None,
+              plot: str | os.PathLike[str] | None = None, overwrite: bool = False,
+              options: RunOptions | None = None, **run: Any) -> QuantileRelease:
+    """Central-DP quantiles of one column (ε-DP, one record replaced, n public).
 
     Parameters
     ----------
@@ -100,67 +140,37 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
     cells, exact_max :
         Fine grid of the Dask histogram, and the largest n read to the driver
         and sorted instead.
-    client, secret, seed, secret_file, clip, partition_rows, storage_options :
-        As for :func:`ldp_dask.privatize`. The mechanism's randomness comes from
-        a Philox generator keyed by HMAC(secret, context) bound to a digest of
-        the exact data, so a re-run reproduces the release and edited data get
-        fresh noise.
-    ledger, output : optional
-        A :class:`~ldp_dask.ledger.Ledger` (or its path) recording the release in
-        the *central* scope; a release over budget is refused before the data are
-        read. ``output`` is recorded with it.
-    progress : bool
-        Show a progress bar of the Dask reduction.
+    out, plot : path, optional
+        Write the release as JSON, and a PNG of the released quantile function
+        (public information only), before the release is committed to the ledger.
+    overwrite : bool
+        Replace existing outputs.
+    options, **run :
+        How the release runs (:class:`~ldp_dask.options.RunOptions`: cluster,
+        key, clipping, partitioning, ledger, ...). The mechanism's randomness
+        comes from a Philox generator keyed by HMAC(key, context) bound to a
+        digest of the exact data, so a re-run reproduces the release and edited
+        data get fresh noise. The ledger records the release in the *central*
+        scope; a release over budget is refused before the data are read.
     """
-    epsilon = check_epsilon(epsilon)
-    if bounds is None:
-        raise LdpDaskError("The 'bounds' parameter is required: public bounds (lo, hi) of the column.")
-    try:
-        lo, hi = bounds
-    except (TypeError, ValueError):
-        raise LdpDaskError(f"The 'bounds' parameter must be a pair (lo, hi). Got {bounds!r} instead.") from None
-    bounds = check_domain(lo, hi)
-    qs = check_q(q)
-    if method not in METHODS:
-        raise LdpDaskError(f"The 'method' parameter must be one of {', '.join(METHODS)}. Got {method!r} instead.")
-    rho = (bounds[1] - bounds[0]) / DEFAULT_CELLS if rho is None else float(rho)
-    if not (math.isfinite(rho) and rho >= 0):
-        raise LdpDaskError(f"The 'rho' parameter must be a finite number >= 0. Got {rho!r} instead.")
-    if steps is not None:
-        steps = check_int(steps, "steps", 1, 1 << 31)
-    max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
-    dataset = open_source(source, column, partition_rows, storage_options)
-    if dataset.n < 1:
-        raise LdpDaskError("no rows to release quantiles of")
-    resolved = best_method(dataset.n, max_intervals) if method == "best" else method
-    sec = resolve_secret(secret, seed, secret_file)
-    from ..ledger import open_ledger
-
-    led = open_ledger(ledger)
-    if led is None:
-        return _release(dataset, bounds, qs, epsilon, resolved, sec, rho, steps, max_intervals, cells, exact_max,
-                        client, clip, progress)
-    params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
-              "max_intervals": max_intervals, "cells": cells}
-    with led.release(fingerprint=dataset.fingerprint, column=dataset.column, scope="central",
-                     channel="central-quantiles", params=params, epsilon=epsilon, key_id=sec.key_id,
-                     dataset=dataset.description, output=output, reproducible=sec.reproducible):
-        return _release(dataset, bounds, qs, epsilon, resolved, sec, rho, steps, max_intervals, cells, exact_max,
-                        client, clip, progress)
+    return release_quantiles(source, column, q, epsilon, bounds, method, rho=rho, steps=steps,
+                             max_intervals=max_intervals, cells=cells, exact_max=exact_max, out=out, plot=plot,
+                             overwrite=overwrite, options=options, **run).result
 
 
-def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Any,
-             rho: float, steps: int | None, max_intervals: int, cells: int, exact_max: int, client: Any,
-             clip: bool, progress: bool = False) -> QuantileRelease:
+def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Secret,
+             rho: float, steps: int | None, max_intervals: int, cells: int, exact_max: int,
+             opts: RunOptions) -> QuantileRelease:
     t0 = time.perf_counter()
-    data = collect(dataset, bounds, clip=clip, client=client, cells=cells, exact_max=exact_max, progress=progress)
+    data = collect(dataset, bounds, opts, cells=cells, exact_max=exact_max)
     t1 = time.perf_counter()
     context = {"v": 1, "kind": "central-quantiles", "fingerprint": dataset.fingerprint, "column": dataset.column,
                "q": qs.tolist(), "epsilon": epsilon, "bounds": list(bounds), "method": resolved, "rho": rho,
                "steps": steps, "max_intervals": max_intervals, "cells": cells}
     base = partition_base_keys(sec, context, 1)[0]
     rng = generator(bind_key(base, digest_arrays(data.points, data.counts)))
-    values, split = release(data, qs, epsilon, resolved, rng, rho=rho, steps=steps, max_intervals=max_intervals)
+    values, split = run_mechanism(data, qs, epsilon, resolved, rng, rho=rho, steps=steps,
+                                  max_intervals=max_intervals)
     t2 = time.perf_counter()
     details: dict[str, Any] = {
         "data_path": data.kind, "reduction_seconds": t1 - t0, "mechanism_seconds": t2 - t1,
@@ -176,4 +186,4 @@ def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon:
         details["max_intervals"] = max_intervals
     return QuantileRelease(q=qs, values=values, method=resolved, epsilon=epsilon, epsilon_split=split,
                            n=data.n, bounds=bounds, column=dataset.column, details=details,
-                           n_clipped=data.n_clipped if clip else None)
+                           n_clipped=data.n_clipped if opts.clip else None)

@@ -30,6 +30,7 @@ import numpy as np
 
 from .._validation import InputDataError, check_int
 from ..channels.base import check_values
+from ..options import RunOptions
 from ..source import Dataset, Piece, read_piece
 
 __all__ = ["PrivateData", "collect", "DEFAULT_CELLS", "DEFAULT_EXACT_MAX"]
@@ -114,24 +115,27 @@ def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
             "clipped": sum(p["clipped"] for p in parts)}
 
 
-def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, clip: bool, client: Any,
-               split_every: int = 8, retries: int = 2, progress: bool = False) -> dict[str, Any]:
+def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, options: RunOptions) -> dict[str, Any]:
     from ..pipeline import connect, map_reduce
 
-    tasks = [_HistTask(dataset, p, bounds, cells, clip) for p in dataset.pieces]
-    if isinstance(client, str) and client == "local":
+    tasks = [_HistTask(dataset, p, bounds, cells, options.clip) for p in dataset.pieces]
+    if options.in_process:
         return _hist_combine(*[_hist_piece(t) for t in tasks])
-    with connect(client) as c:
+    with connect(options.client) as c:
         return map_reduce(c, _hist_piece, tasks, _hist_combine, "ldp-hist", [t.piece.num_rows for t in tasks],
-                          split_every, retries, progress, "reduce")
+                          options.split_every, options.retries, options.progress, "reduce")
 
 
-def collect(dataset: Dataset, bounds: tuple[float, float], *, clip: bool = False, client: Any = None,
-            cells: int = DEFAULT_CELLS, exact_max: int = DEFAULT_EXACT_MAX, progress: bool = False) -> PrivateData:
+def collect(dataset: Dataset, bounds: tuple[float, float], options: RunOptions | None = None, *,
+            cells: int = DEFAULT_CELLS, exact_max: int = DEFAULT_EXACT_MAX) -> PrivateData:
     """Exact data of a planned dataset: sorted values (n ≤ ``exact_max`` or in memory) or a fine histogram.
 
-    ``progress`` shows a bar of the rows reduced on Dask (operator's terminal only).
+    ``options`` (:class:`~ldp_dask.options.RunOptions`) gives the cluster, the
+    clipping and the reduction's shape; its progress bar shows on the
+    operator's terminal only.
     """
+    options = options or RunOptions()
+    clip = options.clip
     cells = check_int(cells, "cells", 2, 1 << 26)
     exact_max = check_int(exact_max, "exact_max", 0)
     if dataset.kind == "memory" or dataset.n <= exact_max:
@@ -143,7 +147,7 @@ def collect(dataset: Dataset, bounds: tuple[float, float], *, clip: bool = False
         values = np.sort(np.concatenate(parts)) if parts else np.empty(0)
         points, counts = np.unique(values, return_counts=True)
         return PrivateData(points, counts, bounds, "exact", 0.0, clipped)
-    res = _histogram(dataset, bounds, cells, clip, client, progress=progress)
+    res = _histogram(dataset, bounds, cells, options)
     if "error" in res:
         raise InputDataError(res["error"])
     counts = res["counts"]

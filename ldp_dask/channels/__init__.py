@@ -29,6 +29,7 @@ __all__ = [
     "CALIBRATIONS",
     "CHANNELS",
     "channel_from_params",
+    "channel_class",
     "noise_scale_for",
     "default_bins",
     "build_channel",
@@ -45,14 +46,17 @@ CHANNELS: dict[str, type[Channel]] = {
 }
 
 
+def channel_class(name: str) -> type[Channel]:
+    """The channel class registered under ``name`` (``histogram``, ``mean``, ``wavelet``, ...)."""
+    try:
+        return CHANNELS[name]
+    except (KeyError, TypeError):
+        raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.") from None
+
+
 def channel_from_params(name: str, params: dict[str, Any]) -> Channel:
     """Rebuild a channel from its registry name and :meth:`Channel.params`."""
-    try:
-        cls = CHANNELS[name]
-    except KeyError:
-        raise LdpDaskError(
-            f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}."
-        ) from None
+    cls = channel_class(name)
     params = dict(params)
     # summaries written before lattice noise existed (format 1, no "noise" key) used continuous noise
     if "noise" not in params and "noise" in inspect.signature(cls.__init__).parameters:

@@ -24,8 +24,13 @@ from typing import Any
 import numpy as np
 
 from .._validation import LdpDaskError, check_int, check_probability
-from ..channels import HaarAdaptive, HaarLaplace
-from ..summary import Summary, read_summary
+from ..channels import HaarAdaptive, HaarLaplace, build_channel
+from ..noise import Secret
+from ..options import RunOptions
+from ..outputs import write_result_files
+from ..pipeline import run_channel
+from ..release import Charge, Outputs, Released, plan, publish, release
+from ..summary import Summary, is_summary_file, read_summary
 from .calibration import (
     critical_value, pooled_p_values, simulate_joint_statistics, simulate_summary_statistic,
     simulate_u_statistic, summary_statistic, u_statistic,
@@ -33,7 +38,7 @@ from .calibration import (
 from .nulls import Null, parse_null
 from .result import TestResult
 
-__all__ = ["test", "adaptive_test", "run", "TestResult", "parse_null", "Null", "DEFAULT_B", "MAX_DIRECT_DRAWS"]
+__all__ = ["test", "adaptive_test", "run", "release_test", "TestResult", "parse_null", "Null", "DEFAULT_B", "MAX_DIRECT_DRAWS"]
 
 #: Default Monte-Carlo replicates: (B + 1)γ is an integer for γ = 0.05, 0.01, 0.001.
 DEFAULT_B = 9999
@@ -201,77 +206,97 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
     )
 
 
-def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
-        domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
-        split: str = "rows", J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
-        rows: str | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
-        client: Any = None, secret: Any = None, seed: int | None = None, secret_file: str | None = None,
-        clip: bool = False, partition_rows: int | None = None, summary_out: str | None = None,
-        overwrite: bool = False, ledger: Any = None, progress: bool = False) -> tuple[TestResult, Summary]:
-    """Test from a summary file, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
-
-    A summary (object or file) is tested as it is. Anything else is a data
-    source: ``column``, ``domain`` and ``epsilon`` are required, the channel is
-    ``HaarAdaptive`` over :func:`~ldp_dask.channels.adaptive_levels` when
-    ``adaptive`` else ``HaarLaplace`` at level ``J`` (default from n, ε and
-    ``smoothness``), and the summary is written to ``summary_out`` if given.
-    ``progress`` shows a bar while rows are privatized.
-    """
-    from .._io import check_output
-    from ..channels import build_channel
-    from ..pipeline import privatize
-    from ..source import open_source
-    from ..summary import is_summary_file
-
+def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
+                 domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
+                 split: str = "rows", J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
+                 rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B,
+                 rng: np.random.Generator | int | None = None, summary_out: str | os.PathLike[str] | None = None,
+                 out: str | os.PathLike[str] | None = None, plot: str | os.PathLike[str] | None = None,
+                 overwrite: bool = False, options: RunOptions | None = None,
+                 **run: Any) -> Released[tuple[TestResult, Summary]]:
+    """:func:`run` through the release path, returning the ledger's receipt and the files written too."""
+    targets = {"json": out, "plot": plot}
     if isinstance(source, Summary) or (isinstance(source, (str, os.PathLike)) and is_summary_file(source)):
         s = read_summary(source)
         if adaptive and not isinstance(s.channel, HaarAdaptive):
             raise LdpDaskError("--adaptive needs a 'haar-adaptive' summary (or raw data to privatize).")
+
+        def produce(outputs: Outputs) -> tuple[TestResult, Summary]:
+            res = _test(s, null, level, statistic, rows, B, rng)
+            write_result_files(res, outputs)
+            return res, s
+
+        result, written = publish(targets, produce, overwrite=overwrite)
+        return Released(result, None, written)  # post-processing of an earlier release: nothing new is released
+    missing = [k for k, v in (("column", column), ("domain", domain), ("epsilon", epsilon)) if v is None]
+    if missing:
+        raise LdpDaskError(f"testing raw data needs {', '.join(missing)} (or pass a summary file).")
+    opts = RunOptions.of(options, **run)
+    dataset = plan(source, column, "numeric", opts)
+    if adaptive:
+        ch = build_channel("haar-adaptive", epsilon, domain, n=dataset.n, split=split)  # type: ignore[arg-type]
     else:
-        missing = [k for k, v in (("column", column), ("domain", domain), ("epsilon", epsilon)) if v is None]
-        if missing:
-            raise LdpDaskError(f"testing raw data needs {', '.join(missing)} (or pass a summary file).")
-        if summary_out:
-            check_output(summary_out, overwrite)
-        dataset = open_source(source, column)
-        if adaptive:
-            ch = build_channel("haar-adaptive", epsilon, domain, n=dataset.n, split=split)  # type: ignore[arg-type]
-        else:
-            ch = build_channel("haar", epsilon, domain, n=dataset.n, level=J, smoothness=smoothness)  # type: ignore[arg-type]
-        # everything that can be checked before spending the budget is checked now
-        _check_common(level, B, dataset.n)
-        parse_null(null).bin_probabilities(ch.domain, ch.finest if isinstance(ch, HaarAdaptive) else ch.level)
-        if statistic not in ("summary", "U"):
-            raise LdpDaskError(f"The 'statistic' parameter must be 'summary' or 'U'. Got {statistic!r} instead.")
-        mode = "rows" if statistic == "U" else "summary"
-        if mode == "rows" and rows is None:
-            raise LdpDaskError("statistic='U' needs a directory for the privatized rows ('rows').")
-        from ..ledger import open_ledger
-        from ..noise import resolve_secret
+        ch = build_channel("haar", epsilon, domain, n=dataset.n, level=J, smoothness=smoothness)  # type: ignore[arg-type]
+    # everything that can be checked before spending the budget is checked now
+    _check_common(level, B, dataset.n)
+    parse_null(null).bin_probabilities(ch.domain, ch.finest if isinstance(ch, HaarAdaptive) else ch.level)
+    if statistic not in ("summary", "U"):
+        raise LdpDaskError(f"The 'statistic' parameter must be 'summary' or 'U'. Got {statistic!r} instead.")
+    mode = "rows" if statistic == "U" else "summary"
+    if mode == "rows" and rows is None:
+        raise LdpDaskError("statistic='U' needs a directory for the privatized rows ('rows').")
+    rows_path = None if rows is None else os.fspath(rows)
 
-        sec = resolve_secret(secret, seed, secret_file)
-        led = open_ledger(ledger)
-        if led is None:
-            s = _privatize_for_test(dataset, column, ch, mode, client, sec, clip, partition_rows, rows, overwrite,
-                                    summary_out, progress)
-        else:
-            with led.release(fingerprint=dataset.fingerprint, column=dataset.column, scope="local", channel=ch.name,
-                             params=ch.params(), epsilon=ch.epsilon, key_id=sec.key_id, dataset=dataset.description,
-                             output=summary_out, reproducible=sec.reproducible):
-                s = _privatize_for_test(dataset, column, ch, mode, client, sec, clip, partition_rows, rows,
-                                        overwrite, summary_out, progress)
+    def compute(secret: Secret, outputs: Outputs) -> tuple[TestResult, Summary]:
+        staged = outputs.directory("rows") if mode == "rows" else None
+        s = run_channel(dataset, ch, mode, secret, opts, staged, rows_path)
+        return _test(s, null, level, statistic, staged[1] if staged else None, B, rng), s
+
+    def write(result: tuple[TestResult, Summary], outputs: Outputs) -> None:
+        res, s = result
+        if "summary" in outputs:
+            outputs.write("summary", s.write_parquet)
+        write_result_files(res, outputs)
+
+    return release(dataset, Charge("local", ch.name, ch.params(), ch.epsilon), compute, opts,
+                   targets={"summary": summary_out, "rows": rows_path if mode == "rows" else None, **targets},
+                   write=write, overwrite=overwrite)
+
+
+def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
+        domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
+        split: str = "rows", J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
+        rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
+        summary_out: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
+        plot: str | os.PathLike[str] | None = None, overwrite: bool = False, options: RunOptions | None = None,
+        **run: Any) -> tuple[TestResult, Summary]:
+    """Test from a summary, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
+
+    A summary (object or file) is tested as it is: post-processing, no
+    privacy cost. Anything else is a data source and privatizing it is a
+    release (recorded in the ledger of ``options``): ``column``, ``domain`` and
+    ``epsilon`` are required, the channel is ``HaarAdaptive`` over
+    :func:`~ldp_dask.channels.adaptive_levels` when ``adaptive`` else
+    ``HaarLaplace`` at level ``J`` (default from n, ε and ``smoothness``).
+    Everything checkable (level, B, the null) is checked before the budget is spent.
+
+    Outputs, published together only when all are written: ``summary_out``
+    (the summary), ``rows`` (privatized rows, needed by ``statistic="U"``),
+    ``out`` (the result as JSON) and ``plot`` (a PNG of the null law).
+    ``options`` and ``**run`` are the :class:`~ldp_dask.options.RunOptions`
+    of the privatization (cluster, key, ledger, ...).
+
+    Returns
+    -------
+    (TestResult, Summary)
+    """
+    return release_test(source, null, level, column=column, domain=domain, epsilon=epsilon, adaptive=adaptive,
+                        split=split, J=J, smoothness=smoothness, statistic=statistic, rows=rows, B=B, rng=rng,
+                        summary_out=summary_out, out=out, plot=plot, overwrite=overwrite, options=options,
+                        **run).result
+
+
+def _test(s: Summary, null: Any, level: float, statistic: str, rows: Any, B: int, rng: Any) -> TestResult:
     if isinstance(s.channel, HaarAdaptive):
-        return adaptive_test(s, null, level, B=B, rng=rng), s
-    return test(s, null, level, statistic=statistic, rows=rows, B=B, rng=rng), s
-
-
-def _privatize_for_test(dataset: Any, column: str | None, ch: Any, mode: str, client: Any, sec: Any, clip: bool,
-                        partition_rows: int | None, rows: str | None, overwrite: bool,
-                        summary_out: str | None, progress: bool = False) -> Summary:
-    from ..pipeline import privatize
-
-    s = privatize(dataset, column=column, channel=ch, mode=mode, client=client, secret=sec, clip=clip,
-                  partition_rows=partition_rows, rows_path=rows, overwrite=overwrite, progress=progress)
-    if summary_out:
-        s.to_parquet(summary_out, overwrite=overwrite)
-    return s
+        return adaptive_test(s, null, level, B=B, rng=rng)
+    return test(s, null, level, statistic=statistic, rows=rows, B=B, rng=rng)

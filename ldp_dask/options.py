@@ -1,0 +1,131 @@
+"""How a release runs, as one frozen object: where, with which key, how it is split and recorded.
+
+Every entry point that releases something (:func:`ldp_dask.privatize`,
+:func:`ldp_dask.gof.run`, :func:`ldp_dask.central.quantiles`, the CLI and the
+flows) takes a :class:`RunOptions`, either whole (``options=``) or as keyword
+arguments named after its fields::
+
+    ldp_dask.privatize("data/", column="x", channel=ch, client="local", seed=1)
+    opts = RunOptions(client="tcp://scheduler:8786", secret_file="/run/secrets/ldp", ledger=True)
+    ldp_dask.privatize("data/", column="x", channel=ch, options=opts)
+    ldp_dask.central.quantiles("data/", column="x", bounds=(0, 1), options=opts, progress=True)
+
+The options stay on the driver: they hold the key material and are never
+shipped to a Dask worker (tasks carry only their partition and their keys).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ._validation import LdpDaskError, check_int
+from .noise import Secret, resolve_secret
+
+__all__ = ["RunOptions", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES"]
+
+#: Fan-in of the tree reduction: few levels, small combine tasks.
+DEFAULT_SPLIT_EVERY = 8
+#: Dask retries per task; a retried task reproduces its output exactly (keyed noise).
+DEFAULT_RETRIES = 2
+
+
+@dataclass(frozen=True, repr=False)
+class RunOptions:
+    """Run options of a release, declared once for every entry point.
+
+    Parameters
+    ----------
+    client : None, "local", str or distributed.Client
+        Where partitions are processed. ``None``: the environment's cluster
+        (``DASK_SCHEDULER_ADDRESS``, ``LDP_DASK_CLUSTER``), else a LocalCluster
+        of worker processes started for the run; ``"local"``: in this process,
+        without Dask; an address or a Client: that running cluster. In-memory
+        sources always run in this process.
+    secret, seed, secret_file :
+        The key, at most one of them: key material (≥ 16 bytes), an insecure
+        integer seed for simulations and tests, or a file holding the key.
+        Without any, ``LDP_DASK_SECRET``, then ``LDP_DASK_SECRET_FILE``, else a
+        fresh random key (the release is then not reproducible). See
+        :func:`ldp_dask.noise.resolve_secret`.
+    clip : bool
+        Clamp out-of-domain values to the public domain (counted for the
+        operator, never released) instead of failing.
+    partition_rows : int, optional
+        Target rows per partition (default 2^22; whole row groups are never split).
+    storage_options : mapping, optional
+        fsspec options for URL sources and outputs (credentials, endpoints).
+    split_every : int
+        Fan-in of the tree reduction, ≥ 2 (default 8). Results are bit-identical
+        for every value.
+    retries : int
+        Dask retries per task, 0–100 (default 2).
+    progress : bool
+        Show a progress bar of the rows processed on Dask.
+    ledger : Ledger, path, True or None
+        The privacy budget ledger that records the release (True: the default
+        file, ``$LDP_DASK_LEDGER`` or ``~/.ldp_dask/ledger.sqlite``; None: no
+        record and no budget enforced).
+    flow_run_id : str, optional
+        Recorded with the release in the ledger (set by the Prefect flows).
+    """
+
+    client: Any = None
+    secret: Secret | bytes | str | None = None
+    seed: int | None = None
+    secret_file: str | os.PathLike[str] | None = None
+    clip: bool = False
+    partition_rows: int | None = None
+    storage_options: Mapping[str, Any] | None = None
+    split_every: int = DEFAULT_SPLIT_EVERY
+    retries: int = DEFAULT_RETRIES
+    progress: bool = False
+    ledger: Any = None
+    flow_run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        check_int(self.split_every, "split_every", 2, 1 << 16)
+        check_int(self.retries, "retries", 0, 100)
+        if self.partition_rows is not None:
+            check_int(self.partition_rows, "partition_rows", 1)
+        for name in ("clip", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                raise LdpDaskError(f"The {name!r} parameter must be True or False. Got {getattr(self, name)!r} instead.")
+        if self.storage_options is not None and not isinstance(self.storage_options, Mapping):
+            raise LdpDaskError("The 'storage_options' parameter must be a mapping of fsspec options. "
+                               f"Got {type(self.storage_options).__name__} instead.")
+        if sum(x is not None for x in (self.secret, self.seed, self.secret_file)) > 1:
+            raise LdpDaskError("Give at most one of 'secret', 'seed' and 'secret_file'.")
+
+    def __repr__(self) -> str:  # never shows key material
+        shown = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v != f.default:
+                shown.append(f"{f.name}={'<hidden>' if f.name == 'secret' else repr(v)}")
+        return f"RunOptions({', '.join(shown)})"
+
+    @classmethod
+    def of(cls, options: RunOptions | None = None, /, **overrides: Any) -> RunOptions:
+        """``options`` (default: all defaults) with ``overrides`` applied; unknown names are refused."""
+        if options is not None and not isinstance(options, RunOptions):
+            raise LdpDaskError(f"The 'options' parameter must be a RunOptions. Got {type(options).__name__} instead.")
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(overrides) - set(names))
+        if unknown:
+            raise LdpDaskError(f"Unknown run option(s) {', '.join(map(repr, unknown))}; the run options are "
+                               f"{', '.join(names)}.")
+        base = options if options is not None else cls()
+        return dataclasses.replace(base, **overrides) if overrides else base
+
+    @property
+    def in_process(self) -> bool:
+        """Whether partitions run in this process (``client="local"``)."""
+        return isinstance(self.client, str) and self.client == "local"
+
+    def key(self) -> Secret:
+        """The run's key, resolved on the driver (see :func:`ldp_dask.noise.resolve_secret`)."""
+        return resolve_secret(self.secret, self.seed, self.secret_file)

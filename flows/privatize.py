@@ -17,6 +17,7 @@ from prefect.cache_policies import NONE
 import ldp_dask
 from ldp_dask._io import check_output
 from ldp_dask.channels import build_channel, channel_class
+from ldp_dask.estimators import estimator_for
 from ldp_dask.options import RunOptions
 from ldp_dask.pipeline import release_summary
 from ldp_dask.release import Released, plan
@@ -88,7 +89,7 @@ def privatize_flow(
     rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_options)
     summary, path = rel.result, rel.written["summary"]
     meta = summary.file_metadata()
-    est = ldp_dask.estimate(summary) if ch.name != "haar-adaptive" else None  # post-processing of the release
+    est = ldp_dask.estimate(summary) if estimator_for(ch) else None  # post-processing of the release
     facts = {
         "summary": path, "channel": ch.name, "params": ch.params(), "epsilon": ch.epsilon,
         "epsilon_spent": ch.epsilon_spent(), "n": summary.n, "mode": mode,

@@ -22,6 +22,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 import ldp_dask
+from ldp_dask.estimators import estimator_for
 from ldp_dask.report import write_report
 
 from ._outputs import headline
@@ -77,12 +78,12 @@ def release_flow(
                                  options=options, ledger=ledger)
         release["reused"] = False
     written: dict[str, str] = {"summary": summary}
-    if channel != "haar-adaptive":
-        est = estimate_flow(summary, out=f"{stem}.estimate.json",
-                            plot=None if channel == "mean" else f"{stem}.png", overwrite=True)
+    has_estimate = estimator_for(channel) is not None
+    if has_estimate:
+        est = estimate_flow(summary, out=f"{stem}.estimate.json", plot=f"{stem}.png", overwrite=True)
         written.update(est["written"])
     s = ldp_dask.read_summary(summary)
-    est = ldp_dask.estimate(s) if channel != "haar-adaptive" else None  # one estimate for the report and the table
+    est = ldp_dask.estimate(s) if has_estimate else None  # one estimate for the report and the table
     written["report"] = write_report(s, f"{stem}.html", overwrite=True, result=est)
     create_markdown_artifact(
         key="ldp-nightly-release",

@@ -19,6 +19,9 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
+    from ldp_dask.options import DEFAULT_SPLIT_EVERY
+    from ldp_dask.source import DEFAULT_PARTITION_ROWS
+
     p = argparse.ArgumentParser(prog="ldp-dask", description="Locally private statistics over Parquet with Dask.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -35,33 +38,7 @@ def _parser() -> argparse.ArgumentParser:
                        description="Privatize one column of a Parquet dataset with a local-DP channel.")
     r.add_argument("source", help="Parquet file, directory, glob or fsspec URL")
     r.add_argument("--column", required=True, help="column to privatize")
-    r.add_argument("--channel", required=True,
-                   choices=["histogram", "mean", "wavelet", "haar", "haar-adaptive", "rr"], help="local channel")
-    r.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),
-                   help="public domain (numeric channels)")
-    r.add_argument("--categories", nargs="+", default=None, help="rr: the public categories")
-    r.add_argument("--categories-file", default=None, help="rr: file with one public category per line")
-    r.add_argument("--encoding", choices=["kary", "unary", "warner"], default=None,
-                   help="rr: generalized k-ary (default), unary (per-bit, seed 004) or Warner (two categories)")
-    r.add_argument("--other", action="store_true", help="rr: map values outside the categories to '__other__'")
-    r.add_argument("--noise", choices=["continuous", "lattice"], default=None,
-                   help="Laplace channels: lattice outputs with discrete Laplace noise (default, floating-point "
-                        "safe) or Laplace noise on doubles")
-    r.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
-    r.add_argument("--bins", default=None, help="histogram bins K, or 'auto' = ceil((n ε²)^(1/4)) (default)")
-    r.add_argument("--wavelet", default=None, help="wavelet: haar, dbN, symN or coifN (default db4)")
-    r.add_argument("--j0", type=int, default=None, help="wavelet: coarsest level (default from n and ε, seed 000)")
-    r.add_argument("--j1", type=int, default=None, help="wavelet: finest level (default from n and ε, seed 000)")
-    r.add_argument("--calibration", choices=["tight", "paper"], default=None,
-                   help="wavelet: noise calibration (default tight)")
-    r.add_argument("--nu", type=float, default=None, help="wavelet: level-weight exponent ν > 1 (default 1.5)")
-    r.add_argument("--level", type=int, default=None,
-                   help="haar: level J, 2^J bins (default: 2^J ≍ (nε²)^(2/(4s+3)) with --smoothness s)")
-    r.add_argument("--smoothness", type=float, default=None, help="haar: smoothness s for the default level (1)")
-    r.add_argument("--levels", type=int, nargs="+", default=None,
-                   help="haar-adaptive: the levels J (default: all J with 2^J <= (nε²)^(2/3))")
-    r.add_argument("--split", choices=["rows", "epsilon"], default=None,
-                   help="haar-adaptive: one random level per row with full ε (rows, default) or ε/|J| per level")
+    _channel_args(r)
     r.add_argument("--out", required=True, help="summary file to write")
     r.add_argument("--mode", choices=["summary", "rows"], default="summary",
                    help="summary: only noisy sums leave workers (default); rows: also write privatized rows")
@@ -73,8 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--local", action="store_true", help="run in this process, without Dask")
     r.add_argument("--secret-file", default=None, help="file with the secret key (else $LDP_DASK_SECRET, else random)")
     r.add_argument("--seed", type=int, default=None, help="insecure integer seed, for simulations only")
-    r.add_argument("--partition-rows", type=int, default=None, help="target rows per partition (default 4,194,304)")
-    r.add_argument("--split-every", type=int, default=8, help="fan-in of the tree reduction (default 8)")
+    r.add_argument("--partition-rows", type=int, default=None,
+                   help=f"target rows per partition (default {DEFAULT_PARTITION_ROWS:,})")
+    r.add_argument("--split-every", type=int, default=DEFAULT_SPLIT_EVERY,
+                   help=f"fan-in of the tree reduction (default {DEFAULT_SPLIT_EVERY})")
     _progress_arg(r)
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     _ledger_args(r)
@@ -178,6 +157,29 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print as JSON")
     b.add_argument("--ledger", default=None, help="ledger file (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
     return p
+
+
+def _channel_args(p: argparse.ArgumentParser) -> None:
+    """--channel, --epsilon, --domain and one flag per option the channels declare (ldp_dask.channels)."""
+    from ldp_dask.channels import CHANNELS, channel_options
+
+    p.add_argument("--channel", required=True, choices=sorted(CHANNELS), help="local channel")
+    p.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
+    numeric = sorted(n for n, c in CHANNELS.items() if c.value_kind == "numeric")
+    p.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+                   help=f"public domain ({', '.join(numeric)})")
+    for name, (opt, users) in channel_options().items():
+        if not opt.cli:
+            continue
+        default = "" if opt.default in (None, False) else f" (default {opt.default})"
+        text = f"{', '.join(users) if len(users) < 4 else 'Laplace channels'}: {opt.help}{default}"
+        if opt.switch:
+            p.add_argument(opt.flag, action="store_true", default=None, help=text)
+        else:
+            p.add_argument(opt.flag, type=opt.type, choices=opt.choices, nargs="+" if opt.many else None,
+                           default=None, help=text)
+        if name == "categories":
+            p.add_argument("--categories-file", default=None, help="rr: file with one public category per line")
 
 
 def _progress_arg(p: argparse.ArgumentParser) -> None:
@@ -342,43 +344,37 @@ def _read_categories(a: argparse.Namespace) -> list[Any] | None:
 
 
 def _channel_options(a: argparse.Namespace) -> dict[str, Any]:
-    keys = ("wavelet", "j0", "j1", "calibration", "nu", "level", "smoothness", "levels", "split", "encoding", "noise")
-    opts = {k: getattr(a, k) for k in keys if getattr(a, k) is not None}
+    """The channel options given on the command line (build_channel checks that they apply)."""
+    from ldp_dask.channels import channel_options
+
+    opts = {name: getattr(a, name) for name in channel_options() if getattr(a, name, None) is not None}
     cats = _read_categories(a)
     if cats is not None:
         opts["categories"] = cats
-    if a.other:
-        opts["other"] = True
     return opts
 
 
-def _estimator_options(a: argparse.Namespace, channel: str) -> dict[str, Any]:
-    """Estimator keyword arguments from the estimate command's flags."""
+def _estimator_options(a: argparse.Namespace) -> dict[str, Any]:
+    """Estimator keyword arguments from the estimate command's flags (the estimator checks that they apply)."""
+    if a.raw and a.simplex:
+        raise LdpDaskError("Give at most one of --raw and --simplex.")
     opts: dict[str, Any] = {"level": a.level}
-    if channel in ("histogram", "haar"):
-        opts["projection"] = "none" if a.raw else "simplex"
-    elif channel == "wavelet":
-        opts["projection"] = "none" if a.raw else "density"
-        opts.update({k: getattr(a, k) for k in ("threshold", "gamma") if getattr(a, k) is not None})
-    elif channel == "rr":
-        opts["projection"] = "simplex" if a.simplex else "none"
-    elif a.raw or a.plot:
-        raise LdpDaskError("--raw and --plot apply to density and frequency summaries only.")
-    if a.simplex and channel != "rr":
-        raise LdpDaskError("--simplex applies to rr (frequency) summaries only.")
-    if channel != "wavelet" and (a.threshold is not None or a.gamma is not None):
-        raise LdpDaskError("--threshold and --gamma apply to wavelet summaries only.")
+    if a.raw:
+        opts["projection"] = "none"
+    if a.simplex:
+        opts["projection"] = "simplex"
+    opts.update({k: getattr(a, k) for k in ("threshold", "gamma") if getattr(a, k) is not None})
     return opts
 
 
 def _cmd_privatize(a: argparse.Namespace) -> int:
-    from ldp_dask.channels import CHANNELS, build_channel
+    from ldp_dask.channels import build_channel, channel_class
     from ldp_dask.pipeline import release_summary
     from ldp_dask.release import plan
 
     opts = _run_options(a, partition_rows=a.partition_rows, split_every=a.split_every)
-    dataset = plan(a.source, a.column, CHANNELS[a.channel].value_kind, opts)
-    channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, a.bins, n=dataset.n,
+    dataset = plan(a.source, a.column, channel_class(a.channel).value_kind, opts)
+    channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=dataset.n,
                             **_channel_options(a))
     rel = release_summary(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
                           overwrite=a.overwrite, options=opts)
@@ -409,7 +405,9 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
     from ldp_dask.estimators import DensityEstimate, FrequencyEstimate
 
     s = ldp_dask.read_summary(a.summary)
-    est = ldp_dask.estimate(s, **_estimator_options(a, s.channel.name))
+    est = ldp_dask.estimate(s, **_estimator_options(a))
+    if a.plot and not hasattr(est, "plot"):
+        raise LdpDaskError(f"--plot: a {s.channel.name!r} summary's estimate has no plot.")
     from ldp_dask._io import check_output
 
     for p in (a.out, a.plot):

@@ -17,7 +17,7 @@ from typing import Any
 from ._io import atomic_write, check_output
 from ._validation import LdpDaskError
 from .outputs import figure_png
-from .estimators import DensityEstimate, FrequencyEstimate, MeanEstimate, estimate
+from .estimators import DensityEstimate, FrequencyEstimate, MeanEstimate, estimate, estimator_for
 from .summary import Summary, read_summary
 
 __all__ = ["write_report", "render_report", "default_report_path"]
@@ -55,14 +55,19 @@ def _g(x: float, digits: int = 6) -> str:
 def _privacy(s: Summary) -> str:
     m = s.metadata
     ch = s.channel
-    params = {k: v for k, v in ch.params().items() if k != "epsilon"}
+    params = ch.params()
     pairs = [
         ("model", "local differential privacy: every row was privatized on its own before any sum, so the "
                   "guarantee holds against whoever reads this file, the workers' outputs or the cluster's logs"),
         ("channel", f"<code>{html.escape(ch.name)}</code>"),
         ("ε per row (requested / spent)", f"{ch.epsilon:g} / {ch.epsilon_spent():g}"),
-        ("channel parameters", f"<code>{html.escape(json.dumps(params, default=str))}</code>"),
-        ("noise", html.escape(str(params.get("noise", "randomized response" if ch.name == "rr" else "continuous")))),
+    ]
+    if "domain" in params:
+        pairs.append(("public domain", html.escape(json.dumps(params["domain"]))))
+    # the channel's own options, as its module declares them
+    pairs += [(f"{opt.name} — {opt.help}", f"<code>{html.escape(json.dumps(params[opt.name], default=str))}</code>")
+              for opt in ch.options if opt.name in params]
+    pairs += [
         ("rows (n, public)", f"{s.n:,}"),
         ("column / source", html.escape(f"{m.get('column', '?')} of {m.get('source', '?')}")),
         ("mode", html.escape(str(m.get("mode", "?")))),
@@ -126,7 +131,7 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
                   **options: Any) -> str:
     """The HTML page of ``summary`` as a string (see :func:`write_report`)."""
     s = read_summary(summary)
-    if s.channel.name == "haar-adaptive":
+    if estimator_for(s.channel) is None:
         body = ("<p>An adaptive Haar summary feeds the goodness-of-fit test (<code>ldp-dask gof</code>); "
                 "it has no density or mean estimate of its own.</p>")
     else:

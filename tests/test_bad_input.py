@@ -33,13 +33,14 @@ def _dataset(tmp_path, name, table=None, raw=None):
     return d
 
 
-WAVELET = ["--channel", "wavelet", "--bins", "auto"]
+WAVELET = ["--channel", "wavelet"]
 
 
 def _run(capsys, tmp_path, source, *extra, out=None):
     out = out or tmp_path / "out.summary.parquet"
-    argv = ["privatize", str(source), "--column", "x", "--channel", "histogram", "--bins", "8",
-            "--domain", "0", "100", "--epsilon", "1", "--out", str(out), "--local", "--seed", "1", *extra]
+    channel = ["--channel", "histogram", "--bins", "8"] if "wavelet" not in extra else []
+    argv = ["privatize", str(source), "--column", "x", *channel, "--domain", "0", "100", "--epsilon", "1",
+            "--out", str(out), "--local", "--seed", "1", *extra]
     # later flags override earlier ones in argparse
     code = main(argv)
     err = capsys.readouterr().err.strip().splitlines()
@@ -97,6 +98,7 @@ def test_bad_data_gives_clear_error_and_writes_nothing(capsys, tmp_path, case):
         ([*WAVELET, "--nu", "1"], "'nu' parameter"),
         ([*WAVELET, "--j1", "40"], "beyond the resolution"),
         (["--wavelet", "db4"], "do not apply to the 'histogram' channel"),
+        ([*WAVELET, "--bins", "auto"], "bins do not apply to the 'wavelet' channel"),
     ],
 )
 def test_bad_parameters(capsys, tmp_path, good, extra, message):

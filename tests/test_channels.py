@@ -196,3 +196,27 @@ def test_every_laplace_channel_takes_the_noise_option():
         for noise in ("continuous", "lattice"):
             ch = build_channel(name, 1.0, (0, 1), bins, noise=noise, **kwargs)
             assert ch.params()["noise"] == noise, name
+
+
+def test_channel_options_are_declared_once_and_read_everywhere():
+    """Each channel's options are declared in its module: the CLI offers a flag per option, the declared
+    defaults are the ones the channel applies, and build_channel refuses options a channel does not take."""
+    import inspect
+
+    from ldp_dask.channels import CHANNELS, channel_options
+    from ldp_dask.cli import _parser
+
+    sub = next(a for a in _parser()._actions if a.dest == "command").choices["privatize"]
+    flags = {f for a in sub._actions for f in a.option_strings}
+    assert sub._option_string_actions["--channel"].choices == sorted(CHANNELS)
+    for name, (opt, users) in channel_options().items():
+        assert (opt.flag in flags) == opt.cli, name
+    for cls in CHANNELS.values():
+        for fn in (cls.__init__, getattr(cls, "_build", cls.build)):
+            params = inspect.signature(fn).parameters
+            for opt in cls.options:
+                if opt.name in params and params[opt.name].default is not inspect.Parameter.empty:
+                    assert params[opt.name].default == opt.default, (cls.name, fn.__name__, opt.name)
+        with pytest.raises(LdpDaskError, match="do not apply"):
+            build_channel(cls.name, 1.0, None if cls.value_kind == "categorical" else (0, 1), n=100,
+                          not_an_option=1)

@@ -6,7 +6,7 @@ import inspect
 from typing import Any
 
 from .._validation import LdpDaskError
-from .base import Channel, NumericChannel, noise_scale_for
+from .base import Channel, NumericChannel, Option, noise_scale_for
 from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
@@ -33,6 +33,8 @@ __all__ = [
     "noise_scale_for",
     "default_bins",
     "build_channel",
+    "channel_options",
+    "Option",
 ]
 
 #: Registry of channels by their public name (used by summaries and the CLI).
@@ -72,68 +74,41 @@ def build_channel(
     n: int | None = None,
     **options: Any,
 ) -> Channel:
-    """Build a channel from flat parameters (CLI and flows).
+    """Build a channel by name from ε, the public domain, the public row count and its declared options.
 
-    ``bins="auto"`` (or None for a histogram) uses :func:`default_bins` with
-    the public row count ``n``. Wavelet ``options``: ``wavelet``, ``j0``,
-    ``j1`` (None: :func:`wavelet_levels` from ``n`` and ε), ``calibration``,
-    ``nu``, ``table_level``. Randomized response (``rr``, no domain):
-    ``categories``, ``encoding``, ``other``. Haar: ``level`` (None: :func:`haar_level` from
-    ``n``, ε and ``smoothness``, default 1). Adaptive Haar: ``levels`` (None:
-    :func:`adaptive_levels`) and ``split``.
+    The options a channel takes are declared in its module (``cls.options``,
+    see :class:`~ldp_dask.channels.base.Option`); None means "default". Options
+    whose default depends on the data's size (histogram ``bins="auto"``, wavelet
+    ``j0``/``j1``, Haar ``level``, adaptive Haar ``levels``) are derived from
+    ``n`` and ε by the channel's :meth:`~Channel.build`. ``bins`` is the
+    histogram's option, kept as a positional parameter.
     """
-    if name not in CHANNELS:
-        raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.")
-    options = {k: v for k, v in options.items() if v is not None}
-    allowed = {"wavelet": {"wavelet", "j0", "j1", "calibration", "nu", "table_level", "noise"},
-               "haar": {"level", "smoothness", "noise"}, "haar-adaptive": {"levels", "split", "noise"},
-               "rr": {"categories", "encoding", "other"}, "histogram": {"noise"}, "mean": {"noise"}}.get(name, set())
-    extra = sorted(set(options) - allowed)
+    cls = channel_class(name)
+    given = {k: v for k, v in options.items() if v is not None}
+    if bins is not None:
+        given["bins"] = bins
+    declared = [o.name for o in cls.options]
+    extra = sorted(set(given) - set(declared))
     if extra:
-        raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to the {name!r} channel.")
-    if name != "histogram" and bins not in (None, "auto"):
-        raise LdpDaskError(f"The 'bins' parameter does not apply to the {name!r} channel.")
-    if name == "rr":
-        if domain is not None:
-            raise LdpDaskError("The 'rr' channel takes a list of categories, not a numeric 'domain'.")
-        if "categories" not in options:
-            raise LdpDaskError("The 'rr' channel needs the public list of categories ('categories').")
-        return RandomizedResponse(epsilon=epsilon, **options)
-    if domain is None:
-        raise LdpDaskError(f"The {name!r} channel needs a public 'domain' (lo, hi).")
-    if name == "histogram":
-        if bins is None or bins == "auto":
-            if n is None:
-                raise LdpDaskError("bins='auto' needs the number of rows n.")
-            bins = default_bins(n, epsilon)
-        elif isinstance(bins, str):
-            try:
-                bins = int(bins)
-            except ValueError:
-                raise LdpDaskError(f"The 'bins' parameter must be an integer or 'auto'. Got {bins!r} instead.") from None
-        return LaplaceHistogram(epsilon=epsilon, bins=bins, domain=tuple(domain), **options)
-    if name == "wavelet":
-        wavelet = options.pop("wavelet", "db4")
-        if options.get("j0") is None or options.get("j1") is None:
-            if n is None:
-                raise LdpDaskError("automatic wavelet levels need the number of rows n.")
-            j0, j1 = wavelet_levels(n, epsilon, wavelet)
-            options.setdefault("j0", j0)
-            if "j1" not in options:  # an explicit j0 above the automatic j1 pulls j1 up with it
-                options["j1"] = max(j1, options["j0"]) if isinstance(options["j0"], int) else j1
-        return WaveletLaplace(epsilon=epsilon, domain=tuple(domain), wavelet=wavelet, **options)
-    if name in ("haar", "haar-adaptive") and n is None and not ({"level", "levels"} & set(options)):
-        raise LdpDaskError(f"automatic levels of the {name!r} channel need the number of rows n.")
-    if name == "haar":
-        level = options.get("level")
-        if level is None:
-            level = haar_level(n, epsilon, options.get("smoothness", 1.0))  # type: ignore[arg-type]
-        return HaarLaplace(epsilon=epsilon, level=level, domain=tuple(domain), **({"noise": options["noise"]}
-                                                                                   if "noise" in options else {}))
-    if name == "haar-adaptive":
-        levels = options.get("levels")
-        if levels is None:
-            levels = adaptive_levels(n, epsilon)  # type: ignore[arg-type]
-        return HaarAdaptive(epsilon=epsilon, levels=levels, domain=tuple(domain), split=options.get("split", "rows"),
-                            noise=options.get("noise", "lattice"))
-    return LaplaceMean(epsilon=epsilon, domain=tuple(domain), **options)
+        takes = f"it takes {', '.join(declared)}" if declared else "it takes none"
+        raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to the {name!r} channel; {takes}.")
+    return cls.build(epsilon, domain, n=n, **given)
+
+
+def channel_options() -> dict[str, tuple[Option, list[str]]]:
+    """Every declared option by name, with the channels that take it (the CLI's flags).
+
+    Channels that share an option name must declare it alike.
+    """
+    out: dict[str, tuple[Option, list[str]]] = {}
+    for cname, cls in CHANNELS.items():
+        for opt in cls.options:
+            if opt.name in out:
+                first, users = out[opt.name]
+                if (first.type, first.choices, first.many, first.switch, first.default) != \
+                        (opt.type, opt.choices, opt.many, opt.switch, opt.default):
+                    raise TypeError(f"channels {users} and {cname!r} declare option {opt.name!r} differently")
+                users.append(cname)
+            else:
+                out[opt.name] = (opt, [cname])
+    return out

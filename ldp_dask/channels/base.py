@@ -20,17 +20,73 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from .._validation import InputDataError, LdpDaskError, check_domain
 
-__all__ = ["Channel", "NumericChannel", "noise_scale_for", "check_values", "NOISE_MODES", "check_noise"]
+__all__ = ["Channel", "NumericChannel", "Option", "NOISE_OPTION", "noise_scale_for", "check_values", "NOISE_MODES",
+           "check_noise", "require_n"]
 
 #: ``continuous``: Laplace noise on doubles; ``lattice``: every released value on a public
 #: lattice g·ℤ with discrete Laplace noise (SPEC §4, floating-point safe).
 NOISE_MODES = ("continuous", "lattice")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One parameter of a channel, declared once in the channel's module.
+
+    :func:`~ldp_dask.channels.build_channel`, the CLI (one ``--name`` flag per
+    option), the flows (``options={...}``) and the HTML report read the
+    declarations; the channel's constructor validates the values.
+
+    Attributes
+    ----------
+    name : str
+        The keyword of :meth:`Channel.build` and of the constructor.
+    help : str
+        One line for ``--help`` and the report.
+    type : callable
+        Turns one command-line word into a value (``int``, ``float``, ``str``).
+    default : Any
+        The default, as shown to users (None: required, or derived from n and ε as ``help`` says).
+    choices : tuple, optional
+        The allowed values.
+    many : bool
+        A list of values (one or more words on the command line).
+    switch : bool
+        A boolean switch (``--other``).
+    cli : bool
+        Offered on the command line.
+    """
+
+    name: str
+    help: str
+    type: Callable[[str], Any] = str
+    default: Any = None
+    choices: tuple[Any, ...] | None = None
+    many: bool = False
+    switch: bool = False
+    cli: bool = True
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag, ``--name`` with dashes."""
+        return "--" + self.name.replace("_", "-")
+
+
+NOISE_OPTION = Option("noise", "lattice outputs with discrete Laplace noise (floating-point safe) or Laplace noise "
+                               "on doubles", default="lattice", choices=NOISE_MODES)
+
+
+def require_n(n: int | None, what: str) -> int:
+    """The public row count ``n``, needed for ``what`` (a default derived from n and ε)."""
+    if n is None:
+        raise LdpDaskError(f"The number of rows n is needed for {what}; give n, or the option explicitly.")
+    return n
 
 
 def check_noise(noise: Any) -> str:
@@ -57,8 +113,19 @@ class Channel(ABC):
     name: ClassVar[str]
     #: what the column holds: "numeric" or "categorical" (see ldp_dask.source.open_source)
     value_kind: ClassVar[str] = "numeric"
+    #: the channel's own parameters besides ε and the domain (see :class:`Option`)
+    options: ClassVar[tuple[Option, ...]] = ()
     epsilon: float
     dim: int
+
+    @classmethod
+    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> "Channel":
+        """Build from ε, the public domain, the public row count ``n`` and declared options.
+
+        Options left out take their defaults; defaults that depend on the
+        data's size are derived from ``n`` (public) and ε here.
+        """
+        return cls(epsilon=epsilon, domain=domain, **options)  # type: ignore[call-arg]
 
     # --- privacy accounting -------------------------------------------------
     @abstractmethod
@@ -116,6 +183,16 @@ class NumericChannel(Channel):
     """A channel on a numeric column with a public domain ``[lo, hi]``."""
 
     domain: tuple[float, float]
+
+    @classmethod
+    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> "Channel":
+        if domain is None:
+            raise LdpDaskError(f"The {cls.name!r} channel needs a public 'domain' (lo, hi).")
+        return cls._build(epsilon, tuple(domain), n, **options)
+
+    @classmethod
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, **options: Any) -> "Channel":
+        return cls(epsilon=epsilon, domain=domain, **options)  # type: ignore[call-arg]
 
     def _set_domain(self, domain: Any) -> None:
         try:

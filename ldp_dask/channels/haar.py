@@ -42,7 +42,7 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
-from .base import NumericChannel, check_noise, noise_scale_for
+from .base import NOISE_OPTION, NumericChannel, Option, check_noise, noise_scale_for, require_n
 
 __all__ = ["HaarLaplace", "HaarAdaptive", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS"]
 
@@ -90,6 +90,18 @@ class HaarLaplace(_HaarBase):
     """
 
     name = "haar"
+    options = (
+        Option("level", "Haar level J, 2^J bins (default: 2^J ≍ (n ε²)^(2/(4s+3)) with the smoothness s)", type=int),
+        Option("smoothness", "smoothness s that sets the default level", type=float, default=1.0),
+        NOISE_OPTION,
+    )
+
+    @classmethod
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, level: int | None = None,
+               smoothness: float = 1.0, noise: str = "lattice") -> "HaarLaplace":
+        if level is None:
+            level = haar_level(require_n(n, f"the automatic levels of the {cls.name!r} channel"), epsilon, smoothness)
+        return cls(epsilon, level, domain, noise)
 
     def __init__(self, epsilon: float, level: int, domain: tuple[float, float], noise: str = "lattice") -> None:
         self.epsilon = check_epsilon(epsilon)
@@ -157,6 +169,20 @@ class HaarAdaptive(_HaarBase):
     """
 
     name = "haar-adaptive"
+    options = (
+        Option("levels", "the levels J of the adaptive test (default: all J with 2^J ≤ (n ε²)^(2/3))", type=int,
+               many=True),
+        Option("split", "one random level per row with the full ε (rows), or ε/|J| per level", default="rows",
+               choices=SPLITS),
+        NOISE_OPTION,
+    )
+
+    @classmethod
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, levels: list[int] | None = None,
+               split: str = "rows", noise: str = "lattice") -> "HaarAdaptive":
+        if levels is None:
+            levels = adaptive_levels(require_n(n, f"the automatic levels of the {cls.name!r} channel"), epsilon)
+        return cls(epsilon, levels, domain, split, noise)
 
     def __init__(self, epsilon: float, levels: list[int], domain: tuple[float, float], split: str = "rows",
                  noise: str = "lattice") -> None:

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_epsilon, check_int
+from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
-from .base import NumericChannel, check_noise, noise_scale_for
+from .base import NOISE_OPTION, NumericChannel, Option, check_noise, noise_scale_for, require_n
 
 __all__ = ["LaplaceHistogram", "MAX_BINS"]
 
@@ -57,7 +57,23 @@ class LaplaceHistogram(NumericChannel):
     """
 
     name = "histogram"
+    options = (
+        Option("bins", "number K of equal bins, or 'auto' = ceil((n ε²)^(1/4))", default="auto"),
+        NOISE_OPTION,
+    )
     sensitivity = 2.0  # L1 distance between two one-hot vectors
+
+    @classmethod
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, bins: int | str = "auto",
+               noise: str = "lattice") -> "LaplaceHistogram":
+        if bins == "auto":
+            bins = default_bins(require_n(n, "bins='auto'"), epsilon)
+        elif isinstance(bins, str):
+            try:
+                bins = int(bins)
+            except ValueError:
+                raise LdpDaskError(f"The 'bins' parameter must be an integer or 'auto'. Got {bins!r} instead.") from None
+        return cls(epsilon, bins, domain, noise)
 
     def __init__(self, epsilon: float, bins: int, domain: tuple[float, float], noise: str = "lattice") -> None:
         self.epsilon = check_epsilon(epsilon)

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._validation import check_epsilon
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
-from .base import NumericChannel, check_noise, noise_scale_for
+from .base import NOISE_OPTION, NumericChannel, check_noise, noise_scale_for
 
 LATTICE_STEPS = 1 << 16
 
@@ -52,6 +52,7 @@ class LaplaceMean(NumericChannel):
     """
 
     name = "mean"
+    options = (NOISE_OPTION,)
 
     def __init__(self, epsilon: float, domain: tuple[float, float], noise: str = "lattice") -> None:
         self.epsilon = check_epsilon(epsilon)

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._validation import InputDataError, LdpDaskError, check_epsilon
-from .base import Channel
+from .base import Channel, Option
 
 __all__ = ["RandomizedResponse", "ENCODINGS", "OTHER", "MAX_CATEGORIES"]
 
@@ -81,6 +81,21 @@ class RandomizedResponse(Channel):
 
     name = "rr"
     value_kind = "categorical"
+    options = (
+        Option("categories", "the public categories", many=True),
+        Option("encoding", "generalized k-ary (kary), per-bit unary, or Warner's (two categories)", default="kary",
+               choices=ENCODINGS),
+        Option("other", "map values outside the categories to '__other__' instead of failing", default=False,
+               switch=True),
+    )
+
+    @classmethod
+    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> "RandomizedResponse":
+        if domain is not None:
+            raise LdpDaskError("The 'rr' channel takes a list of categories, not a numeric 'domain'.")
+        if "categories" not in options:
+            raise LdpDaskError("The 'rr' channel needs the public list of categories ('categories').")
+        return cls(epsilon=epsilon, **options)
 
     def __init__(self, epsilon: float, categories: Sequence[Any], encoding: str = "kary", other: bool = False) -> None:
         self.epsilon = check_epsilon(epsilon)

@@ -50,7 +50,7 @@ import numpy as np
 from .._validation import LdpDaskError, check_epsilon, check_int
 from ..bases import DEFAULT_TABLE_LEVEL, WaveletBasis, get_basis
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
-from .base import NumericChannel, check_noise
+from .base import NOISE_OPTION, NumericChannel, Option, check_noise, require_n
 
 __all__ = ["WaveletLaplace", "wavelet_levels", "CALIBRATIONS", "MAX_DIM", "LATTICE_QUANTUM"]
 
@@ -98,6 +98,28 @@ class WaveletLaplace(NumericChannel):
     """
 
     name = "wavelet"
+    options = (
+        Option("wavelet", "haar, dbN, symN or coifN", default="db4"),
+        Option("j0", "coarsest (father) level (default from n and ε, Butucea et al. 2020)", type=int),
+        Option("j1", "finest detail level (default from n and ε, Butucea et al. 2020)", type=int),
+        Option("calibration", "noise calibration: exact sensitivities (tight) or the paper's bounds",
+               default="tight", choices=CALIBRATIONS),
+        Option("nu", "level-weight exponent ν > 1", type=float, default=1.5),
+        Option("table_level", "resolution 2^-L of the tabulated basis", type=int, default=DEFAULT_TABLE_LEVEL,
+               cli=False),
+        NOISE_OPTION,
+    )
+
+    @classmethod
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, wavelet: str = "db4",
+               j0: int | None = None, j1: int | None = None, **options: Any) -> "WaveletLaplace":
+        if j0 is None or j1 is None:
+            auto_j0, auto_j1 = wavelet_levels(require_n(n, "the automatic wavelet levels"), epsilon, wavelet)
+            if j0 is None:
+                j0 = auto_j0
+            if j1 is None:  # an explicit j0 above the automatic j1 pulls j1 up with it
+                j1 = max(auto_j1, j0) if isinstance(j0, int) else auto_j1
+        return cls(epsilon=epsilon, domain=domain, j0=j0, j1=j1, wavelet=wavelet, **options)
 
     def __init__(
         self,

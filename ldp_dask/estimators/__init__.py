@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Callable
 
 from .._validation import LdpDaskError
+from ..channels import Channel
 from ..summary import Summary, read_summary
 from .frequencies import FrequencyEstimate, frequencies
 from .histogram import histogram_density, project_simplex
@@ -17,17 +18,29 @@ from .wavelet import DEFAULT_GAMMA, THRESHOLDS, wavelet_density, wavelet_thresho
 __all__ = [
     "estimate", "histogram_density", "wavelet_density", "wavelet_thresholds", "mean", "project_simplex",
     "DensityEstimate", "MeanEstimate", "DEFAULT_GAMMA", "THRESHOLDS", "frequencies", "FrequencyEstimate",
-    "local_quantiles", "QuantileEstimate",
+    "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS",
 ]
+
+
+#: The natural estimator of each channel's summaries (adaptive Haar summaries feed the goodness-of-fit test).
+ESTIMATORS: dict[str, Callable[..., Any]] = {
+    "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "mean": mean,
+    "rr": frequencies,
+}
+
+
+def estimator_for(channel: Channel | str) -> Callable[..., Any] | None:
+    """The estimator of a channel's summaries (by channel or name), or None when it has none."""
+    return ESTIMATORS.get(channel if isinstance(channel, str) else channel.name)
 
 
 def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEstimate | FrequencyEstimate:
     """The natural estimate for a summary's channel: density (histogram, haar, wavelet), mean, frequencies (rr)."""
     s = read_summary(summary)
-    fn = {"histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density,
-          "mean": mean, "rr": frequencies}.get(s.channel.name)
+    fn = estimator_for(s.channel)
     if fn is None:
-        raise LdpDaskError(f"no estimator for channel {s.channel.name!r}")  # pragma: no cover
+        raise LdpDaskError(f"{s.channel.name!r} summaries have no estimate of their own; they feed the "
+                           "goodness-of-fit test (ldp_dask.gof, 'ldp-dask gof').")
     allowed = set(inspect.signature(fn).parameters) - {"summary"}
     extra = sorted(set(kwargs) - allowed)
     if extra:

@@ -91,7 +91,7 @@ def level_table(R: int, rng: np.random.Generator) -> list[str]:
     n, J, Bu = 200, 2, 1999
     ch = HaarLaplace(1.0, J, (0, 1), noise="continuous")
     p0 = np.full(1 << J, 2.0**-J)
-    crit = critical_value(simulate_u_statistic(n, p0, ch.c, ch.noise_scale, Bu, rng, ch.noise), GAMMA)[0]
+    crit = critical_value(simulate_u_statistic(n, p0, ch.noise_law, Bu, rng), GAMMA)[0]
     rej = 0
     for _ in range(R):
         z = ch.privatize(rng.random(n), rng)
@@ -121,8 +121,8 @@ def u_vs_summary(n: int, J: int, deltas, R: int, rng: np.random.Generator) -> tu
     ch = HaarLaplace(1.0, J, (0, 1), noise="continuous")
     p0 = np.full(1 << J, 2.0**-J)
     a = ch.c * p0
-    cu = critical_value(simulate_u_statistic(n, p0, ch.c, ch.noise_scale, 1999, rng, ch.noise), GAMMA)[0]
-    cs = critical_value(simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, 1999, rng, ch.noise), GAMMA)[0]
+    cu = critical_value(simulate_u_statistic(n, p0, ch.noise_law, 1999, rng), GAMMA)[0]
+    cs = critical_value(simulate_summary_statistic(n, p0, ch.noise_law, 1999, rng), GAMMA)[0]
     pu, ps = [], []
     for d in deltas:
         p = probs(d, J)
@@ -132,7 +132,7 @@ def u_vs_summary(n: int, J: int, deltas, R: int, rng: np.random.Generator) -> tu
             z = rng.laplace(0.0, ch.noise_scale, size=(n, 1 << J))
             z[np.arange(n), bins] += ch.c
             ru += u_statistic(z, a) > cu
-            rs += summary_statistic(z.sum(axis=0), n, ch.c, ch.noise_scale, a, ch.noise) > cs
+            rs += summary_statistic(z.sum(axis=0), n, a, ch.noise_law) > cs
         pu.append(ru / R)
         ps.append(rs / R)
     return pu, ps
@@ -142,12 +142,12 @@ def detectable_separation(ch, n: int, R: int, rng: np.random.Generator, B: int =
     """Smallest δ with power ≥ 1/2 (bisection, one calibration at n for the single-J test)."""
     J = ch.level
     p0 = np.full(1 << J, 2.0**-J)
-    crit = critical_value(simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, rng, ch.noise), GAMMA)[0]
+    crit = critical_value(simulate_summary_statistic(n, p0, ch.noise_law, B, rng), GAMMA)[0]
 
     def power(d: float) -> float:
         N = rng.multinomial(n, probs(d, J), size=R).astype(np.float64)
         S = ch.c * N + ch.noise_scale * (rng.standard_gamma(n, N.shape) - rng.standard_gamma(n, N.shape))
-        return float(np.mean(summary_statistic(S, n, ch.c, ch.noise_scale, ch.c * p0, ch.noise) > crit))
+        return float(np.mean(summary_statistic(S, n, ch.c * p0, ch.noise_law) > crit))
 
     lo, hi = 0.0, 1 / math.sqrt(2)
     if power(hi) < 0.5:
@@ -167,12 +167,12 @@ def speed() -> list[str]:
     rows = []
     for n in (1_000, 1_000_000_000):
         t = time.perf_counter()
-        sims = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, rng, ch.noise)
+        sims = simulate_summary_statistic(n, p0, ch.noise_law, B, rng)
         critical_value(sims, GAMMA)
         rows.append(f"| exact law of the sums (ours) | {n:,} | {B:,} | {time.perf_counter() - t:.2f} s | measured |")
     b_direct = 20
     t = time.perf_counter()
-    simulate_u_statistic(1_000, p0, ch.c, ch.noise_scale, b_direct, rng, ch.noise)
+    simulate_u_statistic(1_000, p0, ch.noise_law, b_direct, rng)
     per = (time.perf_counter() - t) / (b_direct * 1_000 * D)
     for n in (1_000, 1_000_000_000):
         secs = per * B * n * D

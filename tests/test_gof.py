@@ -63,9 +63,9 @@ def test_fast_null_law_of_the_statistic_equals_per_row_simulation():
     p0 = gof.parse_null(null).bin_probabilities(ch.domain, J)
     a = ch.c * p0
     rng = np.random.default_rng(3)
-    fast = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, 3000, rng, ch.noise)
+    fast = simulate_summary_statistic(n, p0, ch.noise_law, 3000, rng)
     slow = np.array([summary_statistic(ch.privatize(null.rvs(n, random_state=rng), rng).sum(axis=0),
-                                       n, ch.c, ch.noise_scale, a, ch.noise) for _ in range(3000)])
+                                       n, a, ch.noise_law) for _ in range(3000)])
     assert stats.ks_2samp(fast, slow).pvalue > ALPHA_KS
 
 
@@ -98,7 +98,7 @@ def test_statistics_are_unbiased_for_the_projected_distance():
     for _ in range(R):
         z = ch.privatize(rng.beta(2, 2, n), rng)
         T.append(u_statistic(z, a))
-        Tp.append(float(summary_statistic(z.sum(axis=0), n, ch.c, ch.noise_scale, a, ch.noise)))
+        Tp.append(float(summary_statistic(z.sum(axis=0), n, a, ch.noise_law)))
     for vals in (np.array(T), np.array(Tp)):
         assert abs(vals.mean() - target) <= Z * vals.std(ddof=1) / math.sqrt(R), (vals.mean(), target)
     # the two statistics track each other (SPEC: correlation 0.997 in simulation)

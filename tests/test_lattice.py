@@ -144,9 +144,9 @@ def test_gof_calibration_with_lattice_noise():
     rng = np.random.default_rng(6)
     n = 40
     p0 = np.full(8, 1 / 8)
-    fast = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, 3000, rng, "lattice")
-    slow = np.array([summary_statistic(ch.privatize(rng.random(n), rng).sum(axis=0), n, ch.c, ch.noise_scale,
-                                       ch.c * p0, "lattice") for _ in range(3000)])
+    fast = simulate_summary_statistic(n, p0, ch.noise_law, 3000, rng)
+    slow = np.array([summary_statistic(ch.privatize(rng.random(n), rng).sum(axis=0), n, ch.c * p0, ch.noise_law)
+                     for _ in range(3000)])
     assert stats.ks_2samp(fast, slow).pvalue > 1e-3
     rej = 0
     for _ in range(400):

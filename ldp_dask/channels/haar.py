@@ -36,6 +36,7 @@ public multiple of 2^{J/2}.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
 from .base import NOISE_OPTION, NumericChannel, Option, check_noise, noise_scale_for, require_n
 
-__all__ = ["HaarLaplace", "HaarAdaptive", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS"]
+__all__ = ["HaarLaplace", "HaarAdaptive", "HaarNoise", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS"]
 
 MAX_HAAR_LEVEL = 20
 SPLITS = ("rows", "epsilon")
@@ -56,17 +57,39 @@ def _bin_index(t: np.ndarray, bins: int) -> np.ndarray:
     return idx
 
 
-def _noise_sum(noise: str, rng: np.random.Generator, m: int, sigma: float, c: float, size: int) -> np.ndarray:
-    """Sum of m rows' noise on ``size`` coordinates: Laplace(σ), or c × discrete Laplace(σ/c)."""
-    if noise == "lattice":
-        return c * discrete_laplace_sum(rng, m, sigma / c, size)
-    return laplace_sum(rng, m, sigma, size)
+@dataclass(frozen=True)
+class HaarNoise:
+    """The noise law of one Haar level, defined once: the channels draw from it, and so does the
+    goodness-of-fit calibration (:mod:`ldp_dask.gof.calibration`).
 
+    Each coordinate of a row's view carries Laplace(σ) noise (``"continuous"``),
+    or c × discrete Laplace(σ/c) (``"lattice"``: values on the public lattice c·ℤ,
+    c = 2^{J/2}, same ε). The sum of m rows' noise is σ(Gamma(m) − Gamma(m)), or
+    c(NB(m, p) − NB(m, p)) with p = 1 − e^{−c/σ}.
+    """
 
-def _noise_rows(noise: str, rng: np.random.Generator, sigma: float, c: float, shape: Any) -> np.ndarray:
-    if noise == "lattice":
-        return c * discrete_laplace(rng, sigma / c, shape)
-    return rng.laplace(0.0, sigma, size=shape)
+    c: float
+    sigma: float
+    noise: str
+
+    def sums(self, rng: np.random.Generator, m: int, shape: Any) -> np.ndarray:
+        """Sums of m rows' noise, one per coordinate of ``shape``: O(size), not O(m·size)."""
+        if self.noise == "lattice":
+            return self.c * discrete_laplace_sum(rng, m, self.sigma / self.c, shape)
+        return laplace_sum(rng, m, self.sigma, shape)
+
+    def rows(self, rng: np.random.Generator, shape: Any) -> np.ndarray:
+        """One row's noise per coordinate of ``shape``."""
+        if self.noise == "lattice":
+            return self.c * discrete_laplace(rng, self.sigma / self.c, shape)
+        return rng.laplace(0.0, self.sigma, size=shape)
+
+    @property
+    def variance(self) -> float:
+        """Variance of one row's noise on one coordinate: 2σ², or c²·Var(discrete Laplace(σ/c))."""
+        if self.noise == "lattice":
+            return self.c**2 * discrete_laplace_variance(self.sigma / self.c)
+        return 2.0 * self.sigma**2
 
 
 class _HaarBase(NumericChannel):
@@ -129,21 +152,24 @@ class HaarLaplace(_HaarBase):
         return {"epsilon": self.epsilon, "level": self.level, "domain": list(self.domain), "noise": self.noise}
 
     @property
+    def noise_law(self) -> HaarNoise:
+        """The noise of this level (:class:`HaarNoise`)."""
+        return HaarNoise(self.c, self.noise_scale, self.noise)
+
+    @property
     def noise_variance(self) -> float:
         """Variance of one row's noise on one coordinate."""
-        if self.noise == "lattice":
-            return self.c**2 * discrete_laplace_variance(self.noise_scale / self.c)
-        return 2.0 * self.noise_scale**2
+        return self.noise_law.variance
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         counts = np.bincount(_bin_index(self.to_unit(x), self.dim), minlength=self.dim)
         return {"sum": counts * self.c}
 
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        return {"sum": exact["sum"] + _noise_sum(self.noise, rng, m, self.noise_scale, self.c, self.dim)}
+        return {"sum": exact["sum"] + self.noise_law.sums(rng, m, self.dim)}
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        z = _noise_rows(self.noise, rng, self.noise_scale, self.c, (len(x), self.dim))
+        z = self.noise_law.rows(rng, (len(x), self.dim))
         z[np.arange(len(x)), _bin_index(self.to_unit(x), self.dim)] += self.c
         return z
 
@@ -213,6 +239,11 @@ class HaarAdaptive(_HaarBase):
                 sig = sig * (1.0 + 2.0**-50)
             self.sigmas = sig
 
+    @property
+    def noise_laws(self) -> list[HaarNoise]:
+        """The noise of each level, in the order of ``levels`` (:class:`HaarNoise`)."""
+        return [HaarNoise(float(c), float(s), self.noise) for c, s in zip(self.cs, self.sigmas)]
+
     def epsilon_spent(self) -> float:
         per_level = self.sensitivities / self.sigmas
         return float(per_level.max()) if self.split == "rows" else math.fsum(per_level)
@@ -244,8 +275,8 @@ class HaarAdaptive(_HaarBase):
         else:
             group_n = np.full(k, m)
             per_level = [self.aggregate(counts, j) for j in self.levels]
-        sums = [c * cnt + _noise_sum(self.noise, rng, int(ng), s, c, len(cnt))
-                for c, cnt, ng, s in zip(self.cs, per_level, group_n, self.sigmas)]
+        sums = [c * cnt + law.sums(rng, int(ng), len(cnt))
+                for c, cnt, ng, law in zip(self.cs, per_level, group_n, self.noise_laws)]
         return {"sum": np.concatenate(sums), "group_n": group_n.astype(np.float64)}
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -259,15 +290,13 @@ class HaarAdaptive(_HaarBase):
             for gi, j in enumerate(self.levels):
                 sel = rows[g == gi]
                 b = self.block(gi)
-                z[sel, k + b.start: k + b.stop] = _noise_rows(self.noise, rng, self.sigmas[gi], self.cs[gi],
-                                                              (len(sel), self.sizes[gi]))
+                z[sel, k + b.start: k + b.stop] = self.noise_laws[gi].rows(rng, (len(sel), self.sizes[gi]))
                 z[sel, k + b.start + _bin_index(t[sel], self.sizes[gi])] += self.cs[gi]
         else:
             z[:, :k] = 1.0
             for gi, j in enumerate(self.levels):
                 b = self.block(gi)
-                z[:, k + b.start: k + b.stop] = _noise_rows(self.noise, rng, self.sigmas[gi], self.cs[gi],
-                                                            (n, self.sizes[gi]))
+                z[:, k + b.start: k + b.stop] = self.noise_laws[gi].rows(rng, (n, self.sizes[gi]))
                 z[rows, k + b.start + _bin_index(t, self.sizes[gi])] += self.cs[gi]
         return z
 

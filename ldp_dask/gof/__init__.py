@@ -122,8 +122,8 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
     gen, seed = _calibration_rng(rng)
     n = s.n
     if statistic == "summary":
-        t_obs = float(summary_statistic(s.sums["sum"], n, ch.c, ch.noise_scale, a, ch.noise))
-        sims = simulate_summary_statistic(n, p0, ch.c, ch.noise_scale, B, gen, ch.noise)
+        t_obs = float(summary_statistic(s.sums["sum"], n, a, ch.noise_law))
+        sims = simulate_summary_statistic(n, p0, ch.noise_law, B, gen)
     else:
         if rows is None:
             raise LdpDaskError("statistic='U' needs the rows directory written in rows mode ('rows').")
@@ -135,7 +135,7 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
                 "O(B·2^J)), or a smaller B."
             )
         t_obs = u_statistic(_read_rows(rows, ch, n), a)
-        sims = simulate_u_statistic(n, p0, ch.c, ch.noise_scale, B, gen, ch.noise)
+        sims = simulate_u_statistic(n, p0, ch.noise_law, B, gen)
     p_obs, _ = pooled_p_values(np.array([t_obs]), sims)
     p = float(p_obs[0])
     crit, ci = critical_value(sims, level)
@@ -170,16 +170,16 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
     m = len(ch.levels)
     group_n = np.rint(s.sums["group_n"]).astype(np.int64)
     p0s = [p0_fine.reshape(1 << j, -1).sum(axis=1) for j in ch.levels]
+    laws = ch.noise_laws
     obs = np.array([
-        float(summary_statistic(s.sums["sum"][ch.block(g)], int(group_n[g]), ch.cs[g], ch.sigmas[g], ch.cs[g] * p0s[g],
-                                ch.noise))
+        float(summary_statistic(s.sums["sum"][ch.block(g)], int(group_n[g]), ch.cs[g] * p0s[g], laws[g]))
         if group_n[g] >= 2 else 0.0
         for g in range(m)
     ])
     if ch.split == "rows":
         gens = gen.spawn(m)
         sims = np.column_stack([
-            simulate_summary_statistic(int(group_n[g]), p0s[g], ch.cs[g], ch.sigmas[g], B, gens[g], ch.noise)
+            simulate_summary_statistic(int(group_n[g]), p0s[g], laws[g], B, gens[g])
             if group_n[g] >= 2 else np.zeros(B)
             for g in range(m)
         ])
@@ -187,7 +187,7 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
         u = 1.0 - (1.0 - level) ** (1.0 / m)
         p = float(1.0 - (1.0 - p_obs.min()) ** m)
     else:
-        sims = simulate_joint_statistics(s.n, p0_fine, ch.levels, ch.cs, ch.sigmas, B, gen, ch.noise)
+        sims = simulate_joint_statistics(s.n, p0_fine, ch.levels, laws, B, gen)
         p_obs, p_sims = pooled_p_values(obs, sims)
         minp = np.concatenate([[p_obs.min()], p_sims.min(axis=1)])
         u = float(np.quantile(minp, level, method="inverted_cdf"))

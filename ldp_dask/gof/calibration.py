@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
+
+from ..channels.haar import HaarNoise
 
 __all__ = [
     "summary_statistic", "u_statistic", "simulate_summary_statistic", "simulate_joint_statistics",
@@ -35,28 +37,10 @@ __all__ = [
 _CHUNK = 1024  # replicates per chunk
 
 
-def noise_variance(c: float, sigma: float, noise: str = "continuous") -> float:
-    """Variance of one row's noise on one coordinate: 2σ², or c²·Var(discrete Laplace(σ/c)) on the lattice."""
-    if noise == "lattice":
-        from ..noise import discrete_laplace_variance
-
-        return c**2 * discrete_laplace_variance(sigma / c)
-    return 2.0 * sigma**2
-
-
-def _noise_sums(g: np.random.Generator, n: int, c: float, sigma: float, shape: Any, noise: str) -> np.ndarray:
-    """Sums of n rows' noise: σ(Gamma(n) − Gamma(n)), or c·(NB(n, p) − NB(n, p)) on the lattice."""
-    if noise == "lattice":
-        p = -math.expm1(-c / sigma)
-        return c * (g.negative_binomial(n, p, size=shape) - g.negative_binomial(n, p, size=shape))
-    return sigma * (g.standard_gamma(n, size=shape) - g.standard_gamma(n, size=shape))
-
-
-def summary_statistic(S: np.ndarray, n: int, c: float, sigma: float, a: np.ndarray,
-                      noise: str = "continuous") -> np.ndarray:
-    """T'_J for released sums ``S`` (last axis = bins; leading axes are replicates)."""
+def summary_statistic(S: np.ndarray, n: int, a: np.ndarray, law: HaarNoise) -> np.ndarray:
+    """T'_J for released sums ``S`` (last axis = bins; leading axes are replicates) of a level with noise ``law``."""
     Sc = S - n * a
-    inner = Sc**2 - n * ((c - 2 * a) * (Sc / n + a) + a**2 + noise_variance(c, sigma, noise))
+    inner = Sc**2 - n * ((law.c - 2 * a) * (Sc / n + a) + a**2 + law.variance)
     return inner.sum(axis=-1) / (n * (n - 1.0))
 
 
@@ -77,22 +61,21 @@ def _chunked(B: int, rng: np.random.Generator, fn: Callable[[np.random.Generator
     return np.concatenate(parts, axis=0)
 
 
-def simulate_summary_statistic(n: int, p0: np.ndarray, c: float, sigma: float, B: int,
-                               rng: np.random.Generator, noise: str = "continuous") -> np.ndarray:
+def simulate_summary_statistic(n: int, p0: np.ndarray, law: HaarNoise, B: int,
+                               rng: np.random.Generator) -> np.ndarray:
     """B draws of T'_J under H0 from the exact law of the sums: O(B·D), independent of n."""
-    a = c * p0
+    a = law.c * p0
 
     def one(g: np.random.Generator, b: int) -> np.ndarray:
         N = g.multinomial(n, p0, size=b).astype(np.float64)
-        S = c * N + _noise_sums(g, n, c, sigma, N.shape, noise)
-        return summary_statistic(S, n, c, sigma, a, noise)
+        S = law.c * N + law.sums(g, n, N.shape)
+        return summary_statistic(S, n, a, law)
 
     return _chunked(B, rng, one)
 
 
-def simulate_joint_statistics(n: int, p0_fine: np.ndarray, levels: list[int], cs: np.ndarray,
-                              sigmas: np.ndarray, B: int, rng: np.random.Generator,
-                              noise: str = "continuous") -> np.ndarray:
+def simulate_joint_statistics(n: int, p0_fine: np.ndarray, levels: list[int], laws: list[HaarNoise], B: int,
+                              rng: np.random.Generator) -> np.ndarray:
     """B draws of (T'_J)_{J ∈ levels} under H0 when every row reports every level (shared rows).
 
     Counts at the finest level are multinomial; coarser counts are their dyadic sums;
@@ -103,32 +86,28 @@ def simulate_joint_statistics(n: int, p0_fine: np.ndarray, levels: list[int], cs
     def one(g: np.random.Generator, b: int) -> np.ndarray:
         N = g.multinomial(n, p0_fine, size=b)
         out = np.empty((b, len(levels)))
-        for i, (j, c, s) in enumerate(zip(levels, cs, sigmas)):
+        for i, (j, law) in enumerate(zip(levels, laws)):
             cnt = N.reshape(b, 1 << j, D >> j).sum(axis=2).astype(np.float64)
             p0 = p0_fine.reshape(1 << j, -1).sum(axis=1)
-            S = c * cnt + _noise_sums(g, n, c, s, cnt.shape, noise)
-            out[:, i] = summary_statistic(S, n, c, s, c * p0, noise)
+            S = law.c * cnt + law.sums(g, n, cnt.shape)
+            out[:, i] = summary_statistic(S, n, law.c * p0, law)
         return out
 
     return _chunked(B, rng, one)
 
 
-def simulate_u_statistic(n: int, p0: np.ndarray, c: float, sigma: float, B: int,
-                         rng: np.random.Generator, noise: str = "continuous") -> np.ndarray:
-    """B draws of T_J under H0 by privatizing n rows per replicate: O(B·n·D) (the seed's way)."""
-    a = c * p0
+def simulate_u_statistic(n: int, p0: np.ndarray, law: HaarNoise, B: int,
+                         rng: np.random.Generator) -> np.ndarray:
+    """B draws of T_J under H0 by privatizing n rows per replicate: O(B·n·D) (the paper's way)."""
+    a = law.c * p0
     D = len(p0)
 
     def one(g: np.random.Generator, b: int) -> np.ndarray:
         out = np.empty(b)
         for r in range(b):
             bins = g.choice(D, size=n, p=p0)
-            if noise == "lattice":
-                p = -math.expm1(-c / sigma)
-                Z = c * (g.geometric(p, size=(n, D)) - g.geometric(p, size=(n, D))).astype(np.float64)
-            else:
-                Z = g.laplace(0.0, sigma, size=(n, D))
-            Z[np.arange(n), bins] += c
+            Z = law.rows(g, (n, D))
+            Z[np.arange(n), bins] += law.c
             out[r] = u_statistic(Z, a)
         return out
 

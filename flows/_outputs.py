@@ -8,7 +8,7 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
-from ldp_dask.outputs import figure_png, write_result_files
+from ldp_dask.outputs import figure_png, render_markdown, write_result_files
 from ldp_dask.release import publish
 
 
@@ -37,18 +37,15 @@ def publish_plot(result: Any, written: dict[str, str], key: str, alt: str, descr
     create_markdown_artifact(key=key, markdown=f"![{alt}](data:image/png;base64,{data})", description=description)
 
 
-
 def headline(est: Any) -> str:
-    """One line with an estimate's key number and its uncertainty (for the release artifact)."""
-    from ldp_dask.estimators import DensityEstimate, FrequencyEstimate, MeanEstimate
+    """One line with an estimate's key number and its uncertainty (its description's headline)."""
+    if est is None:
+        return "no estimate for this channel (adaptive Haar summaries feed the goodness-of-fit test)"
+    return est.describe().headline
 
-    if isinstance(est, MeanEstimate):
-        return f"mean {est.value:.6g} ± {est.se:.3g} (se), {est.level:.0%} interval [{est.ci[0]:.6g}, {est.ci[1]:.6g}]"
-    if isinstance(est, FrequencyEstimate):
-        top = int(est.frequencies.argmax())
-        return (f"most frequent: {est.labels[top]!s} at {est.frequencies[top]:.4f} "
-                f"[{est.ci_low[top]:.4f}, {est.ci_high[top]:.4f}]")
-    if isinstance(est, DensityEstimate):
-        q = est.quantile([0.1, 0.5, 0.9])
-        return f"density estimate ({est.method}): 10/50/90% quantiles {q[0]:.6g} / {q[1]:.6g} / {q[2]:.6g}"
-    return "no estimate for this channel (adaptive Haar summaries feed the goodness-of-fit test)"
+
+def publish_markdown(result: Any, key: str, description: str, *facts: tuple[str, str],
+                     title: str | None = None) -> None:
+    """Publish ``result.describe()`` (with extra ``facts``, e.g. the files written) as a markdown artifact."""
+    create_markdown_artifact(key=key, markdown=render_markdown(result.describe().with_facts(*facts, title=title)),
+                             description=description)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
 
 from prefect.cache_policies import NONE
 
@@ -14,7 +13,7 @@ from ldp_dask._io import check_output
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
 
-from ._outputs import publish_plot
+from ._outputs import publish_markdown, publish_plot
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
@@ -27,24 +26,6 @@ def run_test(source: str, null: Any, level: float, column: str | None, domain: l
                             epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
                             rng=calibration_seed, summary_out=summary_out, out=out, plot=plot, overwrite=overwrite,
                             options=options)
-
-
-def _markdown(res: gof.TestResult, written: dict[str, str]) -> str:
-    lo, hi = res.critical_value_ci
-    rows = [f"| {d['J']} | {d['n']:,} | {d['statistic']:.4g} | {d['threshold']:.4g} | {d['p_value']:.4g} |"
-            for d in res.details]
-    return "\n".join([
-        f"# Goodness-of-fit test: H0 f = {res.null}", "",
-        "| what | value |", "|---|---|",
-        f"| decision | **{'reject H0' if res.reject else 'do not reject H0'}** at level {res.level:g} |",
-        f"| method | {res.method} |",
-        f"| n, ε per row | {res.n:,}, {res.epsilon:g} |",
-        f"| statistic | {res.statistic:.6g} |",
-        f"| critical value (95% Monte-Carlo interval) | {res.critical_value:.6g} ([{lo:.6g}, {hi:.6g}]) |",
-        f"| p-value (Monte-Carlo se) | {res.p_value:.4g} ({res.p_value_se:.2g}), B = {res.B:,} |",
-        *[f"| {k} | `{v}` |" for k, v in written.items()],
-        "", "| J | rows | statistic | threshold | p-value |", "|---|---|---|---|---|", *rows,
-    ])
 
 
 @flow(name="ldp-gof")
@@ -74,8 +55,7 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
                    calibration_seed, summary_out, out, plot, overwrite, options)
     res, written = rel.result[0], rel.written
     publish_plot(res, written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")
-    create_markdown_artifact(key="ldp-gof", markdown=_markdown(res, written),
-                             description="Goodness-of-fit decision, p-value and privacy parameters")
+    publish_markdown(res, "ldp-gof", "Goodness-of-fit decision and p-value", *((k, v) for k, v in written.items()))
     logger.info("GoF test of %s (n=%d, ε=%g): p=%.4g, reject=%s", res.null, res.n, res.epsilon, res.p_value,
                 res.reject)
     return {"result": res.to_dict(), "written": written}

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 
 import ldp_dask
@@ -22,7 +21,7 @@ from ldp_dask.options import RunOptions
 from ldp_dask.pipeline import release_summary
 from ldp_dask.release import Released, plan
 
-from ._outputs import headline, publish_plot
+from ._outputs import headline, publish_markdown, publish_plot
 
 
 @task(retries=2, retry_delay_seconds=2, persist_result=False)
@@ -96,25 +95,10 @@ def privatize_flow(
         "key_id": meta["key_id"], "key_source": meta["key_source"], "reproducible": meta["reproducible"],
         "rows_out": rows_out,
     }
-    create_markdown_artifact(
-        key="ldp-release",
-        markdown="\n".join([
-            f"# Local-DP release of `{column}`",
-            "",
-            "| what | value |", "|---|---|",
-            f"| channel | `{ch!r}` |",
-            f"| ε requested / spent per row | {ch.epsilon:g} / {ch.epsilon_spent():g} |",
-            f"| rows (n) | {summary.n:,} |",
-            f"| mode | {mode} |",
-            f"| key id (source) | `{meta['key_id']}` ({meta['key_source']}) |",
-            f"| default estimate | {headline(est)} |",
-            f"| summary | `{path}` |",
-            *([f"| privatized rows | `{rows_out}` |"] if rows_out else []),
-            "",
-            f"{rel.receipt.line() if rel.receipt else 'ledger: not recorded'}; report: `ldp-dask report {path}`.",
-        ]),
-        description="What was released and what it cost",
-    )
+    ledger_line = rel.receipt.line() if rel.receipt else "ledger: not recorded"
+    publish_markdown(summary, "ldp-release", "What was released and what it cost",
+                     ("default estimate", headline(est)), *((k, v) for k, v in rel.written.items()),
+                     ("ledger", ledger_line), ("report", f"ldp-dask report {path}"))
     if est is not None:
         publish_plot(est, {}, "ldp-release-plot", "estimate from the release",
                      "Default estimate from the released summary (post-processing, no privacy cost)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE
 
 from ldp_dask._io import check_output
@@ -14,7 +13,7 @@ from ldp_dask.central import release_quantiles
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
 
-from ._outputs import publish_plot
+from ._outputs import publish_markdown, publish_plot
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
@@ -51,18 +50,7 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
     r, written = rel.result, rel.written
     publish_plot(r, written, "ldp-quantiles-plot", "released quantile function",
                  "The released quantile function (public information only)")
-    split = ", ".join(f"{k}: {v}" for k, v in r.epsilon_split.items())
-    create_markdown_artifact(
-        key="ldp-quantiles",
-        markdown="\n".join([
-            f"# Central-DP quantiles of `{r.column}`", "",
-            f"Method **{r.method}**, ε = {r.epsilon:g} in total ({split}); n = {r.n:,}; "
-            f"bounds [{r.bounds[0]:g}, {r.bounds[1]:g}]; neighbours: one record replaced.", "",
-            "| q | released value |", "|---|---|",
-            *[f"| {qq:g} | {v:.6g} |" for qq, v in zip(r.q, r.values)],
-            *[f"\n{k}: `{v}`" for k, v in written.items()],
-        ]),
-        description="Released quantiles and how ε was spent",
-    )
+    publish_markdown(r, "ldp-quantiles", "Released quantiles and how ε was spent",
+                     *((k, v) for k, v in written.items()))
     logger.info("Released %d quantiles of %s with %s (ε=%g, n=%d)", len(r.q), column, r.method, r.epsilon, r.n)
     return {"release": r.to_dict(), "written": written}

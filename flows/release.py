@@ -19,13 +19,12 @@ from typing import Any
 
 import fsspec
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact
 
 import ldp_dask
 from ldp_dask.estimators import estimator_for
 from ldp_dask.report import write_report
 
-from ._outputs import headline
+from ._outputs import headline, publish_markdown
 from .estimate import estimate_flow
 from .privatize import privatize_flow
 
@@ -85,19 +84,8 @@ def release_flow(
     s = ldp_dask.read_summary(summary)
     est = ldp_dask.estimate(s) if has_estimate else None  # one estimate for the report and the table
     written["report"] = write_report(s, f"{stem}.html", overwrite=True, result=est)
-    create_markdown_artifact(
-        key="ldp-nightly-release",
-        markdown="\n".join([
-            f"# Release of `{column}` for {day}", "",
-            f"{'Reused the existing release (no ε spent by this run).' if release['reused'] else 'New release.'}",
-            "", "| what | value |", "|---|---|",
-            f"| channel | `{s.channel!r}` |",
-            f"| ε per row (spent) | {s.channel.epsilon_spent():g} |",
-            f"| rows (n) | {s.n:,} |",
-            f"| key id (source) | `{s.metadata.get('key_id')}` ({s.metadata.get('key_source')}) |",
-            f"| estimate | {headline(est)} |",
-            *[f"| {k} | `{v}` |" for k, v in written.items()],
-        ]),
-        description="Where the day's release, estimate and report are",
-    )
+    reused = "Reused the existing release (no ε spent by this run)." if release["reused"] else "New release."
+    publish_markdown(s, "ldp-nightly-release", "Where the day's release, estimate and report are",
+                     ("this run", reused), ("estimate", headline(est)), *((k, v) for k, v in written.items()),
+                     title=f"Release of {column} for {day}")
     return {"date": day, "release": release, "written": written}

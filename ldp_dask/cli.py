@@ -399,56 +399,22 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
 
 
 def _cmd_estimate(a: argparse.Namespace) -> int:
-    import numpy as np
-
     import ldp_dask
-    from ldp_dask.estimators import DensityEstimate, FrequencyEstimate
+    from ldp_dask.outputs import write_result_files
+    from ldp_dask.release import publish
 
     s = ldp_dask.read_summary(a.summary)
     est = ldp_dask.estimate(s, **_estimator_options(a))
     if a.plot and not hasattr(est, "plot"):
-        raise LdpDaskError(f"--plot: a {s.channel.name!r} summary's estimate has no plot.")
-    from ldp_dask._io import check_output
-
-    for p in (a.out, a.plot):
-        if p:
-            check_output(p, a.overwrite)
-    if a.out:
-        est.save(a.out, overwrite=a.overwrite)
-    if a.plot and hasattr(est, "plot"):
-        est.plot(a.plot, overwrite=a.overwrite)
+        raise LdpDaskError(f"--plot: the estimate of a {s.channel.name!r} summary has no plot.")
+    _, written = publish({"json": a.out, "plot": a.plot}, lambda outputs: write_result_files(est, outputs),
+                         overwrite=a.overwrite)
     if a.json:
         print(json.dumps(est.to_dict()))
-    elif isinstance(est, FrequencyEstimate):
-        print(est)
-    elif isinstance(est, DensityEstimate) and est.smooth:
-        i = est.info
-        print(f"{est.method} density, n={est.n:,}, ε={est.epsilon:g}, {i['wavelet']} levels {i['j0']}..{i['j1']} "
-              f"({i['calibration']} calibration), γ={i['gamma']:g}; details kept per level: {i['kept_per_level']}")
-        mid = (est.edges[:-1] + est.edges[1:]) / 2
-        lo, hi = est.band()
-        print(f"{'x':>12}  {'density':>11}  {est.level:.0%} pointwise band")
-        for x in np.linspace(est.edges[0], est.edges[-1], 21):
-            b = (np.interp(x, mid, lo), np.interp(x, mid, hi))
-            print(f"{x:12.4g}  {float(est.pdf(x)):11.4g}  [{b[0]:11.4g}, {b[1]:11.4g}]")
-        q = est.quantile([0.1, 0.5, 0.9])
-        print(f"quantiles of the estimate: 10% {q[0]:.4g}, 50% {q[1]:.4g}, 90% {q[2]:.4g}")
-    elif isinstance(est, DensityEstimate):
-        lo, hi = est.band()
-        print(f"{est.method} density, n={est.n:,}, ε={est.epsilon:g}, {len(est.density)} bins, "
-              f"{est.level:.0%} pointwise band")
-        print(f"{'bin':>24}  {'density':>11}  {'band':>25}")
-        for j in range(len(est.density)):
-            edge = f"[{est.edges[j]:.4g}, {est.edges[j + 1]:.4g})"
-            print(f"{edge:>24}  {est.density[j]:11.4g}  [{lo[j]:11.4g}, {hi[j]:11.4g}]")
-        q = est.quantile([0.1, 0.5, 0.9])
-        print(f"quantiles of the estimate: 10% {q[0]:.4g}, 50% {q[1]:.4g}, 90% {q[2]:.4g}")
-    else:
-        print(f"mean {est.value:.6g} (se {est.se:.3g}), {est.level:.0%} interval [{est.ci[0]:.6g}, {est.ci[1]:.6g}], "
-              f"n={est.n:,}, ε={est.epsilon:g}; privacy noise is {est.noise_share:.0%} of the variance")
-    for label, p in (("json", a.out), ("plot", a.plot)):
-        if p and not a.json:
-            print(f"wrote {label}: {p}")
+        return 0
+    print(est)
+    for label, path in written.items():
+        print(f"wrote {label}: {path}")
     return 0
 
 

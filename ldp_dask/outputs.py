@@ -1,22 +1,32 @@
-"""Writing results: JSON, PNG plots and the figures behind them.
+"""Writing results: JSON, PNG plots, and one description of each result rendered three ways.
 
 Every result object (estimates, tests, quantile releases) writes through these
 helpers, atomically (:func:`ldp_dask._io.atomic_write`), so a failed write leaves
 nothing at the target path. Plots use matplotlib's headless Agg backend.
+
+A result describes itself once (:meth:`describe` → :class:`Description`: a
+title, a headline, facts and a table); the CLI prints it as text, the flows
+publish it as markdown and the report embeds it as HTML, so the three never
+disagree. Labels are data: the markdown and HTML renderings escape them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import html
 import io
 import json
 import os
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ._io import atomic_write
 
-__all__ = ["jsonable", "json_bytes", "save_json", "new_axes", "figure_png", "finish_plot", "write_result_files"]
+__all__ = ["jsonable", "json_bytes", "save_json", "new_axes", "figure_png", "finish_plot", "write_result_files",
+           "Description", "Table", "Described", "render_text", "render_markdown", "render_html", "md_cell", "fmt"]
 
 
 def jsonable(v: Any) -> Any:
@@ -82,3 +92,140 @@ def write_result_files(result: Any, outputs: Any) -> None:
         outputs.write("json", json_bytes(result.to_dict()))
     if "plot" in outputs and hasattr(result, "plot"):
         outputs.write("plot", figure_png(result.plot()))
+
+
+# --- one description of a result, three renderings ------------------------------------------------------------
+_NUMBER = re.compile(r"^[−+-]?(\d[\d,]*\.?\d*|\.\d+)(e[−+-]?\d+)?%?$")
+
+
+def _numeric(cell: str) -> bool:
+    return bool(_NUMBER.match(cell.strip()))
+
+
+@dataclass(frozen=True)
+class Table:
+    """Rows of a result under named columns (cells already formatted)."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Description:
+    """What a result says, written once and rendered as text (CLI), markdown (Prefect artifacts) or HTML (reports).
+
+    Attributes
+    ----------
+    title : str
+    headline : str
+        The key number with its uncertainty, in one sentence.
+    facts : tuple of (label, value)
+        Everything else worth stating, one row each (values already formatted).
+    table : Table, optional
+        Per-bin, per-category or per-quantile rows.
+    note : str
+        A closing remark.
+    """
+
+    title: str
+    headline: str = ""
+    facts: tuple[tuple[str, str], ...] = ()
+    table: Table | None = None
+    note: str = ""
+
+    def with_facts(self, *facts: tuple[str, str], title: str | None = None, note: str | None = None) -> Description:
+        """A copy with ``facts`` appended (and the title or note replaced when given)."""
+        return dataclasses.replace(self, facts=self.facts + tuple(facts), title=self.title if title is None else title,
+                                   note=self.note if note is None else note)
+
+
+def render_text(d: Description) -> str:
+    """Plain text for a terminal: title, headline, aligned facts, the table with right-aligned numbers."""
+    lines = [d.title] + ([f"  {d.headline}"] if d.headline else [])
+    width = max((len(k) for k, _ in d.facts), default=0)
+    lines += [f"  {k:<{width}}  {v}" for k, v in d.facts]
+    if d.table is not None and d.table.rows:
+        t = d.table
+        widths = [max(len(c), *(len(r[i]) for r in t.rows)) for i, c in enumerate(t.columns)]
+        if t.caption:
+            lines.append(f"  {t.caption}")
+        lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(t.columns, widths)))
+        for r in t.rows:
+            lines.append("  " + "  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)))
+    if d.note:
+        lines.append(f"  {d.note}")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+_MD_ESCAPES = str.maketrans({"|": r"\|", "`": r"\`", "*": r"\*", "[": r"\[", "]": r"\]", "<": "&lt;", ">": "&gt;",
+                             "\n": " ", "\r": " "})
+
+
+def md_cell(text: Any) -> str:
+    """``text`` safe inside a markdown table cell or paragraph (labels are data: nothing is interpreted)."""
+    return str(text).translate(_MD_ESCAPES)
+
+
+def render_markdown(d: Description) -> str:
+    """Markdown for Prefect artifacts: a heading, the headline, a two-column table of facts, the rows table."""
+    out = [f"# {md_cell(d.title)}", ""]
+    if d.headline:
+        out += [md_cell(d.headline), ""]
+    if d.facts:
+        out += ["| what | value |", "|---|---|", *[f"| {md_cell(k)} | {md_cell(v)} |" for k, v in d.facts], ""]
+    if d.table is not None and d.table.rows:
+        t = d.table
+        if t.caption:
+            out += [md_cell(t.caption), ""]
+        out += ["| " + " | ".join(md_cell(c) for c in t.columns) + " |",
+                "|" + "|".join("---:" if _numeric(t.rows[0][i]) else "---" for i in range(len(t.columns))) + "|",
+                *["| " + " | ".join(md_cell(c) for c in r) + " |" for r in t.rows], ""]
+    if d.note:
+        out += [md_cell(d.note), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_html(d: Description, heading: str = "h2", fold_rows: int = 30) -> str:
+    """An HTML fragment for reports; a table of more than ``fold_rows`` rows is folded in ``<details>``."""
+    esc = html.escape
+    out = [f"<{heading}>{esc(d.title)}</{heading}>"] if heading else []
+    if d.headline:
+        out.append(f"<p class=headline>{esc(d.headline)}</p>")
+    if d.facts:
+        rows = "".join(f"<tr><th>{esc(k)}</th><td{' class=num' if _numeric(v) else ''}>{esc(v)}</td></tr>"
+                       for k, v in d.facts)
+        out.append(f"<table>{rows}</table>")
+    if d.table is not None and d.table.rows:
+        t = d.table
+        head = "".join(f"<th>{esc(c)}</th>" for c in t.columns)
+        body = "".join("<tr>" + "".join(f"<td{' class=num' if _numeric(c) else ''}>{esc(c)}</td>" for c in r)
+                       + "</tr>" for r in t.rows)
+        table = f"<table><tr>{head}</tr>{body}</table>"
+        caption = esc(t.caption or f"{len(t.rows)} rows")
+        out.append(f"<details><summary>{caption}</summary>{table}</details>" if len(t.rows) > fold_rows
+                   else (f"<h3>{esc(t.caption)}</h3>" if t.caption else "") + table)
+    if d.note:
+        out.append(f"<p class=note>{esc(d.note)}</p>")
+    return "\n".join(out)
+
+
+class Described:
+    """Mixin of result objects: one :meth:`describe`, rendered by ``str()``, :meth:`to_markdown` and :meth:`to_html`."""
+
+    def describe(self) -> Description:  # pragma: no cover - every result implements it
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return render_text(self.describe())
+
+    def to_markdown(self) -> str:
+        return render_markdown(self.describe())
+
+    def to_html(self, heading: str = "h2") -> str:
+        return render_html(self.describe(), heading)
+
+
+def fmt(x: float, digits: int = 6) -> str:
+    """A number with ``digits`` significant digits."""
+    return f"{x:.{digits}g}"

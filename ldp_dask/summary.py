@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from ._io import atomic_write
 from ._version import __version__
+from .outputs import Described, Description
 from ._validation import InputDataError
 from .channels import Channel, channel_from_params
 
@@ -42,7 +43,7 @@ METADATA_KEY = b"ldp_dask.summary"
 
 
 @dataclass(frozen=True, eq=False)
-class Summary:
+class Summary(Described):
     """Reduced, privatized statistics of one column under one channel.
 
     Attributes
@@ -88,6 +89,27 @@ class Summary:
             )
         )
 
+    def describe(self) -> Description:
+        """What was released and what it cost: the privacy parameters of the release, one row each."""
+        ch, m = self.channel, self.metadata
+        params = ch.params()
+        facts = [("privacy model", "local differential privacy: each row privatized on its own before any sum"),
+                 ("channel", ch.name), ("ε per row (requested / spent)", f"{ch.epsilon:g} / {ch.epsilon_spent():g}"),
+                 ("rows (n)", f"{self.n:,}")]
+        if "domain" in params:
+            facts.append(("public domain", f"[{params['domain'][0]:g}, {params['domain'][1]:g}]"))
+        # the channel's own options, as its module declares them
+        facts += [(opt.name, _show(params[opt.name])) for opt in ch.options if opt.name in params]
+        facts += [("mode", str(m.get("mode", "?"))),
+                  ("column / source", f"{m.get('column', '?')} of {m.get('source', '?')}"),
+                  ("key id (source)", f"{m.get('key_id', '?')} ({m.get('key_source', '?')})")]
+        if "created_at" in m:
+            facts.append(("released at", str(m["created_at"])))
+        facts.append(("ldp_dask version", str(m.get("package_version", __version__))))
+        return Description(title=f"Local-DP release of {m.get('column', 'a column')}",
+                           headline=f"{ch.name} channel, ε = {ch.epsilon:g} per row, n = {self.n:,}",
+                           facts=tuple(facts))
+
     # --- file format ---------------------------------------------------------------
     def file_metadata(self) -> dict[str, Any]:
         meta = {
@@ -128,6 +150,12 @@ class Summary:
     def to_parquet(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
         """Write the summary atomically to ``path`` (local path or fsspec URL)."""
         return atomic_write(path, self.write_parquet, overwrite=overwrite)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list) and len(value) > 12:
+        return json.dumps(value[:12], default=str)[:-1] + f", … ({len(value):,} in all)]"
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def is_summary_file(path: str | os.PathLike[str]) -> bool:

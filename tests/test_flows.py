@@ -51,7 +51,7 @@ def test_privatize_and_estimate_flows(prefect_harness, cluster, beta_dataset, tm
     keys = {a["key"] for a in arts}
     assert {"ldp-release", "ldp-estimate", "ldp-density-plot"} <= keys
     release = next(a for a in arts if a["key"] == "ldp-release")
-    assert "210,000" in release["data"] and "LaplaceHistogram" in release["data"]
+    assert "| rows (n) | 210,000 |" in release["data"] and "| channel | histogram |" in release["data"]
 
 
 def test_flow_rejects_existing_output_before_work(prefect_harness, beta_dataset, tmp_path):

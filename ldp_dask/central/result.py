@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from ..outputs import finish_plot, jsonable, new_axes, save_json
+from ..outputs import Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json
 
 __all__ = ["QuantileRelease"]
 
 
 @dataclass(frozen=True)
-class QuantileRelease:
+class QuantileRelease(Described):
     """Central-DP quantiles.
 
     Attributes
@@ -55,11 +55,15 @@ class QuantileRelease:
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
         return save_json(self.to_dict(), path, overwrite)
 
-    def __str__(self) -> str:
-        lines = [f"central-DP quantiles of {self.column} ({self.method}), ε = {self.epsilon:g} in total, "
-                 f"n = {self.n:,}, bounds [{self.bounds[0]:g}, {self.bounds[1]:g}]"]
-        lines += [f"  q = {q:<6g} {v:.6g}" for q, v in zip(self.q, self.values)]
-        return "\n".join(lines)
+    def describe(self) -> Description:
+        split = ", ".join(f"{k}: {v}" for k, v in self.epsilon_split.items())
+        return Description(
+            title=f"Central-DP quantiles of {self.column}",
+            headline=f"{len(self.q)} quantiles released with {self.method}, ε = {self.epsilon:g} in total",
+            facts=(("method", self.method), ("ε", f"{self.epsilon:g} in total ({split})"), ("n", f"{self.n:,}"),
+                   ("bounds", f"[{self.bounds[0]:g}, {self.bounds[1]:g}]"),
+                   ("neighbours", "one record replaced, n public")),
+            table=Table(("q", "released value"), tuple((f"{q:g}", fmt(v)) for q, v in zip(self.q, self.values))))
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, overwrite: bool = False) -> Any:
         """The released quantile function against public information only (no data histogram)."""

@@ -27,13 +27,13 @@ from .._validation import LdpDaskError, check_probability
 from ..channels import RandomizedResponse
 from ..summary import Summary, read_summary
 from .histogram import project_simplex
-from ..outputs import finish_plot, jsonable, new_axes, save_json
+from ..outputs import Described, Description, Table, finish_plot, jsonable, new_axes, save_json
 
 __all__ = ["frequencies", "FrequencyEstimate"]
 
 
 @dataclass(frozen=True)
-class FrequencyEstimate:
+class FrequencyEstimate(Described):
     """Estimated category frequencies with per-category confidence intervals."""
 
     labels: list[Any]
@@ -58,12 +58,19 @@ class FrequencyEstimate:
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
         return save_json(self.to_dict(), path, overwrite)
 
-    def __str__(self) -> str:
-        lines = [f"{self.method} frequencies, n = {self.n:,}, ε = {self.epsilon:g}, {self.level:.0%} intervals"]
-        width = max(8, *(len(str(lab)) for lab in self.labels))
-        for lab, f, lo, hi in zip(self.labels, self.frequencies, self.ci_low, self.ci_high):
-            lines.append(f"  {str(lab):<{width}}  {f:8.4f}  [{lo:8.4f}, {hi:8.4f}]")
-        return "\n".join(lines)
+    def describe(self) -> Description:
+        top = int(np.argmax(self.frequencies))
+        rows = tuple((str(lab), f"{f:.4f}", f"{se:.4f}", f"[{lo:.4f}, {hi:.4f}]")
+                     for lab, f, se, lo, hi in zip(self.labels, self.frequencies, self.se, self.ci_low, self.ci_high))
+        return Description(
+            title=f"Locally private frequencies of {self.info.get('column', 'value')}",
+            headline=f"most frequent: {self.labels[top]!s} at {self.frequencies[top]:.4f} "
+                     f"[{self.ci_low[top]:.4f}, {self.ci_high[top]:.4f}]",
+            facts=(("encoding", self.method), ("categories", f"{len(self.labels):,}"),
+                   ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
+                   ("intervals", f"{self.level:.0%} per category, around the unbiased estimate, privacy noise "
+                                 "included")),
+            table=Table(("category", "frequency", "se", f"{self.level:.0%} interval"), rows))
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, truth: Any = None,
              overwrite: bool = False, max_bars: int = 60) -> Any:

@@ -23,7 +23,7 @@ from .._validation import DECILES, LdpDaskError, check_int, check_probability, c
 from ..channels import HaarLaplace, LaplaceHistogram, WaveletLaplace
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
-from ..outputs import jsonable, save_json
+from ..outputs import Described, Description, Table, fmt, jsonable, save_json
 from .results import DensityEstimate
 from .wavelet import wavelet_density
 
@@ -31,7 +31,7 @@ __all__ = ["local_quantiles", "QuantileEstimate"]
 
 
 @dataclass(frozen=True)
-class QuantileEstimate:
+class QuantileEstimate(Described):
     """Quantiles read off a local-DP density estimate, with bootstrap intervals."""
 
     q: np.ndarray
@@ -53,12 +53,16 @@ class QuantileEstimate:
     def save(self, path: Any, overwrite: bool = False) -> str:
         return save_json(self.to_dict(), path, overwrite)
 
-    def __str__(self) -> str:
-        lines = [f"local-DP quantiles from a {self.method} estimate (n = {self.n:,}, ε = {self.epsilon:g} per row, "
-                 f"no extra ε), {self.level:.0%} bootstrap intervals (B = {self.B})"]
-        lines += [f"  q = {q:<6g} {v:.6g}  [{lo:.6g}, {hi:.6g}]"
-                  for q, v, lo, hi in zip(self.q, self.values, self.ci_low, self.ci_high)]
-        return "\n".join(lines)
+    def describe(self) -> Description:
+        rows = tuple((f"{q:g}", fmt(v), f"[{fmt(lo)}, {fmt(hi)}]")
+                     for q, v, lo, hi in zip(self.q, self.values, self.ci_low, self.ci_high))
+        return Description(
+            title=f"Local-DP quantiles of {self.info.get('column', 'value')}",
+            headline=f"local-DP quantiles from a {self.method} estimate, {self.level:.0%} bootstrap intervals",
+            facts=(("estimate", self.method), ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
+                   ("extra ε", "0 (post-processing of the summary)"),
+                   ("intervals", f"{self.level:.0%} parametric bootstrap, B = {self.B}")),
+            table=Table(("q", "value", f"{self.level:.0%} interval"), rows))
 
 
 def _hist_quantiles(p: np.ndarray, edges: np.ndarray, q: np.ndarray) -> np.ndarray:

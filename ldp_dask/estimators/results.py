@@ -10,13 +10,17 @@ from typing import Any, Callable
 import numpy as np
 
 from .._validation import LdpDaskError, check_probability
-from ..outputs import finish_plot, jsonable, new_axes, save_json
+from ..outputs import Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json
 
 __all__ = ["DensityEstimate", "MeanEstimate"]
 
 
+#: Quantiles of an estimated density shown with it.
+SHOWN_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+
+
 @dataclass(frozen=True)
-class DensityEstimate:
+class DensityEstimate(Described):
     """A density estimate on a grid of bins, with pointwise uncertainty.
 
     Histogram estimates are piecewise constant on their bins. Wavelet
@@ -132,6 +136,36 @@ class DensityEstimate:
         """Write :meth:`to_dict` as JSON, atomically."""
         return save_json(self.to_dict(), path, overwrite)
 
+    def describe(self) -> Description:
+        """The estimate's rows: method, shape, quantiles, and the density with its band per bin (or on 21 points)."""
+        lo, hi = self.band()
+        qs = self.quantile(SHOWN_QUANTILES)
+        i = self.info
+        if self.smooth:
+            shape = (f"{i['wavelet']} wavelets, levels {i['j0']}–{i['j1']} ({i['calibration']} calibration), "
+                     f"γ = {i['gamma']:g}; details kept per level: {i['kept_per_level']}")
+            mid = (self.edges[:-1] + self.edges[1:]) / 2
+            xs = np.linspace(self.edges[0], self.edges[-1], 21)
+            rows = tuple((fmt(x, 5), fmt(float(self.pdf(x)), 4), fmt(float(np.interp(x, mid, lo)), 4),
+                          fmt(float(np.interp(x, mid, hi)), 4)) for x in xs)
+            table = Table(("x", "density", "band low", "band high"), rows, "the density on 21 points")
+        else:
+            shape = f"{len(self.density)} bins"
+            rows = tuple((fmt(self.edges[j], 5), fmt(self.edges[j + 1], 5), fmt(self.density[j], 4), fmt(lo[j], 4),
+                          fmt(hi[j], 4)) for j in range(len(self.density)))
+            table = Table(("from", "to", "density", "band low", "band high"), rows,
+                          f"the density on its {len(self.density)} bins")
+        return Description(
+            title=f"Locally private density of {i.get('column', 'value')}",
+            headline=f"density estimate ({self.method}): 10/50/90% quantiles {fmt(qs[0])} / {fmt(qs[2])} / "
+                     f"{fmt(qs[4])}",
+            facts=(("method", self.method), ("estimator", shape),
+                   ("domain", f"[{fmt(self.edges[0])}, {fmt(self.edges[-1])}]"),
+                   ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
+                   ("band", f"{self.level:.0%} pointwise confidence band, privacy noise included"),
+                   *((f"quantile {q:.0%} of the estimate", fmt(v)) for q, v in zip(SHOWN_QUANTILES, qs))),
+            table=table)
+
     def plot(self, path: str | os.PathLike[str] | None = None, truth: Callable[[np.ndarray], np.ndarray] | None = None,
              ax: Any = None, title: str | None = None, overwrite: bool = False) -> Any:
         """Step plot of the estimate, its confidence band and optionally the true density.
@@ -163,7 +197,7 @@ class DensityEstimate:
 
 
 @dataclass(frozen=True)
-class MeanEstimate:
+class MeanEstimate(Described):
     """A private mean with a confidence interval that includes the privacy noise.
 
     Attributes
@@ -201,3 +235,14 @@ class MeanEstimate:
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
         return save_json(self.to_dict(), path, overwrite)
+
+    def describe(self) -> Description:
+        ci = f"[{fmt(self.ci[0])}, {fmt(self.ci[1])}]"
+        return Description(
+            title=f"Locally private mean of {self.info.get('column', 'value')}",
+            headline=f"mean {fmt(self.value)} ± {fmt(self.se, 3)} (se), {self.level:.0%} interval {ci}",
+            facts=(("mean", fmt(self.value)), ("standard error", fmt(self.se, 3)),
+                   (f"{self.level:.0%} confidence interval", ci),
+                   ("share of the variance from privacy noise", f"{self.noise_share:.1%}"),
+                   ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
+                   ("public domain", f"[{fmt(self.domain[0])}, {fmt(self.domain[1])}]")))

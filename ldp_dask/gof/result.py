@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from ..outputs import finish_plot, jsonable, new_axes, save_json
+from ..outputs import Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json
 
 __all__ = ["TestResult"]
 
 
 @dataclass(frozen=True)
-class TestResult:
+class TestResult(Described):
     """Outcome of :func:`ldp_dask.gof.test` or :func:`ldp_dask.gof.adaptive_test`.
 
     Attributes
@@ -68,22 +68,20 @@ class TestResult:
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
         return save_json(self.to_dict(), path, overwrite)
 
-    def __str__(self) -> str:
+    def describe(self) -> Description:
         lo, hi = self.critical_value_ci
         decision = "REJECT H0" if self.reject else "do not reject H0"
-        lines = [
-            f"goodness-of-fit test ({self.method}) of H0: f = {self.null}",
-            f"  n = {self.n:,}, ε = {self.epsilon:g}, J = {self.J}, B = {self.B:,} Monte-Carlo replicates",
-            f"  statistic      {self.statistic:.6g}",
-            f"  critical value {self.critical_value:.6g} at level {self.level:g} "
-            f"(95% Monte-Carlo interval [{lo:.6g}, {hi:.6g}])",
-            f"  p-value        {self.p_value:.4g} (Monte-Carlo se {self.p_value_se:.2g})",
-            f"  decision       {decision}",
-        ]
-        for d in self.details if len(self.details) > 1 else []:
-            lines.append(f"    J={d['J']:>2}  n={d['n']:>10,}  T={d['statistic']:.4g}  "
-                         f"threshold={d['threshold']:.4g}  p={d['p_value']:.4g}")
-        return "\n".join(lines)
+        rows = tuple((str(d["J"]), f"{d['n']:,}", fmt(d["statistic"], 4), fmt(d["threshold"], 4), fmt(d["p_value"], 4))
+                     for d in self.details)
+        return Description(
+            title=f"Goodness-of-fit test of H0: f = {self.null}",
+            headline=f"{decision} at level {self.level:g} (p-value {self.p_value:.4g})",
+            facts=(("decision", f"{decision} at level {self.level:g}"), ("method", self.method),
+                   ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"), ("J", str(self.J)),
+                   ("statistic", fmt(self.statistic)),
+                   ("critical value", f"{fmt(self.critical_value)} (95% Monte-Carlo interval [{fmt(lo)}, {fmt(hi)}])"),
+                   ("p-value", f"{self.p_value:.4g} (Monte-Carlo se {self.p_value_se:.2g}), B = {self.B:,}")),
+            table=Table(("J", "rows", "statistic", "threshold", "p-value"), rows) if len(rows) > 1 else None)
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, overwrite: bool = False) -> Any:
         """Histogram of the simulated null statistic with the observed value and the critical value."""

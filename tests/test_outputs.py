@@ -1,0 +1,83 @@
+"""Every result describes its rows once; the CLI's text, the flows' markdown and the report's HTML render that
+one description, so they show the same numbers, and labels that look like markup stay text."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+
+import ldp_dask
+from ldp_dask import gof
+from ldp_dask.central import quantiles
+from ldp_dask.channels import HaarAdaptive, RandomizedResponse
+from ldp_dask.estimators import local_quantiles
+
+TRICKY = ["a|b", "<b>bold</b>", "*star*", "[link](x)", "`tick`"]
+
+
+def _results():
+    rng = np.random.default_rng(0)
+    x = rng.beta(2, 5, 20_000)
+    h = ldp_dask.privatize(x, channel=ldp_dask.LaplaceHistogram(1.0, 12, (0, 1)), seed=1)
+    w = ldp_dask.privatize(x, channel=ldp_dask.WaveletLaplace(1.0, (0, 1), 2, 4), seed=1)
+    m = ldp_dask.privatize(x, channel=ldp_dask.LaplaceMean(1.0, (0, 1)), seed=1)
+    f = ldp_dask.privatize(np.array(TRICKY)[rng.integers(0, 5, 5000)], channel=RandomizedResponse(2.0, TRICKY),
+                           seed=1)
+    a = ldp_dask.privatize(x, channel=HaarAdaptive(1.0, [1, 2, 3], (0, 1)), seed=1)
+    return {
+        "histogram density": ldp_dask.estimate(h), "wavelet density": ldp_dask.estimate(w),
+        "mean": ldp_dask.estimate(m), "frequencies": ldp_dask.estimate(f),
+        "local quantiles": local_quantiles(h, B=20, rng=1),
+        "central quantiles": quantiles(x, q=[0.25, 0.5], epsilon=1.0, bounds=(0, 1), seed=1),
+        "adaptive test": gof.adaptive_test(a, "beta(2,5)", B=99, rng=1), "summary": h,
+    }
+
+
+class _Text(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.cells, self.tags = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        if data.strip():
+            self.cells.append(data.strip())
+
+
+RESULTS = _results()
+
+
+@pytest.mark.parametrize("name", sorted(RESULTS))
+def test_text_markdown_and_html_show_the_same_rows(name):
+    r = RESULTS[name]
+    d = r.describe()
+    text, md = str(r), r.to_markdown()
+    page = _Text()
+    page.feed(r.to_html())
+    cells = d.facts + ((tuple(zip(d.table.columns, d.table.columns)) + tuple((c, c) for row in d.table.rows
+                                                                              for c in row)) if d.table else ())
+    assert d.title in text and d.headline in text and d.headline in page.cells
+    for label, value in cells:
+        assert label in text and value in text, (label, value)
+        assert label in page.cells and value in page.cells, (label, value)
+    # markdown: every row of a table has as many unescaped pipes as its header, whatever the labels hold
+    for block in re.split(r"\n\n", md):
+        rows = [ln for ln in block.splitlines() if ln.startswith("|")]
+        counts = {len(re.findall(r"(?<!\\)\|", ln)) for ln in rows}
+        assert len(counts) <= 1, block
+    assert md.count("\n| ") >= len(d.facts)
+
+
+def test_labels_are_data_not_markup():
+    r = RESULTS["frequencies"]
+    page = _Text()
+    page.feed(r.to_html())
+    assert "b" not in page.tags  # "<b>bold</b>" is a category, shown as text
+    assert "<b>bold</b>" in page.cells and "a|b" in page.cells
+    md = r.to_markdown()
+    assert r"a\|b" in md and "&lt;b&gt;bold&lt;/b&gt;" in md and r"\*star\*" in md and r"\[link\](x)" in md

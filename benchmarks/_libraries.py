@@ -8,7 +8,7 @@ Same privacy relation for all: one record replaced, ε in total for the k quanti
 * OpenDP b-ary tree: histogram on 1024 bins → b-ary tree (b from choose_branching_factor)
   → Laplace noise calibrated for d_in = 2 → consistency → quantiles from counts (linear).
 * python-dp ``QuantileTree`` (library defaults: height 4, branching 16): add/remove
-  neighbours, so ε/2 gives replace-one parity (SPEC §3).
+  neighbours, so ε/2 gives replace-one parity (docs/central-quantiles.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ over d ∈ {2, 10, 100, 1000} categories; n from 10^3 to 10^6.
 
 * Error: L1 and L2 (‖θ̂ − θ‖) of the unbiased estimates of ldp_dask's encodings
   (summary mode, drawn exactly in distribution from the exact counts), next to
-  the exact expected L2² Σ_j π_j(1 − π_j)/(n (p_in − p_out)²) (SPEC §1.3: ≍ d/(nα²)
+  the exact expected L2² Σ_j π_j(1 − π_j)/(n (p_in − p_out)²) (docs/channels.md: ≍ d/(nα²)
   for unary; k-ary grows like d²/(n e^α) for large d), and the same data through
   pure-ldp (DE = k-ary, UE) and multi-freq-ldpy (GRR, OUE) at n ≤ 10^5.
 * Throughput: rows/s of the whole privatize call (summary mode, in-process, one

@@ -1,4 +1,4 @@
-"""Level, power and detectable separation of the LDP goodness-of-fit tests (seed 001, SPEC §2).
+"""Level, power and detectable separation of the LDP goodness-of-fit tests (Lam-Weil, Laurent and Loubes 2022; docs/goodness-of-fit.md).
 
 Run: ``python benchmarks/gof_power.py`` (``--quick`` for a smoke run). Data enter a
 summary only through the bin counts, so each data set is drawn as its exact

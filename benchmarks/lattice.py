@@ -1,4 +1,4 @@
-"""Accuracy cost of lattice noise (SPEC §4) per channel: MSE with lattice noise / MSE with continuous noise.
+"""Accuracy cost of lattice noise (docs/privacy.md) per channel: MSE with lattice noise / MSE with continuous noise.
 
 Run: ``python benchmarks/lattice.py``. For each channel and ε ∈ {0.5, 1, 2}, one data set of
 n = 10^5 Beta(2, 5) values is privatized R = 400 times in summary mode with each noise mode

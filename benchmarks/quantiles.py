@@ -1,9 +1,9 @@
-"""Central-DP deciles: seed 003's experiment, the libraries users would pick, real data, speed.
+"""Central-DP deciles: Canesse (2022)'s experiment, the libraries users would pick, real data, speed.
 
 Run: ``python benchmarks/quantiles.py`` (needs the ``bench`` extra: ``make bench``
 installs it; ``--quick`` for a smoke run, ``--skip-speed`` to skip the 10^8-row run).
 
-(a) Seed 003's experiment: U(0,1) and N(0,1) on [−5, 5], n ∈ {100, …, 5000}, R paired
+(a) Canesse (2022)'s experiment: U(0,1) and N(0,1) on [−5, 5], n ∈ {100, …, 5000}, R paired
     data sets per n, ε = 1 in total for the nine deciles: MSE summed over the deciles
     against the population deciles and against each sample's own deciles, log-log fits,
     and the report's convention (RMS error per decile against the sample's deciles)
@@ -50,9 +50,9 @@ def ours(n: int) -> dict:
         "ldp_dask best (JointExp)": lambda d, g: run_mechanism(d, Q, 1.0, "joint-exp", g)[0],
         "ldp_dask inverse sensitivity ρ=(b−a)/2^20": lambda d, g: run_mechanism(
             d, Q, 1.0, "inverse-sensitivity", g, rho=(d.bounds[1] - d.bounds[0]) / 2**20)[0],
-        "seed 003 inverse sensitivity ρ=1/√n": lambda d, g: run_mechanism(d, Q, 1.0, "inverse-sensitivity", g,
+        "Canesse 2022 inverse sensitivity ρ=1/√n": lambda d, g: run_mechanism(d, Q, 1.0, "inverse-sensitivity", g,
                                                                       rho=1 / math.sqrt(n))[0],
-        "seed 003 histogram method": lambda d, g: run_mechanism(d, Q, 1.0, "histogram", g)[0],
+        "Canesse 2022 histogram method": lambda d, g: run_mechanism(d, Q, 1.0, "histogram", g)[0],
         "Laplace baseline": lambda d, g: run_mechanism(d, Q, 1.0, "laplace", g)[0],
     }
 
@@ -158,7 +158,7 @@ def main() -> None:
     ns = [100, 200, 500, 1000, 2000, 5000]
     R = 10 if a.quick else 200
     t0 = time.perf_counter()
-    print("(a, b) seed 003 experiment and libraries", flush=True)
+    print("(a, b) Canesse (2022) experiment and libraries", flush=True)
     res = experiment(ns, R, rng)
     print("(c) real data", flush=True)
     n_flights, flight_rows = real_data(3 if a.quick else 20, rng)
@@ -182,10 +182,10 @@ def main() -> None:
                   "| method | " + " | ".join(f"n={n:,}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
         for name, cells in table.items():
             lines.append(f"| {name} | " + " | ".join(f"{cells[n][0]:.2e}" for n in ns) + " |")
-        lines += ["", "Seed 003's convention, RMS error per decile against the sample's deciles, with the "
+        lines += ["", "Canesse (2022)'s convention, RMS error per decile against the sample's deciles, with the "
                       "report's fits at the same n:", "",
                   "| method | " + " | ".join(f"n={n:,}" for n in ns) + " | fit |", "|---|" + "---|" * (len(ns) + 1)]
-        for name in ("seed 003 histogram method", "seed 003 inverse sensitivity ρ=1/√n",
+        for name in ("Canesse 2022 histogram method", "Canesse 2022 inverse sensitivity ρ=1/√n",
                      "ldp_dask inverse sensitivity ρ=(b−a)/2^20", "ldp_dask best (JointExp)"):
             ys = [res[dname][name][n][2] for n in ns]
             c, b = fit(ns, ys)

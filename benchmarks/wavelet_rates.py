@@ -1,4 +1,4 @@
-"""Empirical L2 risk of the LDP wavelet density estimator against n (seed 000, SPEC §1.4).
+"""Empirical L2 risk of the LDP wavelet density estimator against n (Butucea et al. 2020; docs/channels.md).
 
 Run: ``python benchmarks/wavelet_rates.py`` (``--quick`` for a smoke run; about
 4 minutes in full on 2 cores). For three densities of known regularity on
@@ -6,7 +6,7 @@ Run: ``python benchmarks/wavelet_rates.py`` (``--quick`` for a smoke run; about
 (spatially inhomogeneous), and a piecewise-constant density (discontinuous) —
 ε ∈ {0.5, 1, 2} and n from 10^4 to 10^6, it measures on the same data:
 
-* the adaptive hard-threshold estimator (seed 000, eq. (5)) with the tight and
+* the adaptive hard-threshold estimator (Butucea et al. 2020, eq. (5)) with the tight and
   the paper calibration, levels j0, j1 from n and ε (Thm 4.1);
 * soft thresholding and the linear estimator (no threshold);
 * the best *linear* estimator chosen with hindsight: the father level J alone
@@ -18,7 +18,7 @@ Risks are mean ISE E‖f̂ − f‖₂² over R replicates (midpoint rule on 819
 points); raw estimators unless marked "+proj" (projection onto densities).
 The data's exact coefficient sums are computed once per replicate for all
 levels and reused by every (ε, calibration, estimator); noise is drawn in
-distribution (SPEC §4), exactly as summary mode does. Rewrites the
+distribution (docs/privacy.md), exactly as summary mode does. Rewrites the
 "wavelet-rates" section of RESULTS.md and writes ``wavelet_rates.png``.
 """
 
@@ -228,7 +228,7 @@ def main() -> None:
         "## Wavelet density estimation: L2 risk against n (`benchmarks/wavelet_rates.py`)",
         "",
         f"Machine: {machine()}. {reps} replicates per (density, n); mean ISE E‖f̂ − f‖₂²; db4 on [0, 1]; "
-        f"levels j0, j1 from n and ε (seed 000, Thm 4.1); tight calibration with ν = 1.5 unless stated. "
+        f"levels j0, j1 from n and ε (Butucea et al. 2020, Thm 4.1); tight calibration with ν = 1.5 unless stated. "
         f"Run time {time.perf_counter() - t0:.0f} s. Plot: `benchmarks/wavelet_rates.png`.",
         "",
         "### Choice of γ (threshold λ_j = γ √j σ_j/√n, hard thresholding, tight calibration)",
@@ -242,7 +242,7 @@ def main() -> None:
         "",
         "### Rates: adaptive hard-threshold estimator (tight), fitted log-log slope vs theory",
         "",
-        "Theory (SPEC §1.4, r = 2): risk ≍ (nα²)^{−s/(s+1)} if p > 2/(s+1), else "
+        "Theory (docs/estimators.md, 'Wavelet density', r = 2): risk ≍ (nα²)^{−s/(s+1)} if p > 2/(s+1), else "
         "(nα²/log)^{−(s−1/p+1/2)/(s−1/p+1)}, up to log factors.",
         "",
         "| density | ε | " + " | ".join(f"n={n:,}" for n in ns) + " | fitted slope | theory |",

@@ -69,7 +69,7 @@ def privatize_flow(
     ``scheduler`` is a Dask scheduler address; without one a LocalCluster is
     started for the run. ``options`` holds channel-specific parameters, e.g.
     ``{"wavelet": "db4", "j0": 2, "j1": 8, "calibration": "tight"}`` for the
-    wavelet channel (levels default to the seed's choice from n and ε).
+    wavelet channel (levels default to the paper's choice from n and ε).
     The release is recorded in the privacy budget ``ledger`` (a path; True:
     ``$LDP_DASK_LEDGER`` or ``~/.ldp_dask/ledger.sqlite``; False: none) before
     any work starts and committed once the summary is written, so a failed or

@@ -1,4 +1,4 @@
-"""Prefect flow: central-DP quantiles of one column (seeds 002, 003)."""
+"""Prefect flow: central-DP quantiles of one column (docs/central-quantiles.md)."""
 
 from __future__ import annotations
 

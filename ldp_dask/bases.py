@@ -1,4 +1,4 @@
-"""Orthonormal compactly supported wavelet bases, tabulated once (SPEC §1.4).
+"""Orthonormal compactly supported wavelet bases, tabulated once (docs/channels.md).
 
 A :class:`WaveletBasis` holds φ and ψ of a PyWavelets orthogonal wavelet
 (``haar``, ``dbN``, ``symN``, ``coifN``) on a dyadic table of resolution
@@ -10,11 +10,11 @@ evaluated as a step function (linear interpolation would smear its jumps).
 Both privatization and the sensitivity computation use *this* tabulated
 function, so the privacy proof concerns exactly the function that is released:
 for a piecewise-linear table, ``u ↦ Σ_k |ψ̃(u − k)|`` is convex on each grid
-cell, hence its maximum over the grid points is its exact supremum (SPEC §1.4).
+cell, hence its maximum over the grid points is its exact supremum (docs/channels.md).
 
 Coordinates. A public domain ``[lo, hi]`` is mapped to ``t = (x − lo)/(hi − lo)``
-in [0, 1] and the basis lives on t: φ_{jk}(t) = 2^{j/2} φ(2^j t − k) (seed 000,
-eq. (1)). With supp φ = supp ψ = [0, S] (S = filter length − 1), the functions
+in [0, 1] and the basis lives on t: φ_{jk}(t) = 2^{j/2} φ(2^j t − k) (Butucea et al.
+2020, eq. (1)). With supp φ = supp ψ = [0, S] (S = filter length − 1), the functions
 at level j whose support meets [0, 1] are k ∈ N_j = {−S+1, …, 2^j − 1}, so
 |N_j| = 2^j + S − 1. ``t = 1`` is evaluated as the largest double below 1, so
 every value has exactly S (possibly zero) nonzero terms per level, all in N_j.
@@ -150,7 +150,7 @@ class WaveletBasis:
     # --- index sets ---------------------------------------------------------------
     @property
     def c_A(self) -> int:
-        """The paper's c_A = 2⌈A⌉ + 1 for supports centred in [−A, A], A = S/2 (seed 000 §3)."""
+        """The paper's c_A = 2⌈A⌉ + 1 for supports centred in [−A, A], A = S/2 (Butucea et al. 2020, §3)."""
         return 2 * math.ceil(self.support / 2) + 1
 
     def n_coefs(self, j: int) -> int:

@@ -67,12 +67,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="density: the raw estimate (no projection onto densities)")
     e.add_argument("--simplex", action="store_true", help="rr: project the frequencies onto the simplex")
     e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
-                   help="wavelet: hard (seed 000, default), soft, or none (linear estimator)")
+                   help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
     e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
     e.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
-    g = sub.add_parser("gof", help="locally private goodness-of-fit test (seed 001)",
+    g = sub.add_parser("gof", help="locally private goodness-of-fit test (Lam-Weil et al. 2022)",
                        description="Test H0: f = f0 from a haar / haar-adaptive summary, or privatize raw data "
                                    "first (--column, --domain, --epsilon). Prints the statistic, the critical "
                                    "value, the p-value and the decision.")
@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--level", type=float, default=0.05, help="significance level γ (default 0.05)")
     g.add_argument("--B", type=int, default=9999, help="Monte-Carlo replicates (default 9999)")
     g.add_argument("--statistic", choices=["summary", "U"], default="summary",
-                   help="T' from the sums (default) or the seed's U-statistic from privatized rows (--rows)")
+                   help="T' from the sums (default) or the paper's U-statistic from privatized rows (--rows)")
     g.add_argument("--rows", default=None, help="directory of privatized rows (U-statistic)")
     g.add_argument("--calibration-seed", type=int, default=None, help="seed of the Monte-Carlo calibration")
     g.add_argument("--column", default=None, help="raw data: column to privatize")
@@ -105,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print the result as JSON")
     _progress_arg(g)
     _ledger_args(g)
-    c = sub.add_parser("quantiles", help="central-DP quantiles of a column (seeds 002, 003)",
+    c = sub.add_parser("quantiles", help="central-DP quantiles of a column",
                        description="Release quantiles of a raw column with central differential privacy "
                                    "(one record replaced, n public). The exact statistics stay in memory.")
     c.add_argument("source", help="Parquet data (central DP), or a histogram/wavelet summary file (local DP)")

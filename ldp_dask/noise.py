@@ -1,4 +1,4 @@
-"""Keyed, idempotent noise (SPEC §4) and sums of Laplace noise in distribution.
+"""Keyed, idempotent noise (docs/privacy.md) and sums of Laplace noise in distribution.
 
 Key hierarchy
 -------------
@@ -185,7 +185,7 @@ def laplace_sum(rng: np.random.Generator, m: int, scale: float, size: int) -> np
     """``size`` independent draws of the sum of ``m`` iid Lap(``scale``) variables.
 
     A Lap(1) variable is the difference of two Exp(1) variables, so the sum of
-    ``m`` of them is ``Gamma(m, 1) - Gamma(m, 1)`` (SPEC §4): O(size), not O(m·size).
+    ``m`` of them is ``Gamma(m, 1) - Gamma(m, 1)`` (docs/privacy.md): O(size), not O(m·size).
     """
     if m < 0:
         raise ValueError(f"m must be >= 0, got {m}")
@@ -195,13 +195,13 @@ def laplace_sum(rng: np.random.Generator, m: int, scale: float, size: int) -> np
 
 
 def discrete_laplace(rng: np.random.Generator, t: float, size: Any) -> np.ndarray:
-    """Discrete Laplace draws on ℤ, P(k) ∝ exp(−|k|/t): a difference of two geometric variables (SPEC §4)."""
+    """Discrete Laplace draws on ℤ, P(k) ∝ exp(−|k|/t): a difference of two geometric variables (docs/privacy.md)."""
     p = -math.expm1(-1.0 / t)  # 1 − e^{−1/t}, accurate for large t
     return (rng.geometric(p, size) - rng.geometric(p, size)).astype(np.float64)
 
 
 def discrete_laplace_sum(rng: np.random.Generator, m: int, t: float, size: int) -> np.ndarray:
-    """``size`` draws of the sum of ``m`` iid discrete Laplace(t): NB(m, p) − NB(m, p), p = 1 − e^{−1/t} (SPEC §4)."""
+    """``size`` draws of the sum of ``m`` iid discrete Laplace(t): NB(m, p) − NB(m, p), p = 1 − e^{−1/t} (docs/privacy.md)."""
     if m < 0:
         raise ValueError(f"m must be >= 0, got {m}")
     if m == 0:

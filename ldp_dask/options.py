@@ -93,7 +93,8 @@ class RunOptions:
             check_int(self.partition_rows, "partition_rows", 1)
         for name in ("clip", "progress"):
             if not isinstance(getattr(self, name), bool):
-                raise LdpDaskError(f"The {name!r} parameter must be True or False. Got {getattr(self, name)!r} instead.")
+                raise LdpDaskError(f"The {name!r} parameter must be True or False. "
+                                   f"Got {getattr(self, name)!r} instead.")
         if self.storage_options is not None and not isinstance(self.storage_options, Mapping):
             raise LdpDaskError("The 'storage_options' parameter must be a mapping of fsspec options. "
                                f"Got {type(self.storage_options).__name__} instead.")

@@ -2,7 +2,7 @@
 
 The pipeline knows nothing of statistics: it reads a piece, asks the channel
 to validate it and to produce its noisy statistics (or its privatized rows),
-and adds results up. Data path (DESIGN.md)::
+and adds results up. Data path (docs/privacy.md)::
 
     piece ──read──► channel.prepare ──► channel.exact_stats ─┐ (on the worker)
                                         channel.add_noise ◄──┘ keyed rng

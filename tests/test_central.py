@@ -1,4 +1,4 @@
-"""Central-DP quantiles (seeds 002, 003; SPEC §3): privacy of each mechanism, the exact Dask
+"""Central-DP quantiles (docs/central-quantiles.md): privacy of each mechanism, the exact Dask
 histogram, accuracy and bad input. Neighbours: one record replaced, n public."""
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ def test_deciles_of_uniform_at_n_1e5_are_accurate():
 
 
 def test_histogram_method_fix_for_nonzero_lower_bound():
-    # the seed's pseudo-code forgets "a +": with bounds [1000, 1001] its answers would be near 0.5
+    # the report's pseudo-code forgets "a +": with bounds [1000, 1001] its answers would be near 0.5
     x = 1000 + np.random.default_rng(7).random(50_000)
     r = quantiles(x, q=[0.5], epsilon=1.0, bounds=(1000, 1001), method="histogram", seed=3)
     assert abs(r.values[0] - 1000.5) < 0.02

@@ -182,7 +182,7 @@ def test_prepare_rejects_bad_values_without_quoting_them():
 
 
 def test_default_bins_follows_rate():
-    # K = ceil((n eps^2)^(1/4)) for Lipschitz densities (SPEC §1.1)
+    # K = ceil((n eps^2)^(1/4)) for Lipschitz densities (docs/channels.md)
     assert default_bins(10**8, 1.0) == 100
     assert default_bins(10**4, 0.1) == math.ceil(100 ** 0.25)
     assert build_channel("histogram", 1.0, (0, 1), "auto", n=10**8).bins == 100

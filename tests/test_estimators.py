@@ -1,4 +1,4 @@
-"""Estimator accuracy against the truth, with tolerances from SPEC §1.1 and §1.2."""
+"""Estimator accuracy against the truth, with tolerances from the variances in docs/estimators.md."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ldp_dask.estimators import project_simplex
 
 
 def test_histogram_bins_within_their_standard_errors():
-    # p̂_j is unbiased with Var = (p_j(1-p_j) + 2 b²)/n (SPEC §1.1). With K = 20 bins and
+    # p̂_j is unbiased with Var = (p_j(1-p_j) + 2 b²)/n (docs/estimators.md). With K = 20 bins and
     # |z| < 4.5 per bin, a correct estimator fails with probability < 20 · 6.8e-6 = 1.4e-4.
     n, K, eps = 200_000, 20, 1.0
     law = stats.beta(2, 5)
@@ -86,7 +86,7 @@ def test_mean_interval_covers_at_nominal_rate():
 
 
 def test_mean_error_within_theory():
-    # θ̂ − μ has sd sqrt((Var X + Var noise)/n) (SPEC §1.2; Var noise = 2b² on doubles, slightly less
+    # θ̂ − μ has sd sqrt((Var X + Var noise)/n) (docs/estimators.md; Var noise = 2b² on doubles, slightly less
     # on the lattice); |z| < 4.5 fails w.p. 6.8e-6.
     law = stats.uniform(-2, 6)  # on [-2, 4]
     n = 500_000

@@ -95,7 +95,7 @@ def test_wavelet_flows_and_console_script(prefect_harness, cluster, beta_dataset
                            channel="wavelet", epsilon=1.0, bins=None, options={"wavelet": "sym4"},
                            scheduler=cluster.scheduler.address, seed=9)
     s = ldp_dask.read_summary(out)
-    # levels from n and ε (seed 000, Thm 4.1, N = 1): j0 = round(log2(n)/4), j1 = round(log2(n/log n)/2)
+    # levels from n and ε (Butucea et al. 2020, Thm 4.1, N = 1): j0 = round(log2(n)/4), j1 = round(log2(n/log n)/2)
     n = 210_000
     assert (s.channel.j0, s.channel.j1) == (round(np.log2(n) / 4), round(0.5 * np.log2(n / np.log(n))))
     assert s.channel.wavelet == "sym4" and facts["epsilon_spent"] <= 1.0

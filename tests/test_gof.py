@@ -1,4 +1,5 @@
-"""Goodness-of-fit tests (seed 001, SPEC §1.5, §2): channels, statistics, exact null laws, level, power.
+"""Goodness-of-fit tests (Lam-Weil, Laurent and Loubes 2022; docs/goodness-of-fit.md): channels,
+statistics, exact null laws, level, power.
 
 Seeds are fixed; every tolerance states its source. Monte-Carlo tests with (B + 1)γ an integer have
 exact level γ, so rejection rates under H0 are Binomial(R, γ) and are checked within 3 standard errors.
@@ -84,7 +85,7 @@ def test_adaptive_summary_law_equals_rows_law(split):
 
 
 def test_statistics_are_unbiased_for_the_projected_distance():
-    # f = Beta(2,2), f0 = uniform: E T = E T' = ‖Π_J(f − f0)‖² = 2^J Σ_k (p_k − p0_k)² (SPEC §2).
+    # f = Beta(2,2), f0 = uniform: E T = E T' = ‖Π_J(f − f0)‖² = 2^J Σ_k (p_k − p0_k)² (docs/goodness-of-fit.md).
     # 400 replicates; tolerance Z × the sample standard deviation / √400.
     J, n, R = 3, 400, 400
     ch = HaarLaplace(2.0, J, (0.0, 1.0))
@@ -101,7 +102,7 @@ def test_statistics_are_unbiased_for_the_projected_distance():
         Tp.append(float(summary_statistic(z.sum(axis=0), n, a, ch.noise_law)))
     for vals in (np.array(T), np.array(Tp)):
         assert abs(vals.mean() - target) <= Z * vals.std(ddof=1) / math.sqrt(R), (vals.mean(), target)
-    # the two statistics track each other (SPEC: correlation 0.997 in simulation)
+    # the two statistics track each other (docs/goodness-of-fit.md: correlation 0.997 in simulation)
     assert np.corrcoef(T, Tp)[0, 1] > 0.99
 
 

@@ -1,4 +1,4 @@
-"""Lattice noise (SPEC §4): released values on a public lattice, discrete Laplace noise with the
+"""Lattice noise (docs/privacy.md): released values on a public lattice, discrete Laplace noise with the
 same ε, summary law equal to the rows law, and no loss of accuracy."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Randomized response (seed 004, SPEC §1.3): exact likelihood ratios, the law of summary mode,
-unbiased frequencies, categorical inputs end to end, local-DP quantiles, bad input."""
+"""Randomized response (Duchi, Jordan and Wainwright 2018; Warner 1965; docs/channels.md): exact
+likelihood ratios, the law of summary mode, unbiased frequencies, categorical inputs end to end, local-DP quantiles, bad input."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Wavelet bases, the WaveletLaplace channel and the thresholded estimator (seed 000, SPEC §1.4).
+"""Wavelet bases, the WaveletLaplace channel and the thresholded estimator (Butucea et al. 2020; docs/channels.md).
 
 Seeds are fixed; every statistical tolerance states its source and the
 chance that a correct implementation would fail it with a random seed.
@@ -293,7 +293,7 @@ def test_estimator_options_and_projection():
 
 
 def test_levels_follow_the_paper():
-    # 2^{j0} ≍ (nα²)^{1/(2N+2)} with N = 1 by default; 2^{2 j1} ≍ nα²/log(nα²) (seed 000, Thm 4.1)
+    # 2^{j0} ≍ (nα²)^{1/(2N+2)} with N = 1 by default; 2^{2 j1} ≍ nα²/log(nα²) (Butucea et al. 2020, Thm 4.1)
     j0, j1 = wavelet_levels(10**6, 1.0, "db4")
     assert j0 == round(math.log2(1e6) / 4)
     assert wavelet_levels(10**6, 1.0, "db4", regularity=3)[0] == round(math.log2(1e6) / 8)

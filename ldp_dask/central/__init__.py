@@ -1,4 +1,4 @@
-"""Central-DP quantiles on the driver (seeds 002, 003; SPEC §0, §3).
+"""Central-DP quantiles on the driver (mathematics: docs/central-quantiles.md).
 
     from ldp_dask.central import quantiles
     r = quantiles("data/", column="salary", q=[0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 500_000))
@@ -11,7 +11,7 @@ Neighbours: one record replaced, n public.
 
 Methods: ``"joint-exp"`` (JointExp, one exponential mechanism for all
 quantiles), ``"inverse-sensitivity"`` (smooth, parameter ρ, ε/k each),
-``"histogram"`` (the seed's HistogramMethod on AboveThreshold, ε/k each),
+``"histogram"`` (the histogram method on AboveThreshold, Canesse 2022, ε/k each),
 ``"laplace"`` (the naive baseline), and ``"best"`` = the method that
 ``benchmarks/quantiles.py`` measured best at that n (:func:`best_method`):
 JointExp while its public grid is finer than its rank error, inverse

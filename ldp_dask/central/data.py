@@ -1,4 +1,4 @@
-"""Exact data for central-DP mechanisms: held in driver memory only (SPEC §0, §3).
+"""Exact data for central-DP mechanisms: held in driver memory only (docs/central-quantiles.md).
 
 Central mechanisms need exact statistics of the raw column: a histogram on a
 fine public grid, reduced with Dask, or — for data that fits in memory — the

@@ -1,4 +1,4 @@
-"""Central-DP quantile mechanisms on the driver (seeds 002, 003; SPEC §3).
+"""Central-DP quantile mechanisms on the driver (docs/central-quantiles.md).
 
 Neighbouring data sets differ by one replaced record; n is public. Every
 mechanism takes :class:`~ldp_dask.central.data.PrivateData` (exact, in driver
@@ -30,7 +30,7 @@ def above_threshold(answers: Callable[[int, int], np.ndarray], n_queries: int, t
     ``answers(i, j)`` returns the exact answers q_i..q_{j−1}; queries are drawn
     lazily in chunks, so the cost is proportional to the index returned.
 
-    Privacy (Dwork & Roth 2014, Thm 3.23; seed 003 §3.1), queries of
+    Privacy (Dwork & Roth 2014, Thm 3.23), queries of
     sensitivity 1: fix the noises ν_i of the queries before k and let
     g = max_{i<k} (q_i(D) + ν_i). The output is k iff T̂ > g and q_k + ν_k ≥ T̂.
     For a neighbour D', g' ≤ g + 1 and q_k' ≥ q_k − 1; substituting
@@ -50,20 +50,20 @@ def above_threshold(answers: Callable[[int, int], np.ndarray], n_queries: int, t
 
 
 def default_steps(n: int) -> int:
-    """steps = 1.5 n / log n (seed 003 §3.2), at least 2."""
+    """steps = 1.5 n / log n (Canesse 2022), at least 2."""
     return max(2, math.ceil(1.5 * n / math.log(max(n, 3))))
 
 
 def histogram_method(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator,
                      steps: int | None = None) -> np.ndarray:
-    """HistogramMethod (seed 003 §3.2) with ε/k per quantile.
+    """HistogramMethod (Canesse 2022) with ε/k per quantile.
 
     [a, b] is cut into ``steps`` equal intervals; for quantile q the queries are
     f_i = #{x < a + i(b − a)/steps}, i = 1..steps (sensitivity 1: one replaced
     record moves one count by one), the threshold is T = q·n, and the answer is
     a + i(b − a)/steps for the index i returned by AboveThreshold — with the
-    ``a +`` that the seed's pseudo-code omits (its answers are shifted by −a
-    whenever a ≠ 0). If no query crosses, b is returned. The f_i are prefix
+    ``a +`` that the report's pseudo-code omits (its answers are shifted by −a
+    whenever a ≠ 0; docs/corrections.md). If no query crosses, b is returned. The f_i are prefix
     counts of one sorted array, computed per chunk.
     """
     a, b = data.bounds
@@ -94,15 +94,15 @@ def _sample_pieces(edges: np.ndarray, log_w: np.ndarray, rng: np.random.Generato
 
 def inverse_sensitivity(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator,
                         rho: float = 0.0) -> np.ndarray:
-    """Smooth inverse sensitivity (Asi–Duchi; seed 003 §4), exact sampling, ε/k per quantile.
+    """Smooth inverse sensitivity (Asi and Duchi 2020), exact sampling, ε/k per quantile.
 
     Density on [a, b] ∝ exp(−len^ρ(x, t) ε/2), where len(x, t) is the number
     of records to change for the empirical q-quantile x_(m), m = ⌈qn⌉, to
     equal t — m − #{x < t} left of x_(m) and #{x < t} − m + 1 right of it —
     and len^ρ(t) = min_{|s−t| ≤ ρ} len(s): 0 on [x_(m) − ρ, x_(m) + ρ],
     len(t + ρ) left of it, len(t − ρ) right of it. len^ρ changes by at most 1
-    when one record is replaced, so the mechanism is ε-DP (seed 003, Thm
-    4.1.0.1). It is piecewise constant with breakpoints at x_i ± ρ, so it is
+    when one record is replaced, so the mechanism is ε-DP (Asi and Duchi
+    2020). It is piecewise constant with breakpoints at x_i ± ρ, so it is
     sampled exactly: a piece with probability ∝ width · weight, then uniform.
     """
     eps_each = epsilon / len(q)
@@ -194,11 +194,11 @@ def inverse_sensitivity_density(data: PrivateData, q: float, epsilon: float, rho
 
 
 def laplace_baseline(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """The naive method (seed 003 §2): empirical quantile + Lap((b − a)k/ε), clipped to [a, b].
+    """The naive method (Canesse 2022): empirical quantile + Lap((b − a)k/ε), clipped to [a, b].
 
     One replaced record can move an empirical quantile across the whole
     domain, so its global sensitivity is b − a: the noise is as wide as the
-    domain, which is why the seed calls this method a failure. A baseline only.
+    domain, which is why the method is known to fail. A baseline only.
     """
     a, b = data.bounds
     m = np.maximum(1, np.ceil(q * data.n)).astype(np.int64)

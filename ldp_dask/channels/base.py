@@ -1,7 +1,7 @@
-"""The non-interactive channel contract (DESIGN.md "Contracts").
+"""The non-interactive channel contract (docs/channels.md).
 
 A channel maps each row ``x_i`` to a private view ``Z_i`` that depends on
-``x_i`` alone (SPEC §0), so rows can be privatized anywhere, in any order.
+``x_i`` alone (docs/privacy.md), so rows can be privatized anywhere, in any order.
 Channels are pure numpy: they know nothing of Dask, files or keys.
 
 Every channel provides
@@ -12,7 +12,7 @@ Every channel provides
 * ``dim`` and :meth:`privatize` ``(x, rng) -> (rows, dim)`` — rows mode;
 * :meth:`exact_stats` / :meth:`add_noise` and their composition :meth:`stats`
   — summary mode: the sums of the rows' views drawn exactly in distribution
-  without materialising any row's view (SPEC §4). The exact statistics never
+  without materialising any row's view (docs/privacy.md). The exact statistics never
   leave the worker; only :meth:`add_noise`'s output does.
 """
 
@@ -31,7 +31,7 @@ __all__ = ["Channel", "NumericChannel", "Option", "NOISE_OPTION", "noise_scale_f
            "check_noise", "require_n"]
 
 #: ``continuous``: Laplace noise on doubles; ``lattice``: every released value on a public
-#: lattice g·ℤ with discrete Laplace noise (SPEC §4, floating-point safe).
+#: lattice g·ℤ with discrete Laplace noise (docs/privacy.md, floating-point safe).
 NOISE_MODES = ("continuous", "lattice")
 
 

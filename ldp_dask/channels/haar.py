@@ -1,4 +1,4 @@
-"""Haar channels for goodness-of-fit testing (seed 001, SPEC §1.5 and §2).
+"""Haar channels for goodness-of-fit testing (Lam-Weil, Laurent and Loubes 2022; docs/channels.md).
 
 On the domain rescaled to [0, 1], level J has D = 2^J bins and
 φ_{Jk} = 2^{J/2} 1[k 2^−J, (k+1) 2^−J). :class:`HaarLaplace` releases
@@ -9,7 +9,7 @@ whose L1 sensitivity is Δ = 2 · 2^{J/2} (two one-hot vectors scaled by
 c = 2^{J/2}), so it is α-LDP; ``epsilon_spent()`` = Δ/σ.
 
 :class:`HaarAdaptive` serves the adaptive test over a collection 𝒥 of levels
-(SPEC §2) in two designs:
+(docs/goodness-of-fit.md) in two designs:
 
 ``split="rows"`` (sample splitting, full α per row)
     every row picks one level g uniformly at random, independently of its
@@ -22,12 +22,12 @@ c = 2^{J/2}), so it is α-LDP; ``epsilon_spent()`` = Δ/σ.
     every row releases all levels with budget α/|𝒥| each (basic
     composition, ``epsilon_spent()`` = Σ_J Δ_J/σ_J ≤ α); the levels share rows.
 
-Summary mode is exact in distribution (SPEC §4): from the exact counts at the
+Summary mode is exact in distribution (docs/privacy.md): from the exact counts at the
 finest level, the random split of each bin's rows among the levels is
 Multinomial(count, 1/|𝒥|, …), coarser counts are sums of dyadic children, and
 each level's noise is σ(Gamma(m) − Gamma(m)) with m its number of rows.
 
-``noise="lattice"`` (SPEC §4): a level-J view is 2^{J/2}·(one-hot + L) with L
+``noise="lattice"`` (docs/privacy.md): a level-J view is 2^{J/2}·(one-hot + L) with L
 discrete Laplace(t), t = σ/2^{J/2} (integer sensitivity 2 in units of 2^{J/2},
 same ε); sums are 2^{J/2}·(counts + NB − NB). Every released value is a
 public multiple of 2^{J/2}.
@@ -100,7 +100,7 @@ class _HaarBase(NumericChannel):
 
 
 class HaarLaplace(_HaarBase):
-    """Haar coefficients at level J plus Laplace noise (seed 001; SPEC §1.5).
+    """Haar coefficients at level J plus Laplace noise (Lam-Weil, Laurent and Loubes 2022; docs/channels.md).
 
     Parameters
     ----------
@@ -175,7 +175,7 @@ class HaarLaplace(_HaarBase):
 
 
 class HaarAdaptive(_HaarBase):
-    """Haar views at several levels for the adaptive test (SPEC §2).
+    """Haar views at several levels for the adaptive test (docs/goodness-of-fit.md).
 
     Parameters
     ----------
@@ -307,7 +307,7 @@ class HaarAdaptive(_HaarBase):
 
 
 def haar_level(n: int, epsilon: float, smoothness: float = 1.0) -> int:
-    """J with 2^J ≍ (nα²)^{2/(4s+3)} (seed 001; SPEC §2), at least 1.
+    """J with 2^J ≍ (nα²)^{2/(4s+3)} (Lam-Weil, Laurent and Loubes 2022), at least 1.
 
     The private separation rate is then (nα²)^{−2s/(4s+3)}. ``n`` is public
     and α fixed before privatizing.
@@ -321,7 +321,7 @@ def haar_level(n: int, epsilon: float, smoothness: float = 1.0) -> int:
 
 
 def adaptive_levels(n: int, epsilon: float, max_level: int = 16) -> list[int]:
-    """𝒥 = {J ≥ 1 : 2^J ≤ (nα²)^{2/3}} (SPEC §2), capped at ``max_level``; at least [1]."""
+    """𝒥 = {J ≥ 1 : 2^J ≤ (nα²)^{2/3}} (docs/goodness-of-fit.md), capped at ``max_level``; at least [1]."""
     check_int(n, "n", 1)
     epsilon = check_epsilon(epsilon)
     top = math.floor(2.0 / 3.0 * math.log2(max(n * epsilon**2, 1.0)))

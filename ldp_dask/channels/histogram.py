@@ -1,4 +1,4 @@
-"""Laplace histogram channel (seed 004 "Laplace noise (beyond paper)", SPEC §1.1).
+"""Laplace histogram channel (Duchi, Jordan and Wainwright 2018; docs/channels.md).
 
 The domain ``[a, b]`` is cut into ``K`` equal bins ``G_1..G_K`` and row ``i``
 releases
@@ -9,16 +9,16 @@ Privacy: two one-hot vectors differ in at most two coordinates by one each, so
 the L1 sensitivity is Δ = 2 and Laplace noise of scale b = Δ/α makes the
 channel α-LDP; :meth:`epsilon_spent` returns Δ/b computed in floating point.
 
-Estimator (SPEC §1.1): f̂(x) = K/(b−a) · (1/n) Σ_i Z_{i, j(x)}. The bin mass
+Estimator (docs/channels.md): f̂(x) = K/(b−a) · (1/n) Σ_i Z_{i, j(x)}. The bin mass
 p̂_j = S_j/n is unbiased for p_j with variance (p_j(1−p_j) + 2·(2/α)²)/n;
 bias of f̂ is O(K^−β) for β-Hölder f, variance O(K²/(nα²)), and
 K ≍ (nα²)^{1/(2β+2)} gives MSE (nα²)^{−2β/(2β+2)}.
 
 Summary mode: the bin counts of a block are exact (``bincount``) and the sum
 of ``m`` rows' Laplace noise is drawn as b·(Gamma(m,1) − Gamma(m,1)) per bin
-(SPEC §4): O(m + K) per block instead of O(m·K).
+(docs/privacy.md): O(m + K) per block instead of O(m·K).
 
-``noise="lattice"`` (SPEC §4, floating-point safe): every released value is an
+``noise="lattice"`` (docs/privacy.md, floating-point safe): every released value is an
 integer; each row's noise is discrete Laplace with P(k) ∝ exp(−|k|/t), t = 2/α
 (integer sensitivity 2, so still α-LDP), and the sum of m of them is
 NB(m, p) − NB(m, p), p = 1 − e^{−1/t}. Its variance 2r/(1 − r)², r = e^{−1/t},
@@ -135,7 +135,7 @@ class LaplaceHistogram(NumericChannel):
 
 
 def default_bins(n: int, epsilon: float, beta: float = 1.0) -> int:
-    """K ≍ (nα²)^{1/(2β+2)} (SPEC §1.1), the MSE-optimal order for β-Hölder densities.
+    """K ≍ (nα²)^{1/(2β+2)} (docs/channels.md), the MSE-optimal order for β-Hölder densities.
 
     ``n`` is public (the number of reports) and α is chosen before privatizing,
     so the choice costs no privacy. β = 1 (Lipschitz) by default.

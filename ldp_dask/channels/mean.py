@@ -1,4 +1,4 @@
-"""Laplace mean channel (seed 004 "Laplace noise (beyond paper)", SPEC §1.2).
+"""Laplace mean channel (Duchi, Jordan and Wainwright 2018; docs/channels.md).
 
 For X_i ∈ [lo, hi] (half-width M = (hi − lo)/2), row ``i`` releases
 
@@ -10,11 +10,11 @@ rounding of ``hi − lo`` cannot understate it, and :meth:`epsilon_spent`
 returns Δ/b.
 
 Estimator: θ̂ = mean(Z), unbiased, Var θ̂ = (Var X + 2b²)/n = Var(X)/n + 8M²/(nα²)
-(SPEC §1.2).
+(docs/channels.md).
 
-Summary mode: Σ X_i exactly plus b·(Gamma(m,1) − Gamma(m,1)) (SPEC §4).
+Summary mode: Σ X_i exactly plus b·(Gamma(m,1) − Gamma(m,1)) (docs/privacy.md).
 
-``noise="lattice"`` (SPEC §4): each value is rounded to the public lattice
+``noise="lattice"`` (docs/privacy.md): each value is rounded to the public lattice
 lo + g·ℤ, g = (hi − lo)/2^16, i.e. u = round((x − lo)/g) ∈ {0, …, 2^16} —
 integer sensitivity 2^16 — and the row releases lo + g·(u + L) with L
 discrete Laplace(t), t = 2^16/α; the sum of m rows is lo·m + g·(Σu + NB − NB).

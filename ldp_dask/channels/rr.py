@@ -1,4 +1,4 @@
-"""Randomized response on a categorical column (seed 004, SPEC §1.3).
+"""Randomized response on a categorical column (Duchi, Jordan and Wainwright 2018; Warner 1965; docs/channels.md).
 
 The category domain c_1..c_d is public (given by the user); a value outside
 it is an error unless ``other=True`` maps it to an extra category. Encodings:
@@ -6,7 +6,7 @@ it is an error unless ``other=True`` maps it to an extra category. Encodings:
 ``kary`` (generalized randomized response, the default)
     report the true category with probability p = e^α/(e^α + d − 1), else one
     of the d − 1 others uniformly. Likelihood ratio p/((1 − p)/(d − 1)) = e^α.
-``unary`` (seed 004: per-coordinate RR on the one-hot vector)
+``unary`` (Duchi, Jordan and Wainwright 2018: per-coordinate RR on the one-hot vector)
     keep each of the d bits with probability q = e^{α/2}/(1 + e^{α/2}), flip it
     otherwise. Two one-hot vectors differ in two bits: ratio (q/(1−q))² = e^α.
 ``warner`` (Warner 1965; d = 2)
@@ -18,7 +18,7 @@ p would overspend).
 
 Released statistic ``sum``: per category, the number of rows reporting it
 (kary, warner) or reporting its bit as 1 (unary). Summary mode draws it
-exactly in distribution from the exact counts N (SPEC §4): unary:
+exactly in distribution from the exact counts N (docs/privacy.md): unary:
 Binomial(N_c, q) + Binomial(m − N_c, 1 − q) per bit; kary: per true category
 Binomial(N_c, p) keep their category and the rest are spread as
 Multinomial(·, uniform over the d − 1 others).

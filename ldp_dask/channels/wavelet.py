@@ -1,4 +1,6 @@
-"""Multilevel wavelet Laplace channel (seed 000 §3, eq. (4); SPEC §1.4).
+"""Multilevel wavelet Laplace channel (Butucea, Dubois, Kroll and Saumard 2020, eq. (4)).
+
+The mathematics, with the privacy argument: docs/channels.md, "Multilevel wavelet channel".
 
 Row ``i`` (mapped to t_i ∈ [0, 1], see :mod:`ldp_dask.bases`) releases
 
@@ -14,19 +16,19 @@ tabulated basis itself.
 Two calibrations of the σ's:
 
 ``"paper"``
-    Seed 000, §3: σ_{j0−1} = 4 c_A ‖φ‖∞ 2^{j0/2}/α and
+    The paper's §3: σ_{j0−1} = 4 c_A ‖φ‖∞ 2^{j0/2}/α and
     σ_j = 4(2ν−1) c_A ‖ψ‖∞ (j∨1)^ν 2^{j/2} / ((ν−1)α), c_A = 2⌈A⌉ + 1.
     Its proof bounds Δ_ℓ by 2 c_A ‖·‖∞ 2^{ℓ/2} and the infinite series
     Σ_j (j∨1)^−ν by (2ν−1)/(ν−1), so it spends well under α (measured:
     α/11 for db4 at ν = 1.5, with 6× the tight noise on the father level
     and 50–100× on the details).
-``"tight"`` (default, SPEC §1.4 "beyond the paper")
+``"tight"`` (default; beyond the paper, see docs/corrections.md)
     σ_ℓ = Δ_ℓ / (w_ℓ α) with the exact tabulated Δ_ℓ and weights w: 1/2 on
     the father level and ∝ (j∨1)^−ν on j0..j1 renormalised to 1/2 — the
     whole budget α is spent on the finite set of levels. Noise is 4–10×
     smaller than the paper's (16–100× in variance).
 
-``noise="lattice"`` (SPEC §4): each value 2^{j/2}ψ̃(u) is rounded to the public
+``noise="lattice"`` (docs/privacy.md): each value 2^{j/2}ψ̃(u) is rounded to the public
 lattice g_j·ℤ, g_j = 2^{j/2}/2^12 — the lattice coordinate is
 floor(ψ̃(u)·2^12 + 0.5) — and gets discrete Laplace noise of scale t_ℓ in lattice
 units. Rounding moves each of the ≤ S nonzero coordinates of a row by at most
@@ -37,7 +39,7 @@ level). Sums are g_ℓ·(Σ coordinates + NB − NB).
 Summary mode: the exact coefficient sums of a block are accumulated sparsely
 (S scatter-adds per level, :meth:`ldp_dask.bases.WaveletBasis.accumulate`) and
 the sum of the block's m Laplace vectors is drawn as σ_ℓ(Gamma(m) − Gamma(m))
-per coefficient (SPEC §4): O(m × S × levels + dim), never O(m × dim).
+per coefficient (docs/privacy.md): O(m × S × levels + dim), never O(m × dim).
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def _check_nu(nu: Any) -> float:
 
 
 class WaveletLaplace(NumericChannel):
-    """Wavelet coefficients at levels j0−1 (father), j0..j1 plus Laplace noise (seed 000, eq. (4)).
+    """Wavelet coefficients at levels j0−1 (father), j0..j1 plus Laplace noise (Butucea et al. 2020, eq. (4)).
 
     Parameters
     ----------
@@ -265,7 +267,7 @@ def _from_params(params: dict[str, Any]) -> WaveletLaplace:
 
 
 def wavelet_levels(n: int, epsilon: float, wavelet: str = "db4", regularity: int = 1) -> tuple[int, int]:
-    """Levels of seed 000, Thm 4.1: 2^{j0} ≍ (nα²)^{1/(2N+2)}, 2^{2 j1} ≍ nα²/log(nα²).
+    """Levels of Butucea et al. (2020), Thm 4.1: 2^{j0} ≍ (nα²)^{1/(2N+2)}, 2^{2 j1} ≍ nα²/log(nα²).
 
     N (``regularity``) is the paper's index in Hypothesis 1.1: φ is N + 1
     times weakly differentiable, an integer N > 0, and the estimator adapts
@@ -273,7 +275,7 @@ def wavelet_levels(n: int, epsilon: float, wavelet: str = "db4", regularity: int
     paper allows and the only one that db4/sym4/coif2 satisfy (their φ are
     Hölder 1.6–1.8, not twice differentiable); it gives 2^{j0} ≍ (nα²)^{1/4},
     the linear rate-optimal resolution for s = 1, like the histogram's K.
-    A larger N lowers j0: the seed's theory then relies on the detail levels,
+    A larger N lowers j0: the paper's theory then relies on the detail levels,
     which local noise makes expensive (``benchmarks/wavelet_rates.py``).
 
     Both levels are rounded to the nearest integer, j1 ≥ j0 ≥ 0; with

@@ -1,4 +1,4 @@
-"""Category frequencies from a :class:`RandomizedResponse` summary (seed 004; SPEC §1.3).
+"""Category frequencies from a :class:`RandomizedResponse` summary (docs/estimators.md).
 
 With S_j the number of reports of category j (kary, warner) or of 1-bits at
 coordinate j (unary), and (p_in, p_out) = P(report j | true j), P(report j |

@@ -1,4 +1,4 @@
-"""Histogram density from a :class:`LaplaceHistogram` (or :class:`HaarLaplace`) summary (SPEC §1.1, seed 004).
+"""Histogram density from a :class:`LaplaceHistogram` (or :class:`HaarLaplace`) summary (docs/estimators.md).
 
 With S_j = Σ_i Z_ij the released bin sums,
 
@@ -67,7 +67,7 @@ def histogram_density(
     ch = s.channel
     lo, hi = ch.domain
     n = s.n
-    c = getattr(ch, "c", 1.0)  # a Haar summary holds 2^{J/2} × the histogram's sums (SPEC §1.5)
+    c = getattr(ch, "c", 1.0)  # a Haar summary holds 2^{J/2} × the histogram's sums (docs/estimators.md)
     p_hat = s.sums["sum"] / (c * n)
     pc = np.clip(p_hat, 0.0, 1.0)
     var = (pc * (1 - pc) + ch.noise_variance / c**2) / n

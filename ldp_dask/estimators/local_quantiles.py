@@ -1,4 +1,4 @@
-"""Local-DP quantiles: inverting the CDF of an LDP density estimate (seed 004; issue "price of local privacy").
+"""Local-DP quantiles: inverting the CDF of an LDP density estimate (docs/estimators.md).
 
 Quantiles of a histogram (or Haar) or wavelet summary are read off the
 estimated CDF (:meth:`DensityEstimate.quantile`): post-processing of the

@@ -1,7 +1,7 @@
-"""Mean and its confidence interval from a :class:`LaplaceMean` summary (SPEC §1.2).
+"""Mean and its confidence interval from a :class:`LaplaceMean` summary (docs/estimators.md).
 
 θ̂ = S/n is unbiased for E X with Var θ̂ = (Var X + 2b²)/n, b = (hi − lo)/α
-(SPEC §1.2: Var X/n + 8M²/(nα²)). Var X is not released, so the interval
+(docs/estimators.md: Var X/n + 8M²/(nα²)). Var X is not released, so the interval
 bounds it by the Bhatia–Davis inequality Var X ≤ (hi − μ)(μ − lo), with μ
 replaced by θ̂ clipped to the domain. The privacy term 2b² dominates for
 α ≲ 2.8 (it is ≥ 8× the largest possible Var X = (hi−lo)²/4 at α = 1), so the

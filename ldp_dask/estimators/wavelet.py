@@ -1,18 +1,18 @@
-"""Adaptive wavelet density estimator from a :class:`WaveletLaplace` summary (seed 000 §4, eq. (5)).
+"""Adaptive wavelet density estimator from a :class:`WaveletLaplace` summary (Butucea et al. 2020, eq. (5)).
 
 With S the released coefficient sums and n the number of reports,
 
     α̂_{j0k} = S_{j0−1,k}/n,    β̂_{jk} = S_{jk}/n,
     f̃(t) = Σ_k α̂_{j0k} φ_{j0k}(t) + Σ_{j=j0}^{j1} Σ_k β̃_{jk} ψ_{jk}(t).
 
-Thresholds (SPEC §1.4). The seed keeps β̂_{jk} when |β̂_{jk}| ≥ K t_j with
+Thresholds (docs/corrections.md). The paper keeps β̂_{jk} when |β̂_{jk}| ≥ K t_j with
 t_j = γ j^{ν+1/2} 2^{j/2}/√(nα²) and K = 4 c_A ‖ψ‖∞ (2ν−1)/(ν−1); since
 σ_j = K (j∨1)^ν 2^{j/2}/α for the paper's calibration, K t_j = γ √j σ_j/√n
 (for j ≥ 1). We use that form, λ_j = γ √j σ_j / √n, for either calibration:
 a universal-type threshold on the noise scale (β̂_{jk} carries noise of
 standard deviation √2 σ_j/√n). ``threshold``:
 
-* ``"hard"`` (the seed's estimator (5)): β̃ = β̂ 1{|β̂| ≥ λ_j};
+* ``"hard"`` (the paper's estimator (5)): β̃ = β̂ 1{|β̂| ≥ λ_j};
 * ``"soft"``: β̃ = sign(β̂) max(|β̂| − λ_j, 0);
 * ``"none"``: the linear estimator, every detail kept.
 
@@ -58,7 +58,7 @@ DEFAULT_GAMMA = 4.0
 
 
 def wavelet_thresholds(channel: WaveletLaplace, n: int, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
-    """λ_j = γ √j σ_j / √n for each detail level j0..j1 (SPEC §1.4)."""
+    """λ_j = γ √j σ_j / √n for each detail level j0..j1 (docs/estimators.md)."""
     j = np.array([jj for _, jj in channel.levels[1:]], dtype=np.float64)
     return gamma * np.sqrt(j) * channel.sigmas[1:] / math.sqrt(n)
 
@@ -98,14 +98,14 @@ def wavelet_density(
     level: float = 0.95,
     grid: int | None = None,
 ) -> DensityEstimate:
-    """Adaptive thresholded wavelet density estimate (seed 000, eq. (5)).
+    """Adaptive thresholded wavelet density estimate (Butucea et al. 2020, eq. (5)).
 
     Parameters
     ----------
     summary : Summary or path
         A summary of the ``wavelet`` channel.
     threshold : {"hard", "soft", "none"}
-        Hard thresholding (the seed's), soft, or none (linear estimator).
+        Hard thresholding (the paper's), soft, or none (linear estimator).
     gamma : float
         γ > 0 in λ_j = γ √j σ_j/√n.
     projection : {"density", "none"}

@@ -1,4 +1,6 @@
-"""Locally private goodness-of-fit tests with exact Monte-Carlo calibration (seed 001, SPEC §2).
+"""Locally private goodness-of-fit tests with exact Monte-Carlo calibration (Lam-Weil, Laurent and Loubes 2022).
+
+The mathematics: docs/goodness-of-fit.md.
 
     s = ldp_dask.privatize("data/", column="x", channel=HaarLaplace(1.0, level=5, domain=(0, 1)))
     r = ldp_dask.gof.test(s, null="beta(2,2)", level=0.05)
@@ -100,7 +102,7 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
         γ in (0, 1).
     statistic : {"summary", "U"}
         T'_J from the sums (default; calibrated from the exact law of the sums,
-        O(B·2^J)), or the seed's U-statistic T_J from the privatized ``rows``
+        O(B·2^J)), or the paper's U-statistic T_J from the privatized ``rows``
         (calibrated by privatizing simulated rows, O(B·n·2^J), refused above
         ``max_direct_draws``).
     B : int
@@ -150,7 +152,7 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
 
 def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: int = DEFAULT_B,
                   rng: np.random.Generator | int | None = None) -> TestResult:
-    """The aggregated test over the levels 𝒥 of a :class:`~ldp_dask.channels.HaarAdaptive` summary (SPEC §2).
+    """The aggregated test over the levels 𝒥 of a :class:`~ldp_dask.channels.HaarAdaptive` summary (docs/goodness-of-fit.md).
 
     Rejects when max_J (T'_J − t_J(1 − u_γ)) > 0. Split rows: each level is
     calibrated on its own rows (n_J public), independently, with

@@ -1,4 +1,6 @@
-"""Test statistics of seed 001 and their exact Monte-Carlo null laws (SPEC §2).
+"""Test statistics of Lam-Weil, Laurent and Loubes (2022) and their exact Monte-Carlo null laws.
+
+The mathematics: docs/goodness-of-fit.md.
 
 With c = 2^{J/2}, a_k = c p0_k, released sums S_k = Σ_i Z_ik and centred sums
 S_k^c = S_k − n a_k:

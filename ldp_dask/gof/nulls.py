@@ -3,7 +3,7 @@
 A null is given as a scipy.stats frozen continuous distribution, a name string
 such as ``"beta(2,2)"`` or ``"norm(loc=0.5, scale=0.1)"`` (parsed with
 :mod:`ast`, never evaluated), a CDF callable, or bin probabilities. The test
-needs p0_k = P_{f0}(bin k) on the 2^J equal bins of the domain (SPEC §2,
+needs p0_k = P_{f0}(bin k) on the 2^J equal bins of the domain (docs/goodness-of-fit.md,
 a_k = 2^{J/2} p0_k). A density must put mass 1 on the domain, to within
 :data:`MASS_TOLERANCE` (tails outside it, e.g. a normal's beyond 5 sd, are
 allowed and the probabilities renormalised).

@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench stack clean venv
+.PHONY: demo test test-fast bench stack clean venv
 
 venv: $(STAMP)
 
@@ -17,8 +17,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/ldp-dask demo --out demo-output
 
+# The whole suite (what CI runs): real LocalClusters, Prefect flow runs, the local stack.
 test: $(STAMP)
 	$(PY) -m pytest -q tests
+
+# Everything but the slow tests, the Prefect runs and the local stack: under 2 minutes on 2 cores.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q tests -m "not slow and not prefect and not stack"
 
 # The deploy topology as local processes (Prefect server, Dask scheduler + 2
 # workers, Prefect worker), one nightly-release run on demo data, then stop.

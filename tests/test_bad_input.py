@@ -1,4 +1,6 @@
-"""Every bad input of issue 2: a clear one-line error, exit status 2, nothing written."""
+"""Bad input, swept across the public entry points (CLI and Python): each malformed input gives one
+clear, specific line, exit status 2, and writes nothing; and no finite input in the domain makes a
+channel emit NaN or inf."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import ldp_dask
+from ldp_dask import LdpDaskError
+from ldp_dask.channels import (
+    HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, RandomizedResponse, WaveletLaplace,
+)
 from ldp_dask.cli import main
 
 
@@ -54,6 +63,7 @@ def _bad_data(tmp_path):
     return {
         "nan": (pa.table({"x": nan}), None, "NaN"),
         "inf": (pa.table({"x": inf}), None, "infinite"),
+        "plus_inf": (pa.table({"x": np.where(np.arange(100) == 7, np.inf, x)}), None, "infinite"),
         "out_of_domain": (pa.table({"x": big}), None, "outside the declared domain"),
         "nulls": (pa.table({"x": pa.array([1.0, None, 2.0])}), None, "null"),
         "missing_column": (pa.table({"y": x}), None, "column 'x' not found"),
@@ -63,8 +73,8 @@ def _bad_data(tmp_path):
     }
 
 
-@pytest.mark.parametrize("case", ["nan", "inf", "out_of_domain", "nulls", "missing_column", "string_column",
-                                  "empty", "corrupt"])
+@pytest.mark.parametrize("case", ["nan", "inf", "plus_inf", "out_of_domain", "nulls", "missing_column",
+                                  "string_column", "empty", "corrupt"])
 def test_bad_data_gives_clear_error_and_writes_nothing(capsys, tmp_path, case):
     table, raw, message = _bad_data(tmp_path)[case]
     src = _dataset(tmp_path, case, table, raw)
@@ -73,6 +83,7 @@ def test_bad_data_gives_clear_error_and_writes_nothing(capsys, tmp_path, case):
     assert len(err) == 1 and err[0].startswith("ldp-dask: error:") and message in err[0], err
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [case]  # nothing else written, no temp files
+    assert sorted(p.name for p in src.iterdir()) == ["a.parquet"]  # the source is left as it was
 
 
 @pytest.mark.parametrize(
@@ -98,6 +109,8 @@ def test_bad_data_gives_clear_error_and_writes_nothing(capsys, tmp_path, case):
         ([*WAVELET, "--nu", "1"], "'nu' parameter"),
         ([*WAVELET, "--j1", "40"], "beyond the resolution"),
         (["--wavelet", "db4"], "do not apply to the 'histogram' channel"),
+        (["--bins", "99999999999"], "'bins' parameter"),
+        (["--channel", "mean", "--domain", "0", "100"], "do not apply to the 'mean' channel"),  # --bins 8
         ([*WAVELET, "--bins", "auto"], "bins do not apply to the 'wavelet' channel"),
     ],
 )
@@ -105,6 +118,22 @@ def test_bad_parameters(capsys, tmp_path, good, extra, message):
     code, err, out = _run(capsys, tmp_path, good, *extra)
     assert code == 2 and len(err) == 1 and message in err[0], err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--channel", "mean"], "needs a public 'domain'"),
+    (["--channel", "haar", "--level", "77", "--domain", "0", "100"], "'level' parameter"),
+    (["--channel", "rr", "--column", "name", "--categories", "a", "a"], "duplicates"),
+    (["--channel", "rr", "--column", "name"], "list of categories"),
+    (["--channel", "rr", "--column", "name", "--categories", "a", "--domain", "0", "1"], "not a numeric 'domain'"),
+])
+def test_bad_channel_arguments(capsys, tmp_path, good, argv, message):
+    out = tmp_path / "out.summary.parquet"
+    code = main(["privatize", str(good), "--column", "x", "--epsilon", "1", "--out", str(out), "--local",
+                 "--seed", "1", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["good"]
 
 
 def test_missing_source_and_empty_directory(capsys, tmp_path):
@@ -183,3 +212,49 @@ def test_gof_cli_errors(capsys, good, extra, message):
     code = main(["gof", str(good), "--local", "--seed", "1", *extra])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_mismatched_summaries_and_estimators(good, tmp_path, capsys):
+    s = ldp_dask.privatize(str(good), column="x", channel=LaplaceMean(1.0, (0, 100)), client="local", seed=1)
+    s.to_parquet(tmp_path / "mean.parquet")
+    from ldp_dask import gof
+    from ldp_dask.estimators import frequencies, wavelet_density
+
+    for call, match in [
+        (lambda: gof.test(s, "uniform"), "'haar' channel"),
+        (lambda: wavelet_density(s), "'wavelet' channel"),
+        (lambda: frequencies(s), "'rr' channel"),
+        (lambda: ldp_dask.histogram_density(s), "'histogram' or 'haar' channel"),
+        (lambda: ldp_dask.estimate(s, gamma=2.0), "do not apply"),
+        (lambda: ldp_dask.read_summary(tmp_path / "nope.parquet"), "no such summary"),
+        (lambda: ldp_dask.read_summary(good / "a.parquet"), "not an ldp_dask summary"),
+        (lambda: ldp_dask.estimate(ldp_dask.privatize(np.linspace(0, 1, 100), channel=HaarAdaptive(1.0, [1], (0, 1)),
+                                                      seed=1)), "no estimate of their own"),
+    ]:
+        with pytest.raises(LdpDaskError, match=match):
+            call()
+    assert main(["estimate", str(tmp_path / "mean.parquet"), "--threshold", "hard"]) == 2
+    assert main(["gof", str(tmp_path / "mean.parquet"), "--null", "uniform"]) == 2
+    assert main(["quantiles", str(tmp_path / "mean.parquet"), "--q", "0.5"]) == 2
+    assert sorted(os.listdir(tmp_path)) == ["good", "mean.parquet"]
+    capsys.readouterr()
+
+
+FINITE = st.floats(min_value=0.0, max_value=1.0, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(FINITE, min_size=1, max_size=40), seed=st.integers(0, 2**32 - 1))
+def test_no_finite_input_makes_a_channel_emit_nan_or_inf(values, seed):
+    x = np.array(values)
+    rng = np.random.default_rng(seed)
+    for ch in (LaplaceHistogram(0.1, 16, (0, 1)), LaplaceMean(50.0, (0, 1)), WaveletLaplace(2.0, (0, 1), 0, 4),
+               WaveletLaplace(0.5, (0, 1), 2, 3, wavelet="coif2", calibration="paper"), HaarLaplace(1.0, 5, (0, 1)),
+               HaarAdaptive(1.0, [1, 3], (0, 1)), HaarAdaptive(1.0, [1, 3], (0, 1), "epsilon")):
+        v, _ = ch.prepare(x)
+        for out in (ch.stats(v, rng), ch.row_sums(ch.privatize(v, rng))):
+            for arr in out.values():
+                assert np.all(np.isfinite(arr)), ch
+    rr = RandomizedResponse(3.0, ["a", "b", "c"], encoding="unary")
+    codes = rr.prepare(np.array(["a", "c"] * len(values)))[0]
+    assert np.all(np.isfinite(rr.stats(codes, rng)["sum"]))

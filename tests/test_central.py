@@ -127,6 +127,7 @@ def test_joint_exp_density_ratio_at_most_e_eps():
         assert np.max(np.abs(d1 - d2)) <= eps + SLACK
 
 
+@pytest.mark.slow
 def test_joint_exp_sampler_matches_its_density():
     # which gap of the data each output falls in, over 20k draws, against the exact density integrated
     data = _data([0.2, 0.5, 0.55])
@@ -264,6 +265,7 @@ def test_out_of_bounds_data_needs_clip_and_is_counted(capsys, tmp_path):
     assert "sorted without duplicates" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rho", [0.0, 0.04])
 def test_inverse_sensitivity_sampler_matches_its_density(rho):
     # the O(log K) sampler (prefix/suffix log-sums) against the explicit piecewise density, with ties

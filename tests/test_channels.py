@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
 
 from ldp_dask import LaplaceHistogram, LaplaceMean, LdpDaskError
 from ldp_dask.channels import build_channel, default_bins
@@ -98,43 +97,7 @@ def test_mean_audit_catches_halved_noise():
     assert lr > 1.0 + Z * se
 
 
-# --- summary statistics have the law of summed rows ------------------------------
-ALPHA_KS = 1e-3  # per KS test; 9 tests below: family-wise false failure <= 0.9%
-
-
-def _replicates(ch, x, reps, rng, scale_rows=1.0):
-    """Summary-mode sums and sums of per-row views; ``scale_rows`` widens the rows' noise."""
-    summ = np.array([ch.stats(x, rng)["sum"] for _ in range(reps)])
-    signal = ch.exact_stats(x)["sum"]
-    rows = np.array([signal + (ch.privatize(x, rng).sum(axis=0) - signal) * scale_rows for _ in range(reps)])
-    return summ, rows
-
-
-@pytest.mark.parametrize("m", [1, 3, 40])
-def test_histogram_summary_law_equals_rows_law(m):
-    ch = LaplaceHistogram(1.0, 3, (0.0, 3.0))
-    x = np.random.default_rng(m).uniform(0, 3, size=m)
-    summ, rows = _replicates(ch, x, 3000, np.random.default_rng(10 + m))
-    for j in range(3):
-        assert stats.ks_2samp(summ[:, j], rows[:, j]).pvalue > ALPHA_KS
-
-
-@pytest.mark.parametrize("m", [1, 3, 40])
-def test_mean_summary_law_equals_rows_law(m):
-    ch = LaplaceMean(1.0, (0.0, 1.0))
-    x = np.random.default_rng(m).uniform(0, 1, size=m)
-    summ, rows = _replicates(ch, x, 3000, np.random.default_rng(20 + m))
-    assert stats.ks_2samp(summ[:, 0], rows[:, 0]).pvalue > ALPHA_KS
-
-
-def test_law_check_can_fail():
-    # rows whose noise is 30% too wide must be told apart from the summary law
-    ch = LaplaceMean(1.0, (0.0, 1.0))
-    x = np.random.default_rng(5).uniform(0, 1, size=3)
-    summ, rows = _replicates(ch, x, 3000, np.random.default_rng(30), scale_rows=1.3)
-    assert stats.ks_2samp(summ[:, 0], rows[:, 0]).pvalue < ALPHA_KS
-
-
+# --- summary mode adds its noise once (its law: tests/test_laws.py) ----------------------------
 def test_noise_is_added_once():
     # the released sum minus the exact sum has exactly the Laplace-sum variance 2 m b^2
     ch = LaplaceHistogram(1.0, 2, (0.0, 1.0))

@@ -39,6 +39,7 @@ def _flow(entrypoint: str):
     return getattr(module, name)
 
 
+@pytest.mark.slow
 def test_every_flow_has_a_deployment(prefect_yaml):
     import flows
     from prefect.flows import Flow

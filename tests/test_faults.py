@@ -16,7 +16,7 @@ import pytest
 import ldp_dask
 from ldp_dask import LaplaceHistogram
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 @pytest.mark.filterwarnings("ignore:Port 8787 is already in use")

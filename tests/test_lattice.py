@@ -11,7 +11,6 @@ from scipy import stats
 
 import ldp_dask
 from ldp_dask import LdpDaskError
-from ldp_dask.audit import audit_channel, miscalibrated
 from ldp_dask.channels import HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, WaveletLaplace, build_channel
 from ldp_dask.noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance
 
@@ -69,25 +68,6 @@ def test_epsilon_and_outputs_on_the_lattice(name, eps):
         assert np.allclose(units, np.round(units), atol=1e-6 * np.maximum(1, np.abs(units)))
 
 
-@pytest.mark.parametrize("name", sorted(LATTICE))
-def test_summary_law_equals_rows_law(name):
-    ch = LATTICE[name](1.0)
-    rng = np.random.default_rng(2)
-    x, _ = ch.prepare(rng.random(6) * (ch.domain[1] - ch.domain[0]) + ch.domain[0])
-    summ = np.array([ch.stats(x, rng)["sum"] for _ in range(3000)])
-    rows = np.array([ch.row_sums(ch.privatize(x, rng))["sum"] for _ in range(3000)])
-    for j in range(min(3, summ.shape[1])):
-        assert stats.ks_2samp(summ[:, j], rows[:, j]).pvalue > 1e-3
-
-
-@pytest.mark.parametrize("name", ["histogram", "mean", "haar", "wavelet"])
-def test_audit_passes_and_catches_halved_noise(name):
-    ch = LATTICE[name](1.0)
-    assert audit_channel(ch, samples=200_000, rng=np.random.default_rng(3)).passed
-    bad = miscalibrated(ch, 2.0)
-    assert not audit_channel(bad, samples=200_000, rng=np.random.default_rng(4)).passed
-
-
 def test_estimators_and_cli_with_lattice_noise(tmp_path, capsys):
     x = np.random.default_rng(5).beta(2, 5, 50_000)
     h = ldp_dask.privatize(x, channel=LaplaceHistogram(1.0, 16, (0, 1), noise="lattice"), seed=1)
@@ -95,8 +75,9 @@ def test_estimators_and_cli_with_lattice_noise(tmp_path, capsys):
     est = ldp_dask.histogram_density(h)
     assert abs(est.masses.sum() - 1) < 1e-9
     m = ldp_dask.mean(ldp_dask.privatize(x, channel=LaplaceMean(1.0, (0, 1), noise="lattice"), seed=2))
-    # n = 50k, ε = 1: se ≈ √(2/ε²/n) ≈ 0.0063; the truth 2/7 lies in the interval (fixed seed)
-    assert m.ci[0] <= 2 / 7 <= m.ci[1]
+    # n = 50k, ε = 1: se ≈ √(2/ε²/n) ≈ 0.0063; the estimate is within 4.5 se of the truth 2/7
+    # (false failure 7e-6; the reported se is conservative, so less)
+    assert abs(m.value - 2 / 7) < 4.5 * m.se
     assert build_channel("histogram", 1.0, (0, 1), bins=4, noise="lattice").noise == "lattice"
     with pytest.raises(LdpDaskError, match="'noise' parameter"):
         LaplaceHistogram(1.0, 4, (0, 1), noise="rounded")
@@ -133,23 +114,3 @@ def test_lattice_costs_no_accuracy():
             assert ch_l.noise_variance <= ch_c.noise_variance * 1.0001
 
 
-def test_gof_calibration_with_lattice_noise():
-    # the fast null law (multinomial + negative-binomial differences) against privatizing rows, and
-    # the level under H0 (Binomial(400, γ): within 3 se = 0.033)
-    from ldp_dask import gof
-    from ldp_dask.gof.calibration import simulate_summary_statistic, summary_statistic
-    from ldp_dask.summary import Summary
-
-    ch = HaarLaplace(1.0, 3, (0.0, 1.0), noise="lattice")
-    rng = np.random.default_rng(6)
-    n = 40
-    p0 = np.full(8, 1 / 8)
-    fast = simulate_summary_statistic(n, p0, ch.noise_law, 3000, rng)
-    slow = np.array([summary_statistic(ch.privatize(rng.random(n), rng).sum(axis=0), n, ch.c * p0, ch.noise_law)
-                     for _ in range(3000)])
-    assert stats.ks_2samp(fast, slow).pvalue > 1e-3
-    rej = 0
-    for _ in range(400):
-        x = rng.random(600)
-        rej += gof.test(Summary(ch, 600, ch.stats(x, rng), {}), "uniform", B=199, rng=rng).reject
-    assert abs(rej / 400 - 0.05) <= 3 * math.sqrt(0.05 * 0.95 / 400)

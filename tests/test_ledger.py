@@ -98,6 +98,7 @@ def _race(path, barrier, results):
         results.put("refused")
 
 
+@pytest.mark.slow
 def test_concurrent_releases_cannot_overspend(tmp_path):
     path = tmp_path / "ledger.sqlite"
     Ledger(path).set_budget("fp", "x", "local", 1.5)

@@ -79,7 +79,9 @@ def test_report_of_a_mean_frequencies_and_adaptive(summaries, tmp_path):
     assert main(["report", str(summaries["mean"]), "--out", str(tmp_path / "m.html")]) == 0
     text = " ".join(_page(tmp_path / "m.html").text)
     lo, hi = map(float, re.search(r"\[([0-9.e-]+), ([0-9.e-]+)\]", text).groups())
-    assert lo < 2 / 7 < hi  # the 95% interval covers the true mean (fixed seed; fails 1 time in 20 by design)
+    # the page shows the 95% interval θ̂ ± 1.96 se: its centre is within 4.5 se of the true mean 2/7
+    # (false failure < 1e-5; the coverage of the interval itself is tested in test_estimators.py)
+    assert abs((lo + hi) / 2 - 2 / 7) < 4.5 * (hi - lo) / (2 * 1.96), (lo, hi)
     assert main(["report", str(summaries["rr"]), "--out", str(tmp_path / "f.html")]) == 0
     page = _page(tmp_path / "f.html")
     assert len(page.images) == 1
@@ -103,6 +105,7 @@ def test_report_refuses_to_overwrite_and_reports_bad_input(summaries, tmp_path, 
     assert "level" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys):
     x = str(beta_dataset)
     commands = {

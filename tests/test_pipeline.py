@@ -115,8 +115,8 @@ def test_data_errors_on_workers_reach_the_driver_without_retries(cluster, tmp_pa
 
 def test_summary_and_rows_mode_sums_have_the_same_law(tmp_path):
     # Full pipeline in both modes (rows written to Parquet and reduced), 300 keys each,
-    # 3 partitions of a 60-row dataset; KS two-sample on two coordinates at 1e-3 each
-    # (family-wise false-failure rate <= 0.2%).
+    # 3 partitions of a 60-row dataset; KS two-sample on two coordinates at 5e-4 each
+    # (false-failure rate <= 1e-3).
     from scipy import stats
 
     ch = LaplaceHistogram(1.0, 3, (0.0, 3.0))
@@ -128,4 +128,4 @@ def test_summary_and_rows_mode_sums_have_the_same_law(tmp_path):
                                        rows_path=str(tmp_path / f"r{r}")).sums["sum"])
     summ, rows = np.array(summ), np.array(rows)
     for j in (0, 2):
-        assert stats.ks_2samp(summ[:, j], rows[:, j]).pvalue > 1e-3
+        assert stats.ks_2samp(summ[:, j], rows[:, j]).pvalue > 5e-4

@@ -186,8 +186,7 @@ def test_wrong_column_types_are_refused():
 
 # --- local-DP quantiles ---------------------------------------------------------------------------------------
 def test_local_quantiles_from_a_histogram_summary():
-    # uniform data: the histogram's piecewise-linear CDF is unbiased, so the 99% bootstrap interval of
-    # the median must cover 0.5 (false failure ≈ 1%, fixed seed). Widths: the CDF noise at x sums the
+    # (coverage: test_local_quantile_intervals_cover_the_median). Widths: the CDF noise at x sums the
     # noise of ~K·x bins, sd ∝ √(K/n) with K ∝ n^(1/4), so 64× the rows gives 64^(3/8) = 4.8× narrower
     # intervals for the raw estimate; the simplex projection is nonlinear at small n and B = 2000
     # replicates estimate a 95% width to ~10%, so ≥ 2.5× is required.
@@ -196,13 +195,42 @@ def test_local_quantiles_from_a_histogram_summary():
     for n in (20_000, 1_280_000):
         x = rng.random(n)
         s = ldp_dask.privatize(x, channel=build_channel("histogram", 1.0, (0, 1), n=n), seed=int(n))
-        r = local_quantiles(s, q=[0.5], level=0.99, B=2000, rng=1)
-        assert r.ci_low[0] <= 0.5 <= r.ci_high[0]
         r = local_quantiles(s, q=[0.25, 0.5, 0.75], level=0.95, B=2000, rng=2)
         assert np.all((r.ci_low <= r.values) & (r.values <= r.ci_high))
         widths.append(r.ci_high - r.ci_low)
-        assert r.to_dict()["extra_epsilon"] == 0.0
     assert np.all(widths[1] < widths[0] / 2.5), widths
     with pytest.raises(LdpDaskError, match="density summary"):
         local_quantiles(ldp_dask.privatize(np.array(["a", "b"] * 10), channel=RandomizedResponse(1.0, ["a", "b"]),
                                            seed=1))
+
+
+@pytest.mark.parametrize("encoding", ["kary", "unary"])
+def test_frequency_intervals_cover(encoding):
+    # 95% intervals per category over 300 data sets (d = 5, skewed frequencies): the pooled coverage,
+    # with the standard error of 300 independent data sets (sd ≤ 1.3%), must reach 95% up to 3.3 sd
+    # (one-sided, false failure < 5e-4).
+    theta = np.array([0.5, 0.2, 0.15, 0.1, 0.05])
+    cats = list("abcde")
+    ch = RandomizedResponse(1.0, cats, encoding=encoding)
+    rng = np.random.default_rng(12 if encoding == "kary" else 13)
+    reps, hits = 300, 0
+    for r in range(reps):
+        x = np.array(cats)[rng.choice(5, size=4000, p=theta)]
+        f = frequencies(ldp_dask.privatize(x, channel=ch, seed=r))
+        hits += int(np.sum((f.ci_low <= theta) & (theta <= f.ci_high)))
+    assert hits / (5 * reps) >= 0.95 - 3.3 * np.sqrt(0.95 * 0.05 / reps), hits / (5 * reps)
+
+
+@pytest.mark.slow
+def test_local_quantile_intervals_cover_the_median():
+    # The bootstrap interval of the median of a histogram estimate, over 200 uniform data sets: coverage
+    # ≥ 95% up to 3.3 sd of 200 data sets (one-sided, false failure < 5e-4). (Tail quantiles are known to
+    # under-cover: docs/estimators.md, "Local-DP quantiles".)
+    rng = np.random.default_rng(14)
+    n, reps, hits = 20_000, 200, 0
+    ch = build_channel("histogram", 1.0, (0, 1), n=n)
+    for r in range(reps):
+        s = ldp_dask.privatize(rng.random(n), channel=ch, seed=r)
+        q = local_quantiles(s, q=[0.5], level=0.95, B=200, rng=r)
+        hits += int(q.ci_low[0] <= 0.5 <= q.ci_high[0])
+    assert hits / reps >= 0.95 - 3.3 * np.sqrt(0.95 * 0.05 / reps), hits / reps

@@ -444,6 +444,7 @@ def _cmd_demo(a: argparse.Namespace) -> int:
           f"{res['mean']['ci'][1]:,.1f}] (truth {res['true_mean']:,.1f})")
     print(f"  summaries    : {p['hist']}, {p['mean']}")
     print(f"  report       : {p['report']} (markdown), {p['html']} (HTML page)")
+    print(f"  ledger       : {p['ledger']} (the demo's own; ldp-dask budget --ledger {p['ledger']})")
     return 0
 
 

@@ -4,6 +4,11 @@ Generates a synthetic income-like column with a known density (a mixture of
 two scaled Beta laws on [0, 200 000]) as several Parquet files, starts a Dask
 LocalCluster of worker processes, runs the privatize and estimate Prefect
 flows without a server, and writes summaries, a density plot and a report.
+
+The demo records its releases in its own ledger, ``<out>/ledger.sqlite``,
+never in the user's. It runs Prefect without a server: Prefect starts a
+temporary API for the run, and the demo gives it the time a busy machine
+needs (:data:`PREFECT_SETTINGS`) and turns Prefect's telemetry off.
 """
 
 from __future__ import annotations
@@ -18,9 +23,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from scipy import stats
 
-__all__ = ["DemoTruth", "make_data", "run_demo"]
+__all__ = ["DemoTruth", "make_data", "run_demo", "PREFECT_SETTINGS"]
 
 HI = 200_000.0
+#: Environment defaults of the demo's Prefect runs (a value the user set wins): the temporary API
+#: server may take well over Prefect's default 20 s to start on a loaded 2-core machine, and nothing
+#: is reported to Prefect's telemetry.
+PREFECT_SETTINGS = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+}
 
 
 class DemoTruth:
@@ -60,12 +74,18 @@ def make_data(directory: str | os.PathLike[str], rows: int = 2_000_000, files: i
 
 def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000, files: int = 4,
              epsilon: float = 1.0, workers: int = 2, seed: int | None = None) -> dict[str, Any]:
-    """Run the whole demo; returns the paths and key numbers it wrote."""
+    """Run the whole demo; returns the paths and key numbers it wrote.
+
+    Releases are recorded in ``<out>/ledger.sqlite``, the demo's own ledger.
+    """
+    import logging
+
+    for key, value in PREFECT_SETTINGS.items():  # before Prefect is imported: its settings read them
+        os.environ.setdefault(key, value)
     from distributed import Client, LocalCluster
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
 
     from flows import estimate_flow, privatize_flow
-
-    import logging
 
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -76,15 +96,20 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
         "hist": "income.histogram.summary.parquet", "mean": "income.mean.summary.parquet",
         "density_json": "income.density.json", "density_png": "income.density.png",
         "mean_json": "income.mean.json", "report": "report.md",
-        "html": "income.histogram.summary.html"}.items()}
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster):
+        "html": "income.histogram.summary.html", "ledger": "ledger.sqlite"}.items()}
+    # Prefect may have been imported before the environment was set (a notebook): make sure of the timeout
+    timeout = max(int(PREFECT_SETTINGS["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]),
+                  int(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+    with temporary_settings(updates={PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: timeout}), \
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                         silence_logs=logging.ERROR) as cluster, Client(cluster):
         common = dict(source=str(data), column="income", domain=[0.0, HI], epsilon=epsilon,
-                      scheduler=cluster.scheduler_address, seed=seed, overwrite=True)
+                      scheduler=cluster.scheduler_address, seed=seed, overwrite=True,
+                      ledger=paths["ledger"])
         rel_h = privatize_flow(out=paths["hist"], channel="histogram", bins="auto", **common)
         rel_m = privatize_flow(out=paths["mean"], channel="mean", bins=None, **common)
-    est_h = estimate_flow(paths["hist"], out=paths["density_json"], plot=paths["density_png"], overwrite=True)
-    est_m = estimate_flow(paths["mean"], out=paths["mean_json"], overwrite=True)
+        est_h = estimate_flow(paths["hist"], out=paths["density_json"], plot=paths["density_png"], overwrite=True)
+        est_m = estimate_flow(paths["mean"], out=paths["mean_json"], overwrite=True)
 
     import ldp_dask
 
@@ -114,7 +139,8 @@ worker processes, through Prefect flows run without a server.
 - `{paths['hist']}` (key id {rel_h['key_id']}, key source {rel_h['key_source']})
 - `{paths['mean']}` (key id {rel_m['key_id']}, key source {rel_m['key_source']})
 - ε per row: {rel_h['epsilon']:g} for the histogram and {rel_m['epsilon']:g} for the mean
-  ({rel_h['epsilon'] + rel_m['epsilon']:g} in total by basic composition)
+  ({rel_h['epsilon'] + rel_m['epsilon']:g} in total by basic composition), recorded in the demo's own
+  ledger `{outdir / 'ledger.sqlite'}` (`ldp-dask budget --ledger {outdir / 'ledger.sqlite'}`)
 
 Wall time: {elapsed:.1f} s.
 """

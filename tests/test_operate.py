@@ -123,12 +123,18 @@ def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys
 
     sub = next(a for a in _parser()._actions if a.dest == "command")
     assert set(commands) == set(sub.choices), "a command was added without a --json check"
+    from ldp_dask.ledger import Ledger, default_ledger_path
+
+    before = len(Ledger(default_ledger_path()).entries())
     for name, argv in commands.items():
         assert main([*argv, "--json"]) == 0, name
         out = capsys.readouterr().out
         doc = json.loads(out)  # the whole of stdout is one JSON document
         assert isinstance(doc, (dict, list)), name
     assert doc["paths"]["hist"].endswith("income.histogram.summary.parquet")  # the demo's
+    # the demo records its two releases in its own ledger, inside its output folder, not the user's
+    assert [e["channel"] for e in Ledger(tmp_path / "demo" / "ledger.sqlite").entries()] == ["histogram", "mean"]
+    assert len(Ledger(default_ledger_path()).entries()) == before
 
 
 def test_progress_bars_on_privatize_and_reduce(cluster, beta_dataset, tmp_path, capsys):

@@ -8,11 +8,21 @@ from typing import Any
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
 
+from ldp_dask import LdpDaskError
 from ldp_dask.outputs import figure_png, render_markdown, write_result_files
 from ldp_dask.release import publish
 
 
-@task(retries=3, retry_delay_seconds=1, persist_result=False)
+def retry_on_io(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect ``retry_condition_fn``: retry transient failures (I/O), never bad input, which a retry cannot fix."""
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:  # noqa: BLE001 - no result to inspect: retry as configured
+        return True
+    return not isinstance(exc, LdpDaskError)
+
+
+@task(retries=3, retry_delay_seconds=1, retry_condition_fn=retry_on_io, persist_result=False)
 def write_outputs(result: Any, out: str | None, plot: str | None, overwrite: bool) -> dict[str, str]:
     """A post-processed result's JSON (``out``) and plot (``plot``, when it can plot), published together."""
     return publish({"json": out, "plot": plot}, lambda outputs: write_result_files(result, outputs),

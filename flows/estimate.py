@@ -42,6 +42,6 @@ def estimate_flow(summary: str, out: str | None = None, plot: str | None = None,
     est = compute_estimate(s, level, projection, options)
     written = write_outputs(est, out, plot, overwrite)
     publish_plot(est, written, "ldp-density-plot", "estimate", "Estimated density or frequencies with their uncertainty")
-    publish_markdown(est, "ldp-estimate", "Estimate and its uncertainty", *((k, v) for k, v in written.items()))
+    publish_markdown(est, "ldp-estimate", "Estimate and its uncertainty", *written.items())
     logger.info("Estimated %s from %s (n=%d, ε=%g): %s", type(est).__name__, summary, est.n, est.epsilon, written)
     return {"estimate": est.to_dict(), "written": written}

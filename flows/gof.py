@@ -9,7 +9,6 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 from ldp_dask import gof
-from ldp_dask._io import check_output
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
 
@@ -46,16 +45,13 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    for p in (out, plot, summary_out):
-        if p:
-            check_output(p, overwrite)
     options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, ledger=ledger,
                          flow_run_id=str(flow_run.get_id()))
     rel = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
                    calibration_seed, summary_out, out, plot, overwrite, options)
     res, written = rel.result[0], rel.written
     publish_plot(res, written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")
-    publish_markdown(res, "ldp-gof", "Goodness-of-fit decision and p-value", *((k, v) for k, v in written.items()))
+    publish_markdown(res, "ldp-gof", "Goodness-of-fit decision and p-value", *written.items())
     logger.info("GoF test of %s (n=%d, ε=%g): p=%.4g, reject=%s", res.null, res.n, res.epsilon, res.p_value,
                 res.reject)
     return {"result": res.to_dict(), "written": written}

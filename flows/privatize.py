@@ -1,7 +1,7 @@
 """Prefect flow: privatize one column of a Parquet dataset into a summary file.
 
-Thin by design: the statistics live in :mod:`ldp_dask`; this file adds
-retries on the I/O tasks, a markdown artifact and logs. Task results are not
+Thin by design: the statistics and the release path live in :mod:`ldp_dask`; this
+file adds retries on metadata planning (I/O failures only), a markdown artifact and logs. Task results are not
 persisted (``persist_result=False``). Nothing exact about the data is logged:
 only public quantities (n, ε, parameters, paths, key id).
 """
@@ -14,22 +14,20 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 import ldp_dask
-from ldp_dask._io import check_output
 from ldp_dask.channels import build_channel, channel_class
 from ldp_dask.estimators import estimator_for
 from ldp_dask.options import RunOptions
 from ldp_dask.pipeline import release_summary
 from ldp_dask.release import Released, plan
 
-from ._outputs import headline, publish_markdown, publish_plot
+from ._outputs import headline, publish_markdown, publish_plot, retry_on_io
 
 
-@task(retries=2, retry_delay_seconds=2, persist_result=False)
+@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, persist_result=False)
 def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float] | None,
-                 bins: int | str | None, out: str, overwrite: bool,
-                 partition_rows: int | None, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Read metadata only: check the output path, plan partitions, build the channel."""
-    check_output(out, overwrite)
+                 bins: int | str | None, partition_rows: int | None,
+                 options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Read metadata only: plan partitions, build the channel (the release checks the outputs before any work)."""
     dataset = plan(source, column, channel_class(channel).value_kind, RunOptions(partition_rows=partition_rows))
     ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}))
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
@@ -78,7 +76,7 @@ def privatize_flow(
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    planned = plan_release(source, column, channel, epsilon, domain, bins, out, overwrite, partition_rows, options)
+    planned = plan_release(source, column, channel, epsilon, domain, bins, partition_rows, options)
     ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
@@ -97,7 +95,7 @@ def privatize_flow(
     }
     ledger_line = rel.receipt.line() if rel.receipt else "ledger: not recorded"
     publish_markdown(summary, "ldp-release", "What was released and what it cost",
-                     ("default estimate", headline(est)), *((k, v) for k, v in rel.written.items()),
+                     ("default estimate", headline(est)), *rel.written.items(),
                      ("ledger", ledger_line), ("report", f"ldp-dask report {path}"))
     if est is not None:
         publish_plot(est, {}, "ldp-release-plot", "estimate from the release",

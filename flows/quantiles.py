@@ -7,7 +7,6 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
-from ldp_dask._io import check_output
 from ldp_dask._validation import DECILES
 from ldp_dask.central import release_quantiles
 from ldp_dask.options import RunOptions
@@ -40,9 +39,6 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    for p in (out, plot):
-        if p:
-            check_output(p, overwrite)
     options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, clip=clip, ledger=ledger,
                          flow_run_id=str(flow_run.get_id()))
     rel = run_release(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, out, plot, overwrite,
@@ -51,6 +47,6 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
     publish_plot(r, written, "ldp-quantiles-plot", "released quantile function",
                  "The released quantile function (public information only)")
     publish_markdown(r, "ldp-quantiles", "Released quantiles and how ε was spent",
-                     *((k, v) for k, v in written.items()))
+                     *written.items())
     logger.info("Released %d quantiles of %s with %s (ε=%g, n=%d)", len(r.q), column, r.method, r.epsilon, r.n)
     return {"release": r.to_dict(), "written": written}

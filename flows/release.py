@@ -86,6 +86,6 @@ def release_flow(
     written["report"] = write_report(s, f"{stem}.html", overwrite=True, result=est)
     reused = "Reused the existing release (no ε spent by this run)." if release["reused"] else "New release."
     publish_markdown(s, "ldp-nightly-release", "Where the day's release, estimate and report are",
-                     ("this run", reused), ("estimate", headline(est)), *((k, v) for k, v in written.items()),
+                     ("this run", reused), ("estimate", headline(est)), *written.items(),
                      title=f"Release of {column} for {day}")
     return {"date": day, "release": release, "written": written}

@@ -36,16 +36,14 @@ def check_output(path: str | os.PathLike[str], overwrite: bool, name: str = "out
 
 def atomic_write(path: str | os.PathLike[str], writer: Callable[[Any], None], overwrite: bool = False) -> str:
     """Call ``writer(file_object)`` on a temporary file, then rename it to ``path``."""
-    fs, p = check_output(path, overwrite)
-    tmp = _temp_name(p)
+    outputs = StagedOutputs(overwrite)
+    outputs.declare("out", path)
     try:
-        with fs.open(tmp, "wb") as fh:
-            writer(fh)
-        _move_into_place(fs, tmp, p, directory=False)
+        outputs.write("out", writer)
+        return outputs.publish()["out"]
     except BaseException:
-        remove_quietly(fs, tmp)
+        outputs.discard()
         raise
-    return os.fspath(path)
 
 
 def remove_quietly(fs: Any, path: str) -> None:
@@ -87,7 +85,6 @@ class StagedOutputs:
         self.storage_options = dict(storage_options or {})
         self._targets: dict[str, tuple[Any, str, str]] = {}  # label -> (fs, path, as given)
         self._staged: dict[str, tuple[str, bool]] = {}  # label -> (temporary path, is a directory)
-        self.published: dict[str, str] = {}
 
     def declare(self, label: str, path: str | os.PathLike[str] | None) -> None:
         """Declare an output (``None``: no such output) and check it now, before any work."""
@@ -99,10 +96,6 @@ class StagedOutputs:
 
     def __contains__(self, label: str) -> bool:
         return label in self._targets
-
-    def target(self, label: str) -> str:
-        """The path an output will have once published (as given)."""
-        return self._targets[label][2]
 
     def write(self, label: str, content: bytes | Callable[[IO[bytes]], None]) -> None:
         """Write output ``label``'s content (bytes, or a function of a binary file) beside its target."""
@@ -125,12 +118,13 @@ class StagedOutputs:
 
     def publish(self) -> dict[str, str]:
         """Rename every staged output into place; returns ``{label: path}`` of what was published."""
+        published = {}
         for label, (tmp, is_dir) in list(self._staged.items()):
             fs, p, given = self._targets[label]
             _move_into_place(fs, tmp, p, is_dir)
             del self._staged[label]
-            self.published[label] = given
-        return dict(self.published)
+            published[label] = given
+        return published
 
     def discard(self) -> None:
         """Remove every staged (not yet published) output."""

@@ -263,10 +263,18 @@ def _is_categorical_source(source: str, column: str) -> bool:
         raise
 
 
+def _written(result: Any, outputs: Any) -> Any:
+    """Stage ``result``'s JSON and plot among ``outputs`` (post-processing: nothing is charged); return it."""
+    from ldp_dask.outputs import write_result_files
+
+    write_result_files(result, outputs)
+    return result
+
+
 def _cmd_quantiles(a: argparse.Namespace) -> int:
-    from ldp_dask._io import check_output
     from ldp_dask._validation import DECILES
     from ldp_dask.central import release_quantiles
+    from ldp_dask.release import publish
     from ldp_dask.summary import is_summary_file
 
     if a.deciles and a.q:
@@ -276,11 +284,8 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
 
         if a.plot:
             raise LdpDaskError("--plot applies to central releases; plot the density with 'ldp-dask estimate'.")
-        if a.out:
-            check_output(a.out, a.overwrite)
-        lq = local_quantiles(a.source, q=a.q or DECILES, level=a.level, B=a.B, rng=a.seed)
-        if a.out:
-            lq.save(a.out, overwrite=a.overwrite)
+        lq = publish({"json": a.out}, lambda outputs: _written(local_quantiles(
+            a.source, q=a.q or DECILES, level=a.level, B=a.B, rng=a.seed), outputs), overwrite=a.overwrite)[0]
         print(json.dumps(lq.to_dict()) if a.json else lq)
         return 0
     missing = [f"--{k}" for k in ("column", "bounds", "epsilon") if getattr(a, k) is None]
@@ -400,14 +405,13 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
 
 def _cmd_estimate(a: argparse.Namespace) -> int:
     import ldp_dask
-    from ldp_dask.outputs import write_result_files
     from ldp_dask.release import publish
 
     s = ldp_dask.read_summary(a.summary)
     est = ldp_dask.estimate(s, **_estimator_options(a))
     if a.plot and not hasattr(est, "plot"):
         raise LdpDaskError(f"--plot: the estimate of a {s.channel.name!r} summary has no plot.")
-    _, written = publish({"json": a.out, "plot": a.plot}, lambda outputs: write_result_files(est, outputs),
+    _, written = publish({"json": a.out, "plot": a.plot}, lambda outputs: _written(est, outputs),
                          overwrite=a.overwrite)
     if a.json:
         print(json.dumps(est.to_dict()))

@@ -124,20 +124,16 @@ class Description:
         Everything else worth stating, one row each (values already formatted).
     table : Table, optional
         Per-bin, per-category or per-quantile rows.
-    note : str
-        A closing remark.
     """
 
     title: str
     headline: str = ""
     facts: tuple[tuple[str, str], ...] = ()
     table: Table | None = None
-    note: str = ""
 
-    def with_facts(self, *facts: tuple[str, str], title: str | None = None, note: str | None = None) -> Description:
-        """A copy with ``facts`` appended (and the title or note replaced when given)."""
-        return dataclasses.replace(self, facts=self.facts + tuple(facts), title=self.title if title is None else title,
-                                   note=self.note if note is None else note)
+    def with_facts(self, *facts: tuple[str, str], title: str | None = None) -> Description:
+        """A copy with ``facts`` appended (and the title replaced when given)."""
+        return dataclasses.replace(self, facts=self.facts + tuple(facts), title=self.title if title is None else title)
 
 
 def render_text(d: Description) -> str:
@@ -153,8 +149,6 @@ def render_text(d: Description) -> str:
         lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(t.columns, widths)))
         for r in t.rows:
             lines.append("  " + "  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)))
-    if d.note:
-        lines.append(f"  {d.note}")
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -181,8 +175,6 @@ def render_markdown(d: Description) -> str:
         out += ["| " + " | ".join(md_cell(c) for c in t.columns) + " |",
                 "|" + "|".join("---:" if _numeric(t.rows[0][i]) else "---" for i in range(len(t.columns))) + "|",
                 *["| " + " | ".join(md_cell(c) for c in r) + " |" for r in t.rows], ""]
-    if d.note:
-        out += [md_cell(d.note), ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -205,8 +197,6 @@ def render_html(d: Description, heading: str = "h2", fold_rows: int = 30) -> str
         caption = esc(t.caption or f"{len(t.rows)} rows")
         out.append(f"<details><summary>{caption}</summary>{table}</details>" if len(t.rows) > fold_rows
                    else (f"<h3>{esc(t.caption)}</h3>" if t.caption else "") + table)
-    if d.note:
-        out.append(f"<p class=note>{esc(d.note)}</p>")
     return "\n".join(out)
 
 

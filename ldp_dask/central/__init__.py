@@ -102,7 +102,7 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
 
     def compute(secret: Secret, outputs: Outputs) -> QuantileRelease:
         return _release(dataset, bounds, qs, epsilon, resolved, secret, rho, steps, max_intervals, cells, exact_max,
-                        opts)
+                        opts, params)
 
     return release(dataset, Charge("central", "central-quantiles", params, epsilon), compute, opts,
                    targets={"json": out, "plot": plot}, write=write_result_files, overwrite=overwrite)
@@ -160,13 +160,13 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
 
 def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Secret,
              rho: float, steps: int | None, max_intervals: int, cells: int, exact_max: int,
-             opts: RunOptions) -> QuantileRelease:
+             opts: RunOptions, params: dict[str, Any]) -> QuantileRelease:
     t0 = time.perf_counter()
     data = collect(dataset, bounds, opts, cells=cells, exact_max=exact_max)
     t1 = time.perf_counter()
+    # the key's context: the dataset, ε and the mechanism's public parameters (those the ledger records)
     context = {"v": 1, "kind": "central-quantiles", "fingerprint": dataset.fingerprint, "column": dataset.column,
-               "q": qs.tolist(), "epsilon": epsilon, "bounds": list(bounds), "method": resolved, "rho": rho,
-               "steps": steps, "max_intervals": max_intervals, "cells": cells}
+               "epsilon": epsilon, **params}
     base = partition_base_keys(sec, context, 1)[0]
     rng = generator(bind_key(base, digest_arrays(data.points, data.counts)))
     values, split = run_mechanism(data, qs, epsilon, resolved, rng, rho=rho, steps=steps,

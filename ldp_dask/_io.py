@@ -17,7 +17,7 @@ import fsspec
 
 from ._validation import LdpDaskError
 
-__all__ = ["check_output", "atomic_write", "remove_quietly", "StagedOutputs"]
+__all__ = ["check_output", "atomic_write", "remove_quietly", "StagedOutputs", "temp_name"]
 
 
 def check_output(path: str | os.PathLike[str], overwrite: bool, name: str = "out",
@@ -54,8 +54,12 @@ def remove_quietly(fs: Any, path: str) -> None:
         pass
 
 
-def _temp_name(p: str) -> str:
-    return f"{os.path.dirname(p.rstrip('/')) or '.'}/.{os.path.basename(p.rstrip('/'))}.tmp-{uuid.uuid4().hex}"
+def temp_name(p: str, token: str) -> str:
+    """The hidden name an output of the release ``token`` is staged under, beside its target ``p``.
+
+    The ledger records the token, so a crashed run's staged outputs can be found.
+    """
+    return f"{os.path.dirname(p.rstrip('/')) or '.'}/.{os.path.basename(p.rstrip('/'))}.tmp-{token}"
 
 
 def _move_into_place(fs: Any, tmp: str, p: str, directory: bool) -> None:
@@ -80,9 +84,13 @@ class StagedOutputs:
       therefore leaves nothing at any target, whichever output failed.
     """
 
-    def __init__(self, overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
+                 token: str | None = None) -> None:
         self.overwrite = bool(overwrite)
         self.storage_options = dict(storage_options or {})
+        self.token = token or uuid.uuid4().hex
+        #: labels renamed into place so far (a failure part-way through publish leaves these published)
+        self.published: list[str] = []
         self._targets: dict[str, tuple[Any, str, str]] = {}  # label -> (fs, path, as given)
         self._staged: dict[str, tuple[str, bool]] = {}  # label -> (temporary path, is a directory)
 
@@ -94,13 +102,17 @@ class StagedOutputs:
         fs, p = check_output(given, self.overwrite, label, self.storage_options)
         self._targets[label] = (fs, p, given)
 
+    def locations(self) -> list[str]:
+        """Every declared target as a full URL (what the ledger records to find staged outputs after a crash)."""
+        return [fs.unstrip_protocol(p) for fs, p, _ in self._targets.values()]
+
     def __contains__(self, label: str) -> bool:
         return label in self._targets
 
     def write(self, label: str, content: bytes | Callable[[IO[bytes]], None]) -> None:
         """Write output ``label``'s content (bytes, or a function of a binary file) beside its target."""
         fs, p, _ = self._targets[label]
-        tmp = _temp_name(p)
+        tmp = temp_name(p, self.token)
         self._staged[label] = (tmp, False)
         with fs.open(tmp, "wb") as fh:
             if isinstance(content, (bytes, bytearray)):
@@ -111,7 +123,7 @@ class StagedOutputs:
     def directory(self, label: str) -> tuple[Any, str]:
         """A temporary directory beside output ``label``'s target, as ``(fs, path)``, to fill before publishing."""
         fs, p, _ = self._targets[label]
-        tmp = _temp_name(p)
+        tmp = temp_name(p, self.token)
         fs.makedirs(tmp, exist_ok=True)
         self._staged[label] = (tmp, True)
         return fs, tmp
@@ -123,6 +135,7 @@ class StagedOutputs:
             fs, p, given = self._targets[label]
             _move_into_place(fs, tmp, p, is_dir)
             del self._staged[label]
+            self.published.append(label)
             published[label] = given
         return published
 

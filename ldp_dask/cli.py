@@ -145,17 +145,22 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--overwrite", action="store_true", help="replace an existing page")
     h.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    b = sub.add_parser("budget", help="list the privacy budget ledger, or set a dataset's budget",
-                       description="Every release is recorded in the ledger; budgets are per dataset (structural "
-                                   "fingerprint) and column, separately for local and central releases.")
+    b = sub.add_parser("budget", help="show the privacy budget ledger, or declare a dataset and its budget",
+                       description="Every release is recorded in the ledger and charged, per person, against the "
+                                   "dataset it reads: a declared dataset whose root contains (or is inside) the "
+                                   "source, else the source's own root. Budgets cover all columns, local and "
+                                   "central releases together.")
     b.add_argument("action", nargs="?", choices=["list", "set"], default="list")
-    b.add_argument("source", nargs="?", default=None, help="set: the dataset (Parquet path or URL)")
-    b.add_argument("--column", default=None, help="set: the column")
-    b.add_argument("--scope", choices=["local", "central"], default="local", help="set: which releases")
-    b.add_argument("--limit", type=float, default=None, help="set: the ε budget")
+    b.add_argument("name", nargs="?", default=None, help="set: the dataset's name")
+    b.add_argument("--source", default=None, help="set: the dataset's root (directory, file, glob or URL)")
+    b.add_argument("--limit", type=float, default=None, help="set: the ε budget per person")
+    b.add_argument("--privacy-unit", default=None, metavar="COLUMN",
+                   help="set: the column naming a person; every release of the dataset must use it "
+                        "(default: ε per row)")
     b.add_argument("--entries", action="store_true", help="list: every release, not only the totals")
     b.add_argument("--json", action="store_true", help="print as JSON")
-    b.add_argument("--ledger", default=None, help="ledger file (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
+    b.add_argument("--ledger", default=None,
+                   help="ledger file or postgresql:// URL (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
     return p
 
 
@@ -192,9 +197,14 @@ def _show_progress(a: argparse.Namespace) -> bool:
 
 
 def _ledger_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ledger", default=None,
-                   help="privacy budget ledger (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
+    """How a release is accounted: the ledger, and who ε is counted for."""
+    p.add_argument("--ledger", default=None, help="privacy budget ledger: a file or a postgresql:// URL "
+                                                  "(default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
     p.add_argument("--no-ledger", action="store_true", help="do not record the release (no budget enforced)")
+    p.add_argument("--privacy-unit", default=None, metavar="COLUMN",
+                   help="column naming the person each row belongs to: ε is then per person (default: per row)")
+    p.add_argument("--max-contributions", type=int, default=1, metavar="K",
+                   help="with --privacy-unit: rows kept per person, chosen at random; ε/K per row (default 1)")
 
 
 def _run_options(a: argparse.Namespace, **extra: Any) -> Any:
@@ -205,7 +215,8 @@ def _run_options(a: argparse.Namespace, **extra: Any) -> Any:
         raise LdpDaskError("Give at most one of --local and --scheduler.")
     ledger = None if getattr(a, "no_ledger", False) else (a.ledger or True)
     return RunOptions(client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
-                      clip=a.clip, progress=_show_progress(a), ledger=ledger, **extra)
+                      clip=a.clip, progress=_show_progress(a), ledger=ledger, privacy_unit=a.privacy_unit,
+                      max_contributions=a.max_contributions, **extra)
 
 
 def _report_receipt(receipt: Any) -> None:
@@ -216,37 +227,45 @@ def _report_receipt(receipt: Any) -> None:
 
 def _cmd_budget(a: argparse.Namespace) -> int:
     from ldp_dask.ledger import open_ledger
-    from ldp_dask.source import open_source
+    from ldp_dask.source import source_root
 
     led = open_ledger(a.ledger or True)
     assert led is not None
     if a.action == "set":
-        if a.source is None or a.column is None or a.limit is None:
-            raise LdpDaskError("budget set needs SOURCE, --column and --limit.")
-        kind = "categorical" if _is_categorical_source(a.source, a.column) else "numeric"
-        ds = open_source(a.source, a.column, value_kind=kind)
-        led.set_budget(ds.fingerprint, a.column, a.scope, a.limit, dataset=ds.description)
-        print(f"budget set: {a.scope} ε ≤ {a.limit:g} for {ds.description} [{a.column}] (fingerprint {ds.fingerprint})")
+        if a.name is None or a.source is None or a.limit is None:
+            raise LdpDaskError("budget set needs NAME, --source and --limit (e.g. budget set flights "
+                               "--source data/flights --limit 4).")
+        root = source_root(a.source)
+        led.declare(a.name, root, a.limit, a.privacy_unit)
+        unit = a.privacy_unit or "row"
+        print(f"budget set: dataset {a.name!r} = {root}, ε ≤ {a.limit:g} per {unit} "
+              f"(spent so far {led.spent(root):g}; every release reading inside or around this root is charged here)")
         return 0
     rows = led.entries() if a.entries else led.summary()
     if a.json:
         print(json.dumps(rows, default=str))
         return 0
     if not rows:
-        print(f"the ledger {led.path} is empty")
+        print(f"the ledger {led.location} is empty")
         return 0
     if a.entries:
         for r in rows:
-            print(f"#{r['id']:<4} {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r['created_at']))}  {r['scope']:<7} "
-                  f"{r['channel']:<14} ε={r['epsilon']:<8g} {r['status']:<9} {r['dataset']} [{r['column_name']}] "
-                  f"key {r['key_id']} -> {r['output']}")
+            note = f" ({r['note']})" if r["note"] else ""
+            print(f"#{r['id']:<4} {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r['created_at']))}  "
+                  f"{r['scope']:<7} {r['channel']:<18} ε={r['epsilon']:<8g} per {r['privacy_unit']:<8} "
+                  f"{r['status']:<10} {r['source']} [{r['column_name']}] key {r['key_id']}{note}")
         return 0
-    print(f"ledger {led.path}: ε spent per dataset and column (local and central accounted separately)")
+    print(f"ledger {led.location}: ε spent per person (per row unless a privacy unit is named), all columns and "
+          "scopes together")
     for r in rows:
-        def fmt(scope: str) -> str:
-            b = r[f"{scope}_budget"]
-            return f"{r[f'{scope}_spent']:g}" + (f" / {b:g} (remaining {max(0.0, b - r[f'{scope}_spent']):g})" if b is not None else " (no budget)")
-        print(f"  {r['dataset']} [{r['column']}]  local {fmt('local')}; central {fmt('central')}")
+        name = r["dataset"] or "(undeclared)"
+        budget = (f" of budget {r['budget']:g} (remaining {max(0.0, r['budget'] - r['spent']):g})"
+                  if r["budget"] is not None else " (no budget set)")
+        views = "; ".join(f"{k} {v:g}" for k, v in sorted(r["by_column"].items()))
+        scopes = ", ".join(f"{k} {v:g}" for k, v in sorted(r["by_scope"].items()))
+        print(f"  {name} {r['root']}: {r['spent']:g} per {r['privacy_unit']}{budget}")
+        if views:
+            print(f"      by column: {views}; by scope: {scopes}")
     return 0
 
 

@@ -1,23 +1,38 @@
-"""Privacy budget ledger: every release recorded, per-dataset budgets enforced atomically.
+"""Privacy budget ledger: every release recorded, charged per person against the dataset it reads.
 
-A SQLite file (``LDP_DASK_LEDGER``, ``--ledger PATH``; the CLI defaults to
-``~/.ldp_dask/ledger.sqlite``) holds one row per release: dataset fingerprint
-(structural, see :mod:`ldp_dask.source`), column, scope (``local`` or
-``central``), channel and parameters, ε, key identifier (never the key),
-output path, time, flow run id and status.
+The ledger (``--ledger``, ``LDP_DASK_LEDGER``; the CLI defaults to
+``~/.ldp_dask/ledger.sqlite``) is a SQLite file, or a PostgreSQL database for a
+deployment (``postgresql://…``). Its rules (docs/privacy.md, "The budget ledger"):
 
-* **Atomic enforcement.** :meth:`Ledger.reserve` runs inside ``BEGIN IMMEDIATE``
-  (SQLite's write lock): it adds up what the dataset-and-column has spent in
-  that scope — committed releases and live reservations — and refuses, before
-  any work starts, a release that would exceed the budget, with a message
-  showing what was spent and what remains. Concurrent flows cannot overspend.
-* **Re-runs are free.** A release with the same fingerprint, column, channel,
-  parameters and key id as a committed one reproduces the same output (the
-  noise is keyed), so it spends nothing; with a new secret it spends again.
-* **Crashes leave no entry.** A reservation becomes a release only on
-  :meth:`Ledger.commit` after the output is written; an exception aborts it,
-  and reservations of processes that no longer exist are dropped.
-* Local and central releases are accounted separately (two scopes).
+* **Charged against the population, not the files.** A release is charged
+  against a dataset *identity*: a root location (a directory, a bucket
+  prefix, a file). The operator may declare one once, with a name, a budget
+  and a privacy unit (``ldp-dask budget set NAME --source URL --limit ε``);
+  otherwise a release's identity is its own resolved root (a directory for a
+  directory or a glob of its files). Two roots *overlap* when one contains the
+  other; a person's spend on a root is bounded by the sum of ε over every
+  release whose root overlaps it, whatever the columns, file layout or
+  partitioning. A release must fit in the budget of every declared dataset it
+  overlaps. Local and central releases add up (a local ε-DP release is also
+  ε-DP for the person); per column and per scope are views of the same total.
+* **Per person.** Budgets count ε per *privacy unit*: a person named by a
+  column (releases made with ``privacy_unit=``), or a row. All releases
+  overlapping a root must use the same unit, since ε per row and ε per person
+  cannot be added up.
+* **A re-run is free only when its output is provably identical:** the same
+  root, column, mechanism, parameters, key, partitioning, mode and privacy unit,
+  and the same keyed digest of every partition's content (recorded at the
+  first release). Anything else is charged.
+* **Charged exactly when a private output left the process.** A release is
+  *reserved* (its ε counted) before any work, *publishing* just before its
+  outputs are renamed into place and *committed* after. A failure before
+  publishing removes the reservation; from publishing on the charge stands.
+  Reservations carry a lease, renewed while the run lives: a reservation whose
+  process died (same host) or whose lease expired (any host) is resolved by the
+  next ledger operation — committed if it was publishing or left a staged
+  output on disk, dropped otherwise.
+* **Refused, never re-created.** An empty, corrupt or foreign file is refused
+  with one line; only a path that does not exist yet starts a new ledger.
 """
 
 from __future__ import annotations
@@ -26,70 +41,219 @@ import json
 import os
 import socket
 import sqlite3
+import threading
 import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ._validation import LdpDaskError
 
-__all__ = ["Ledger", "Reservation", "BudgetExceeded", "default_ledger_path", "SCOPES", "open_ledger"]
+__all__ = ["Ledger", "Reservation", "BudgetExceeded", "LedgerError", "default_ledger_path", "SCOPES",
+           "open_ledger", "DEFAULT_LEASE_SECONDS", "ROW_UNIT", "overlaps"]
 
 SCOPES = ("local", "central")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS releases (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    created_at REAL NOT NULL,
-    fingerprint TEXT NOT NULL,
-    dataset TEXT,
-    column_name TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    channel TEXT NOT NULL,
-    params TEXT NOT NULL,
-    epsilon REAL NOT NULL,
-    key_id TEXT NOT NULL,
-    release_key TEXT NOT NULL,
-    output TEXT,
-    flow_run_id TEXT,
-    status TEXT NOT NULL,
-    host TEXT,
-    pid INTEGER
-);
-CREATE INDEX IF NOT EXISTS releases_by_dataset ON releases (fingerprint, column_name, scope);
-CREATE TABLE IF NOT EXISTS budgets (
-    fingerprint TEXT NOT NULL,
-    column_name TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    dataset TEXT,
-    epsilon_limit REAL NOT NULL,
-    PRIMARY KEY (fingerprint, column_name, scope)
-);
-"""
+#: A reservation's lease; a live run renews it every third of this.
+DEFAULT_LEASE_SECONDS = 600.0
+#: The privacy unit of releases made without ``privacy_unit``.
+ROW_UNIT = "row"
+SCHEMA_VERSION = "2"
+
+_TABLES = [
+    "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS datasets (
+        name TEXT PRIMARY KEY,
+        root TEXT NOT NULL UNIQUE,
+        epsilon_limit DOUBLE PRECISION NOT NULL,
+        privacy_unit TEXT,
+        created_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS releases (
+        id {id},
+        created_at DOUBLE PRECISION NOT NULL,
+        root TEXT NOT NULL,
+        source TEXT,
+        column_name TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        params TEXT NOT NULL,
+        privacy_unit TEXT NOT NULL,
+        epsilon DOUBLE PRECISION NOT NULL,
+        epsilon_requested DOUBLE PRECISION NOT NULL,
+        key_id TEXT NOT NULL,
+        release_key TEXT NOT NULL,
+        content_tag TEXT,
+        outputs TEXT NOT NULL,
+        token TEXT NOT NULL,
+        flow_run_id TEXT,
+        status TEXT NOT NULL,
+        note TEXT,
+        host TEXT,
+        pid INTEGER,
+        lease_until DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS releases_by_root ON releases (root)",
+    "CREATE INDEX IF NOT EXISTS releases_by_key ON releases (release_key)",
+]
+_ACTIVE = ("reserved", "publishing", "committed")
 
 
 class BudgetExceeded(LdpDaskError):
-    """A release would exceed the budget of its dataset and column."""
+    """A release would exceed the budget of a dataset it reads."""
 
 
-def default_ledger_path() -> Path:
+class LedgerError(LdpDaskError):
+    """The ledger cannot be used (empty, corrupt, foreign or unreachable); nothing was run."""
+
+
+def default_ledger_path() -> str:
     """``$LDP_DASK_LEDGER``, else ``~/.ldp_dask/ledger.sqlite``."""
-    env = os.environ.get("LDP_DASK_LEDGER")
-    return Path(env) if env else Path.home() / ".ldp_dask" / "ledger.sqlite"
+    return os.environ.get("LDP_DASK_LEDGER") or str(Path.home() / ".ldp_dask" / "ledger.sqlite")
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Whether two roots share rows: equal, or one contains the other (path components, not prefixes)."""
+    a, b = a.rstrip("/"), b.rstrip("/")
+    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """A pending (or reused) release; ``id`` is None when an identical release was already committed."""
+    """A release's entry while it runs. ``epsilon`` is what it is charged (0 for a free identical re-run)."""
 
-    id: int | None
+    id: int
     epsilon: float
     reused: bool
+    token: str
+    release_key: str
+    identity: str
     spent_before: float
     limit: float | None
+    tentative: bool = False
+    requested: float = field(default=0.0)
 
 
-def _pid_alive(pid: int) -> bool:
+# --- storage: one small adapter per database; the rules above are written once, in Ledger -----------------
+class _Store:
+    """A database connection factory with one exclusive transaction primitive."""
+
+    location: str
+    placeholder = "?"
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+        yield
+
+
+class _Tx:
+    """Queries inside one exclusive transaction, with ``?`` placeholders on every backend."""
+
+    def __init__(self, cursor: Any, placeholder: str) -> None:
+        self.cur, self.ph = cursor, placeholder
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.ph == "?" else sql.replace("?", self.ph)
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        self.cur.execute(self._sql(sql), tuple(params))
+        return self.cur
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.run(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        rows = self.all(sql, params)
+        return rows[0] if rows else None
+
+
+class _SQLite(_Store):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.location = str(self.path)
+        if self.path.exists():
+            self._check()
+        else:
+            self._create()
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=60, isolation_level=None)
+
+    def _create(self) -> None:
+        """Build the schema in a temporary file and link it into place: a new ledger appears whole or not at all."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.new-{uuid.uuid4().hex}")
+        con = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            for stmt in _TABLES:
+                con.execute(stmt.format(id="INTEGER PRIMARY KEY AUTOINCREMENT"))
+            con.execute("INSERT INTO ledger_meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        finally:
+            con.close()
+        try:
+            os.link(tmp, self.path)
+        except FileExistsError:  # another process created it first: use theirs
+            pass
+        finally:
+            tmp.unlink()
+        self._check()
+
+    def _check(self) -> None:
+        where = f"the ledger {self.location!r}"
+        if self.path.is_dir():
+            raise LedgerError(f"{where} is a directory; give the path of a ledger file")
+        if self.path.stat().st_size == 0:
+            raise LedgerError(f"{where} is empty (0 bytes): it was truncated or is not a ledger. It is not "
+                              "re-created, since that would forget every recorded release; restore it from a backup")
+        try:
+            con = self._connect()
+            try:
+                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                version = None
+                if "ledger_meta" in names:
+                    row = con.execute("SELECT value FROM ledger_meta WHERE key='schema'").fetchone()
+                    version = row[0] if row else None
+            finally:
+                con.close()
+        except sqlite3.DatabaseError:
+            raise LedgerError(f"{where} is not a readable SQLite ledger (corrupt or another kind of file); it is "
+                              "not re-created, since that would forget every recorded release") from None
+        _check_schema(where, names, version)
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Tx]:
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")  # SQLite's write lock: one ledger transaction at a time
+            try:
+                yield _Tx(con.cursor(), "?")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"the ledger {self.location!r} failed: {exc}") from None
+        finally:
+            con.close()
+
+
+def _check_schema(where: str, tables: set[str], version: str | None) -> None:
+    if version == SCHEMA_VERSION and {"datasets", "releases"} <= tables:
+        return
+    if version is None and "releases" in tables:
+        raise LedgerError(f"{where} was written by an earlier ldp_dask, whose budgets followed file layouts; "
+                          "start a new ledger (--ledger NEW) and declare each dataset's budget there "
+                          "(ldp-dask budget set NAME --source URL --limit ε)")
+    if version is not None:
+        raise LedgerError(f"{where} has schema version {version!r}; this ldp_dask reads version {SCHEMA_VERSION}")
+    raise LedgerError(f"{where} is not an ldp_dask ledger (no ledger tables); it is not re-created, since that "
+                      "would forget every recorded release")
+
+
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -99,134 +263,298 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class Ledger:
-    """The ledger in one SQLite file (created on first use)."""
+def _staged_output_exists(outputs: list[str], token: str) -> bool:
+    """Whether a release left a staged (hidden, not yet renamed) output beside one of its targets."""
+    import fsspec
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as con:
-            con.executescript(_SCHEMA)
+    from ._io import temp_name
+
+    for target in outputs:
+        try:
+            fs, p = fsspec.core.url_to_fs(target)
+            if fs.exists(temp_name(p, token)):
+                return True
+        except Exception:  # unreachable storage: cannot prove nothing was left, so count it
+            return True
+    return False
+
+
+class Ledger:
+    """The privacy budget ledger (SQLite file, or PostgreSQL URL: ``postgresql://user@host/db``).
+
+    Parameters
+    ----------
+    location : path or URL
+        A SQLite file (created on first use; refused if empty or corrupt) or a
+        PostgreSQL connection URL.
+    lease_seconds : float
+        How long a reservation holds budget without being renewed.
+    """
+
+    def __init__(self, location: str | os.PathLike[str], *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        loc = os.fspath(location)
+        if not (isinstance(lease_seconds, (int, float)) and 0 < lease_seconds < 1e9):
+            raise LdpDaskError(f"The 'lease_seconds' parameter must be a number in (0, 1e9). Got {lease_seconds!r}.")
+        self.lease_seconds = float(lease_seconds)
+        if loc.startswith(("postgresql://", "postgres://")):
+            from ._ledger_pg import PostgresStore
+
+            self.store: _Store = PostgresStore(loc, _TABLES, SCHEMA_VERSION, _check_schema)
+        else:
+            self.store = _SQLite(loc)
+        self.location = self.store.location
+
+    @property
+    def path(self) -> str:
+        """Where the ledger lives (a file path, or the URL without its password)."""
+        return self.location
 
     def __repr__(self) -> str:
-        return f"Ledger({str(self.path)!r})"
+        return f"Ledger({self.location!r})"
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        try:
-            yield con
-        finally:
-            con.close()
+    # --- datasets -----------------------------------------------------------------------------------------
+    def declare(self, name: str, root: str, limit: float, privacy_unit: str | None = None) -> None:
+        """Declare (or update) a dataset: its name, root, ε budget per person and privacy unit.
 
-    # --- budgets ------------------------------------------------------------------------------------------
-    def set_budget(self, fingerprint: str, column: str, scope: str, limit: float, dataset: str | None = None) -> None:
-        """Set (or replace) the ε budget of a dataset-and-column in a scope."""
-        _check_scope(scope)
-        if not (isinstance(limit, (int, float)) and limit >= 0 and limit < float("inf")):
+        The unit is fixed by the first declaration or release; changing it
+        later is refused, since ε per row and per person cannot be added up.
+        """
+        if not (isinstance(name, str) and name.strip() and len(name) <= 200):
+            raise LdpDaskError(f"The 'name' parameter must be a non-empty string (≤ 200 characters). Got {name!r}.")
+        if not (isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 <= limit < float("inf")):
             raise LdpDaskError(f"The 'limit' parameter must be a finite number >= 0. Got {limit!r} instead.")
-        with self._connect() as con:
-            con.execute("INSERT OR REPLACE INTO budgets VALUES (?, ?, ?, ?, ?)",
-                        (fingerprint, column, scope, dataset, float(limit)))
+        unit = privacy_unit or ROW_UNIT
+        with self.store.transaction() as tx:
+            self._recover(tx)
+            other = tx.one("SELECT name FROM datasets WHERE root=? AND name<>?", (root, name))
+            if other:
+                raise LdpDaskError(f"the root {root!r} is already declared as dataset {other['name']!r}")
+            for r in self._active(tx):
+                if overlaps(r["root"], root) and r["privacy_unit"] != unit:
+                    raise LdpDaskError(
+                        f"releases of {r['root']!r} were made with privacy unit {r['privacy_unit']!r}; a dataset "
+                        f"overlapping them cannot be declared with unit {unit!r} (ε per row and per person cannot "
+                        "be added up)")
+            if tx.one("SELECT name FROM datasets WHERE name=?", (name,)):
+                tx.run("UPDATE datasets SET root=?, epsilon_limit=?, privacy_unit=? WHERE name=?",
+                       (root, float(limit), unit, name))
+            else:
+                tx.run("INSERT INTO datasets (name, root, epsilon_limit, privacy_unit, created_at) "
+                       "VALUES (?, ?, ?, ?, ?)", (name, root, float(limit), unit, time.time()))
 
-    def spent(self, fingerprint: str, column: str, scope: str) -> float:
-        with self._connect() as con:
-            return self._spent(con, fingerprint, column, scope)
+    def datasets(self) -> list[dict[str, Any]]:
+        with self.store.transaction() as tx:
+            return tx.all("SELECT name, root, epsilon_limit, privacy_unit FROM datasets ORDER BY name")
 
-    def _spent(self, con: sqlite3.Connection, fingerprint: str, column: str, scope: str) -> float:
-        row = con.execute("SELECT COALESCE(SUM(epsilon), 0) FROM releases WHERE fingerprint=? AND column_name=? "
-                          "AND scope=? AND status IN ('committed', 'reserved')", (fingerprint, column, scope)).fetchone()
-        return float(row[0])
+    @staticmethod
+    def _active(tx: _Tx) -> list[dict[str, Any]]:
+        return tx.all(f"SELECT root, epsilon, privacy_unit FROM releases WHERE status IN {_ACTIVE}")
 
-    def _drop_dead_reservations(self, con: sqlite3.Connection) -> None:
-        host = socket.gethostname()
-        for rid, pid in con.execute("SELECT id, pid FROM releases WHERE status='reserved' AND host=?", (host,)).fetchall():
-            if pid is not None and pid != os.getpid() and not _pid_alive(int(pid)):
-                con.execute("DELETE FROM releases WHERE id=?", (rid,))
+    @staticmethod
+    def _spent_on(active: list[dict[str, Any]], root: str) -> float:
+        return float(sum(r["epsilon"] for r in active if overlaps(r["root"], root)))
+
+    def spent(self, root: str) -> float:
+        """ε per person spent on ``root``: every reserved or committed release overlapping it."""
+        with self.store.transaction() as tx:
+            self._recover(tx)
+            return self._spent_on(self._active(tx), root)
 
     # --- releases -----------------------------------------------------------------------------------------
-    def reserve(self, *, fingerprint: str, column: str, scope: str, channel: str, params: dict[str, Any],
-                epsilon: float, key_id: str, dataset: str | None = None, output: str | None = None,
-                flow_run_id: str | None = None, reproducible: bool = True) -> Reservation:
-        """Record a release as pending, or refuse it if it would exceed the budget (atomic)."""
-        _check_scope(scope)
-        release_key = json.dumps([fingerprint, column, scope, channel, params, key_id], sort_keys=True, default=str)
-        con_ctx = self._connect()
-        with con_ctx as con:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                self._drop_dead_reservations(con)
-                spent = self._spent(con, fingerprint, column, scope)
-                lim = con.execute("SELECT epsilon_limit FROM budgets WHERE fingerprint=? AND column_name=? AND scope=?",
-                                  (fingerprint, column, scope)).fetchone()
-                limit = float(lim[0]) if lim else None
-                if reproducible and con.execute(
-                        "SELECT 1 FROM releases WHERE release_key=? AND status='committed' LIMIT 1",
-                        (release_key,)).fetchone():
-                    con.execute("COMMIT")
-                    return Reservation(None, 0.0, True, spent, limit)
-                if limit is not None and spent + epsilon > limit * (1 + 1e-12):
-                    con.execute("ROLLBACK")
-                    raise BudgetExceeded(
-                        f"this {scope} release of column {column!r} needs ε = {epsilon:g}, but the dataset has spent "
-                        f"{spent:g} of its {scope} budget {limit:g} (remaining {max(0.0, limit - spent):g}); "
-                        "nothing was run"
-                    )
-                cur = con.execute(
-                    "INSERT INTO releases (created_at, fingerprint, dataset, column_name, scope, channel, params, "
-                    "epsilon, key_id, release_key, output, flow_run_id, status, host, pid) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?)",
-                    (time.time(), fingerprint, dataset, column, scope, channel, json.dumps(params, default=str),
-                     float(epsilon), key_id, release_key, output, flow_run_id, socket.gethostname(), os.getpid()))
-                con.execute("COMMIT")
-                return Reservation(int(cur.lastrowid), float(epsilon), False, spent, limit)
-            except BudgetExceeded:
-                raise
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
+    def reserve(self, *, root: str, column: str, scope: str, channel: str, params: Mapping[str, Any],
+                epsilon: float, key_id: str, release_key: str, source: str | None = None,
+                privacy_unit: str = ROW_UNIT, outputs: Sequence[str] = (), reproducible: bool = True,
+                flow_run_id: str | None = None, epsilon_requested: float | None = None,
+                token: str | None = None) -> Reservation:
+        """Reserve ``epsilon`` against every budget the release overlaps, or refuse (atomic, before any work).
 
-    def commit(self, reservation: Reservation, output: str | None = None) -> None:
-        if reservation.id is None:
-            return
-        with self._connect() as con:
-            con.execute("UPDATE releases SET status='committed', output=COALESCE(?, output) WHERE id=?",
-                        (output, reservation.id))
+        A release that could be a free re-run (an identical recorded release
+        exists) is let through as *tentative* when its ε does not fit: the
+        content digest decides at :meth:`settle`. ``token`` names the
+        outputs staged by the run (see :func:`ldp_dask._io.temp_name`), so that
+        recovery can tell whether a dead run left a private output on disk.
+        """
+        _check_scope(scope)
+        token = token or uuid.uuid4().hex
+        with self.store.transaction() as tx:
+            self._recover(tx)
+            active = self._active(tx)
+            for r in active:
+                if overlaps(r["root"], root) and r["privacy_unit"] != privacy_unit:
+                    raise LdpDaskError(
+                        f"earlier releases of {r['root']!r} used privacy unit {r['privacy_unit']!r}; this release "
+                        f"uses {privacy_unit!r}. ε per row and per person cannot be added up: release with the "
+                        "same unit")
+            declared = [d for d in tx.all("SELECT * FROM datasets") if overlaps(d["root"], root)]
+            for d in declared:
+                if d["privacy_unit"] != privacy_unit:
+                    raise LdpDaskError(f"the dataset {d['name']!r} ({d['root']}) is declared with privacy unit "
+                                       f"{d['privacy_unit']!r}; this release uses {privacy_unit!r}")
+            checks = [(d["name"], d["root"], float(d["epsilon_limit"])) for d in declared]
+            tight = min(checks, key=lambda c: c[2] - self._spent_on(active, c[1]), default=None)
+            identity = tight[0] if tight else root
+            spent = self._spent_on(active, tight[1] if tight else root)
+            limit = tight[2] if tight else None
+            over = [c for c in checks if self._spent_on(active, c[1]) + epsilon > c[2] * (1 + 1e-12)]
+            tentative = False
+            if over:
+                if not (reproducible and tx.one("SELECT id FROM releases WHERE release_key=? AND status='committed'",
+                                                (release_key,))):
+                    name, croot, clim = over[0]
+                    s = self._spent_on(active, croot)
+                    raise BudgetExceeded(
+                        f"this release needs ε = {epsilon:g} per {privacy_unit}, but the dataset {name!r} has spent "
+                        f"{s:g} of its budget {clim:g} (remaining {max(0.0, clim - s):g}); nothing was run")
+                tentative = True  # may be a free re-run: decided by the content digest
+            held = 0.0 if tentative else float(epsilon)
+            cur = tx.run(
+                "INSERT INTO releases (created_at, root, source, column_name, scope, channel, params, privacy_unit, "
+                "epsilon, epsilon_requested, key_id, release_key, content_tag, outputs, token, flow_run_id, status, "
+                "note, host, pid, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'reserved', "
+                "NULL, ?, ?, ?) RETURNING id",
+                (time.time(), root, source, column, scope, channel, json.dumps(dict(params), sort_keys=True,
+                                                                               default=str),
+                 privacy_unit, held, float(epsilon_requested if epsilon_requested is not None else epsilon), key_id,
+                 release_key, json.dumps(list(outputs)), token, flow_run_id, socket.gethostname(), os.getpid(),
+                 time.time() + self.lease_seconds))
+            rid = int(cur.fetchone()[0])
+        return Reservation(rid, float(epsilon), False, token, release_key, identity, spent, limit, tentative,
+                           float(epsilon))
+
+    def settle(self, reservation: Reservation, content_tag: str | None, reproducible: bool = True) -> Reservation:
+        """Decide the charge once the output is computed, just before it is published (status *publishing*).
+
+        Free when a committed release has the same release key and content
+        digest; otherwise charged its ε, which a tentative reservation must
+        still fit (:class:`BudgetExceeded` otherwise: nothing is published).
+        """
+        with self.store.transaction() as tx:
+            row = tx.one("SELECT status FROM releases WHERE id=?", (reservation.id,))
+            if row is None or row["status"] != "reserved":
+                raise LedgerError(f"reservation #{reservation.id} was lost from the ledger {self.location!r} "
+                                  "(its lease expired?); nothing was published")
+            same = (reproducible and content_tag is not None and tx.one(
+                "SELECT id FROM releases WHERE release_key=? AND content_tag=? AND status='committed' AND id<>?",
+                (reservation.release_key, content_tag, reservation.id)))
+            if same:
+                tx.run("UPDATE releases SET status='publishing', epsilon=0, content_tag=?, note=? WHERE id=?",
+                       (content_tag, f"identical to #{same['id']}", reservation.id))
+                return _replace(reservation, epsilon=0.0, reused=True, tentative=False)
+            if reservation.tentative:
+                root = tx.one("SELECT root, privacy_unit FROM releases WHERE id=?", (reservation.id,))
+                active = self._active(tx)
+                for d in tx.all("SELECT * FROM datasets"):
+                    if overlaps(d["root"], root["root"]):
+                        s = self._spent_on(active, d["root"])
+                        if s + reservation.requested > float(d["epsilon_limit"]) * (1 + 1e-12):
+                            tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
+                            raise BudgetExceeded(
+                                f"the data changed since the recorded release, so this is a new release needing "
+                                f"ε = {reservation.requested:g}, but the dataset {d['name']!r} has spent {s:g} of its "
+                                f"budget {float(d['epsilon_limit']):g}; nothing was published")
+            tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=? WHERE id=?",
+                   (reservation.requested, content_tag, reservation.id))
+            return _replace(reservation, epsilon=reservation.requested, reused=False, tentative=False)
+
+    def commit(self, reservation: Reservation) -> None:
+        """The outputs are published: the charge is final."""
+        with self.store.transaction() as tx:
+            tx.run("UPDATE releases SET status='committed' WHERE id=? AND status IN ('publishing', 'reserved')",
+                   (reservation.id,))
 
     def abort(self, reservation: Reservation) -> None:
-        if reservation.id is None:
-            return
-        with self._connect() as con:
-            con.execute("DELETE FROM releases WHERE id=? AND status='reserved'", (reservation.id,))
+        """Nothing left the process (the caller removed every staged output): remove the reservation."""
+        with self.store.transaction() as tx:
+            tx.run("DELETE FROM releases WHERE id=? AND status IN ('reserved', 'publishing')", (reservation.id,))
+
+    def renew(self, reservation: Reservation) -> None:
+        with self.store.transaction() as tx:
+            tx.run("UPDATE releases SET lease_until=? WHERE id=?", (time.time() + self.lease_seconds, reservation.id))
+
+    @contextmanager
+    def holding(self, reservation: Reservation) -> Iterator[None]:
+        """Renew ``reservation``'s lease every third of the lease while the block runs."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.lease_seconds / 3):
+                try:
+                    self.renew(reservation)
+                except LdpDaskError:  # pragma: no cover - the run goes on; settle() notices a lost reservation
+                    pass
+
+        t = threading.Thread(target=beat, name="ldp-dask-ledger-lease", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join()
+
+    def _recover(self, tx: _Tx) -> None:
+        """Resolve reservations whose process died or whose lease expired (see the module's rules)."""
+        now, host = time.time(), socket.gethostname()
+        for r in tx.all("SELECT id, status, outputs, token, host, pid, lease_until FROM releases "
+                        "WHERE status IN ('reserved', 'publishing')"):
+            dead = r["lease_until"] < now or (
+                r["host"] == host and r["pid"] is not None and r["pid"] != os.getpid() and not _alive(int(r["pid"])))
+            if not dead:
+                continue
+            if r["status"] == "publishing":
+                tx.run("UPDATE releases SET status='committed', note='recovered: the run stopped while publishing' "
+                       "WHERE id=?", (r["id"],))
+            elif _staged_output_exists(json.loads(r["outputs"]), r["token"]):
+                tx.run("UPDATE releases SET status='committed', note='recovered: the run stopped with a private "
+                       "output staged on disk' WHERE id=?", (r["id"],))
+            else:
+                tx.run("DELETE FROM releases WHERE id=?", (r["id"],))
+
+    def recover(self) -> None:
+        """Resolve dead reservations now (every reserve and listing does it too)."""
+        with self.store.transaction() as tx:
+            self._recover(tx)
 
     # --- reading ------------------------------------------------------------------------------------------------
     def entries(self) -> list[dict[str, Any]]:
-        with self._connect() as con:
-            con.row_factory = sqlite3.Row
-            rows = con.execute("SELECT id, created_at, fingerprint, dataset, column_name, scope, channel, params, "
-                               "epsilon, key_id, output, flow_run_id, status FROM releases ORDER BY id").fetchall()
-        return [dict(r) for r in rows]
+        with self.store.transaction() as tx:
+            self._recover(tx)
+            return tx.all("SELECT id, created_at, root, source, column_name, scope, channel, params, privacy_unit, "
+                          "epsilon, epsilon_requested, key_id, outputs, flow_run_id, status, note FROM releases "
+                          "ORDER BY id")
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per dataset-and-column: spent and budget in each scope."""
-        with self._connect() as con:
-            keys = con.execute("SELECT DISTINCT fingerprint, column_name, dataset FROM releases "
-                               "UNION SELECT fingerprint, column_name, dataset FROM budgets").fetchall()
-            out = []
-            seen = set()
-            for fp, col, ds in keys:
-                if (fp, col) in seen:
-                    continue
-                seen.add((fp, col))
-                item: dict[str, Any] = {"fingerprint": fp, "column": col, "dataset": ds}
-                for scope in SCOPES:
-                    lim = con.execute("SELECT epsilon_limit FROM budgets WHERE fingerprint=? AND column_name=? "
-                                      "AND scope=?", (fp, col, scope)).fetchone()
-                    item[f"{scope}_spent"] = self._spent(con, fp, col, scope)
-                    item[f"{scope}_budget"] = float(lim[0]) if lim else None
-                out.append(item)
-        return out
+        """Per dataset (declared, or the root of undeclared releases): ε per person spent, budget, and the
+        per-column and per-scope views."""
+        with self.store.transaction() as tx:
+            self._recover(tx)
+            declared = tx.all("SELECT name, root, epsilon_limit, privacy_unit FROM datasets ORDER BY name")
+            rows = tx.all(f"SELECT root, column_name, scope, privacy_unit, epsilon FROM releases "
+                          f"WHERE status IN {_ACTIVE}")
+        items = [{"dataset": d["name"], "root": d["root"], "budget": float(d["epsilon_limit"]),
+                  "privacy_unit": d["privacy_unit"]} for d in declared]
+        for r in rows:
+            if not any(overlaps(r["root"], d["root"]) for d in declared) and \
+                    not any(i["root"] == r["root"] for i in items):
+                items.append({"dataset": None, "root": r["root"], "budget": None, "privacy_unit": r["privacy_unit"]})
+        for item in items:
+            mine = [r for r in rows if overlaps(r["root"], item["root"])]
+            item["spent"] = float(sum(r["epsilon"] for r in mine))
+            item["by_column"] = _group(mine, "column_name")
+            item["by_scope"] = _group(mine, "scope")
+        return items
+
+
+def _group(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in rows:
+        out[r[key]] = out.get(r[key], 0.0) + float(r["epsilon"])
+    return out
+
+
+def _replace(r: Reservation, **changes: Any) -> Reservation:
+    import dataclasses
+
+    return dataclasses.replace(r, **changes)
 
 
 def _check_scope(scope: str) -> None:
@@ -235,7 +563,7 @@ def _check_scope(scope: str) -> None:
 
 
 def open_ledger(ledger: Ledger | str | os.PathLike[str] | bool | None) -> Ledger | None:
-    """A Ledger from an object, a path, True (the default path) or None/False (no ledger)."""
+    """A Ledger from an object, a path or URL, True (the default location) or None/False (no ledger)."""
     if ledger is None or ledger is False:
         return None
     if ledger is True:

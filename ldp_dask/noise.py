@@ -50,6 +50,8 @@ __all__ = [
     "generator",
     "laplace_sum",
     "digest_arrays",
+    "content_tag",
+    "TAG_MODULUS",
     "SECRET_ENV",
 ]
 
@@ -174,6 +176,20 @@ def bind_key(base_key: bytes, digest: bytes) -> int:
     """Bind a partition's base key to its content digest; a 128-bit Philox key."""
     k = hmac.new(base_key, b"content:" + digest, hashlib.sha256).digest()
     return int.from_bytes(k[:16], "little")
+
+
+#: Partition tags add up modulo 2^256, so the tag of a release does not depend on the reduction's shape.
+TAG_MODULUS = 1 << 256
+
+
+def content_tag(base_key: bytes, digest: bytes) -> int:
+    """A partition's keyed content tag ``HMAC(base_p, "tag:" ‖ digest)`` as an integer (worker side).
+
+    The ledger records the sum of a release's tags (never published): a re-run
+    is free only if every partition's content is the same. Keyed, so the
+    ledger cannot be used to test guesses about the data without the key.
+    """
+    return int.from_bytes(hmac.new(base_key, b"tag:" + digest, hashlib.sha256).digest(), "big")
 
 
 def generator(key: int) -> np.random.Generator:

@@ -71,6 +71,14 @@ class RunOptions:
         record and no budget enforced).
     flow_run_id : str, optional
         Recorded with the release in the ledger (set by the Prefect flows).
+    privacy_unit : str, optional
+        The column naming the person a row belongs to. Each person then
+        contributes at most ``max_contributions`` rows, chosen by keyed
+        randomness, and ε is per person (docs/privacy.md, "Privacy unit").
+        Without it ε is per row — a person with many rows spends it many times.
+    max_contributions : int
+        Rows kept per person, 1–10^6 (default 1); the channel runs at
+        ε / ``max_contributions`` per row. Only with ``privacy_unit``.
     """
 
     client: Any = None
@@ -85,8 +93,15 @@ class RunOptions:
     progress: bool = False
     ledger: Any = None
     flow_run_id: str | None = None
+    privacy_unit: str | None = None
+    max_contributions: int = 1
 
     def __post_init__(self) -> None:
+        check_int(self.max_contributions, "max_contributions", 1, 1_000_000)
+        if self.privacy_unit is not None and not (isinstance(self.privacy_unit, str) and self.privacy_unit):
+            raise LdpDaskError(f"The 'privacy_unit' parameter must be a column name. Got {self.privacy_unit!r}.")
+        if self.privacy_unit is None and self.max_contributions != 1:
+            raise LdpDaskError("The 'max_contributions' parameter needs 'privacy_unit' (the column naming a person).")
         check_int(self.split_every, "split_every", 2, 1 << 16)
         check_int(self.retries, "retries", 0, 100)
         if self.partition_rows is not None:

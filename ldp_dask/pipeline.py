@@ -37,13 +37,13 @@ import pyarrow.parquet as pq
 from . import exactsum
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel
-from .noise import Secret, bind_key, digest_arrays, generator, partition_base_keys
+from .noise import TAG_MODULUS, Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
 from .options import RunOptions
 from .release import Charge, Outputs, Released, plan, release
 from .source import Dataset, Piece, read_piece
 from .summary import Summary
 
-__all__ = ["privatize", "release_summary", "run_channel", "connect", "map_reduce", "MODES"]
+__all__ = ["privatize", "release_summary", "run_channel", "local_charge", "connect", "map_reduce", "MODES"]
 
 MODES = ("summary", "rows")
 #: Rows mode privatizes a partition in blocks of about this many values.
@@ -79,9 +79,10 @@ def _run_piece(task: _Task) -> dict[str, Any]:
         del exact  # never leaves this function
         stats = {k: exactsum.from_float(v) for k, v in noisy.items()}
     else:
-        rng = generator(bind_key(task.base_key, digest_arrays(x)))
+        digest = digest_arrays(x)
+        rng = generator(bind_key(task.base_key, digest))
         stats = _write_rows(task, x, rng)
-    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats}
+    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats, "tag": content_tag(task.base_key, digest)}
 
 
 def _write_rows(task: _Task, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -116,6 +117,7 @@ def _combine(*accs: dict[str, Any]) -> dict[str, Any]:
         "n": sum(a["n"] for a in accs),
         "clipped": sum(a["clipped"] for a in accs),
         "pieces": sum(a["pieces"] for a in accs),
+        "tag": sum(a["tag"] for a in accs) % TAG_MODULUS,
         "stats": {k: exactsum.add(*(a["stats"][k] for a in accs)) for k in keys},
     }
 
@@ -282,7 +284,8 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
         raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
     sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
     metadata = _metadata(dataset, secret, mode, options.clip, rows_path)
-    return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None)
+    return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None,
+                   content_tag=f"{acc['tag']:064x}")
 
 
 def release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",
@@ -311,8 +314,18 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
         if "summary" in outputs:
             outputs.write("summary", summary.write_parquet)
 
-    return release(dataset, Charge("local", channel.name, channel.params(), channel.epsilon), compute, opts,
-                   targets={"summary": out, "rows": rows}, write=write, overwrite=overwrite)
+    return release(dataset, local_charge(channel, mode, opts), compute, opts,
+                   targets={"summary": out, "rows": rows}, write=write, overwrite=overwrite,
+                   content_tag=lambda s: s.content_tag)
+
+
+def local_charge(channel: Channel, mode: str, options: RunOptions) -> Charge:
+    """What a local release spends: the ε the channel really spends per row (from its sensitivities), times
+    the rows a person may contribute. The mode decides the output too (clipping changes the content, which
+    the content tag covers)."""
+    per_row = max(channel.epsilon, channel.epsilon_spent())
+    return Charge("local", channel.name, channel.params(), per_row * options.max_contributions,
+                  context={"mode": mode})
 
 
 def privatize(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary", *,

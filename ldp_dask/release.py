@@ -28,6 +28,8 @@ writes through :func:`publish` alone, with the same staging.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,7 +37,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 from ._io import StagedOutputs
 from ._validation import LdpDaskError
-from .ledger import SCOPES, Ledger, Reservation, open_ledger
+from .ledger import ROW_UNIT, SCOPES, Ledger, Reservation, open_ledger
 from .noise import Secret
 from .options import RunOptions
 from .source import Dataset, open_source
@@ -50,15 +52,18 @@ Outputs = StagedOutputs
 
 @dataclass(frozen=True)
 class Charge:
-    """What a release spends: ε in a scope, for a mechanism with its public parameters.
+    """What a release spends: ε per privacy unit in a scope, for a mechanism with its public parameters.
 
-    The ledger charges it per dataset (structural fingerprint) and column.
+    ``context`` holds whatever else decides the output (mode, clipping, ...):
+    with the key, the partitioning and the parameters it forms the release
+    key, so that only a provably identical re-run is free.
     """
 
     scope: str
     mechanism: str
     params: Mapping[str, Any]
     epsilon: float
+    context: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -72,16 +77,21 @@ class Receipt:
     Attributes
     ----------
     ledger : str or None
-        The ledger file; None when the release was not recorded.
+        The ledger's location; None when the release was not recorded.
     scope : str
         ``"local"`` or ``"central"``.
     epsilon : float
-        ε charged by this release: 0 when it reproduced a recorded release or
-        was not recorded.
+        ε per privacy unit charged by this release: 0 when it provably
+        reproduced a recorded release, or was not recorded.
     reused : bool
-        True when an identical release (same key, data and parameters) was already recorded.
+        True when an identical release (same key, data, partitioning and parameters) was already recorded.
+    dataset : str or None
+        The dataset charged: a declared name, or the release's root.
     total, limit : float or None
-        The dataset-and-column's spend in this scope after this release, and its budget.
+        The dataset's spend per person after this release (all columns and
+        scopes), and its budget.
+    privacy_unit : str
+        What ε is counted per: ``"row"`` or the column naming a person.
     key_id, key_source : str
         Public identifier and origin of the key (never the key).
     """
@@ -94,14 +104,17 @@ class Receipt:
     limit: float | None
     key_id: str
     key_source: str
+    dataset: str | None = None
+    privacy_unit: str = ROW_UNIT
 
     def line(self) -> str:
-        """One line for the operator, e.g. ``ledger: ε 1 spent; local total now 2 of budget 3 (path)``."""
+        """One line for the operator, e.g. ``ledger: ε 1 per row spent; dataset d now 2 of budget 3 (path)``."""
         if self.ledger is None:
-            return "ledger: not recorded (no ledger)"
-        note = "identical to a recorded release: no ε spent" if self.reused else f"ε {self.epsilon:g} spent"
-        limit = f" of budget {self.limit:g}" if self.limit is not None else ""
-        return f"ledger: {note}; {self.scope} total now {self.total:g}{limit} ({self.ledger})"
+            return f"ledger: not recorded (no ledger); privacy unit: {self.privacy_unit}"
+        note = ("identical to a recorded release: no ε spent" if self.reused
+                else f"ε {self.epsilon:g} per {self.privacy_unit} spent")
+        limit = f" of budget {self.limit:g}" if self.limit is not None else " (no budget set)"
+        return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger})"
 
 
 @dataclass(frozen=True)
@@ -124,17 +137,23 @@ def _location(path: str) -> str:
 
 
 def publish(targets: Mapping[str, str | os.PathLike[str] | None], produce: Callable[[StagedOutputs], R],
-            *, overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> tuple[R, dict[str, str]]:
+            *, overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
+            outputs: StagedOutputs | None = None, before_publish: Callable[[R], None] | None = None,
+            ) -> tuple[R, dict[str, str]]:
     """Declare ``targets``, run ``produce(outputs)`` (which computes and writes them), then publish them all.
 
-    On any exception the staged outputs are removed and nothing is published.
+    ``before_publish(result)`` runs once everything is staged, just before
+    the renames (the release path settles the charge there). On any exception
+    before publishing the staged outputs are removed and nothing is published.
     Returns ``produce``'s result and ``{label: path}`` of the published outputs.
     """
-    outputs = StagedOutputs(overwrite, storage_options)
+    outputs = outputs if outputs is not None else StagedOutputs(overwrite, storage_options)
     for label, path in targets.items():
         outputs.declare(label, path)
     try:
         result = produce(outputs)
+        if before_publish is not None:
+            before_publish(result)
         written = outputs.publish()
     except BaseException:
         outputs.discard()
@@ -144,26 +163,30 @@ def publish(targets: Mapping[str, str | os.PathLike[str] | None], produce: Calla
 
 def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedOutputs], R],
             options: RunOptions, *, targets: Mapping[str, str | os.PathLike[str] | None] | None = None,
-            write: Callable[[R, StagedOutputs], None] | None = None, overwrite: bool = False) -> Released[R]:
-    """Release ``compute``'s result for ``dataset``: check, reserve, compute, write, publish, commit.
+            write: Callable[[R, StagedOutputs], None] | None = None, overwrite: bool = False,
+            content_tag: Callable[[R], str | None] | None = None) -> Released[R]:
+    """Release ``compute``'s result for ``dataset``: check, reserve, compute, write, settle, publish, commit.
 
     Parameters
     ----------
     dataset : Dataset
-        The planned source (:func:`plan`): its fingerprint and column key the ledger.
+        The planned source (:func:`plan`): its root keys the ledger.
     charge : Charge
-        What the release spends.
+        What the release spends, per privacy unit.
     compute : callable ``(secret, outputs) -> result``
         The work: receives the resolved key and the staged outputs (a
         directory output is filled during the work, e.g. privatized rows).
     options : RunOptions
-        Key, ledger and the run's other options.
+        Key, ledger, privacy unit and the run's other options.
     targets : mapping of label to path, optional
         The release's outputs (None: not requested); checked before any work.
     write : callable ``(result, outputs)``, optional
         Writes the result's files with :meth:`StagedOutputs.write`.
     overwrite : bool
         Replace existing outputs.
+    content_tag : callable ``(result) -> str``, optional
+        The keyed digest of the content the output was computed from; without
+        it a re-run is never free.
 
     Returns
     -------
@@ -172,35 +195,52 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     """
     secret = options.key()
     ledger = open_ledger(options.ledger)
-    first = next((os.fspath(p) for p in (targets or {}).values() if p is not None), None)
-    reservation: list[Reservation] = []
+    unit = options.privacy_unit or ROW_UNIT
+    outputs = StagedOutputs(overwrite, options.storage_options)
+    held: list[Reservation] = []
+    release_key = hashlib.sha256(json.dumps(
+        [dataset.root, dataset.column, charge.scope, charge.mechanism, dict(charge.params), secret.key_id,
+         dataset.layout, unit, options.max_contributions, dict(charge.context)],
+        sort_keys=True, default=str).encode()).hexdigest()
 
-    def produce(outputs: StagedOutputs) -> R:
-        if ledger is not None:  # the outputs are checked by now: refuse an over-budget release before any work
-            reservation.append(ledger.reserve(
-                fingerprint=dataset.fingerprint, column=dataset.column, scope=charge.scope,
-                channel=charge.mechanism, params=dict(charge.params), epsilon=charge.epsilon,
-                key_id=secret.key_id, dataset=dataset.description, output=_location(first) if first else None,
-                flow_run_id=options.flow_run_id, reproducible=secret.reproducible))
-        result = compute(secret, outputs)
+    def produce(staged: StagedOutputs) -> R:
+        if ledger is None:
+            return _compute(staged)
+        # the outputs are checked by now: refuse an over-budget release before any work
+        held.append(ledger.reserve(
+            root=dataset.root, column=dataset.column, scope=charge.scope, channel=charge.mechanism,
+            params=dict(charge.params), epsilon=charge.epsilon, key_id=secret.key_id, release_key=release_key,
+            source=dataset.description, privacy_unit=unit, outputs=staged.locations(), token=staged.token,
+            reproducible=secret.reproducible, flow_run_id=options.flow_run_id))
+        with ledger.holding(held[0]):
+            return _compute(staged)
+
+    def _compute(staged: StagedOutputs) -> R:
+        result = compute(secret, staged)
         if write is not None:
-            write(result, outputs)
+            write(result, staged)
         return result
 
+    def settle(result: R) -> None:
+        if held:
+            tag = content_tag(result) if content_tag is not None else None
+            held[0] = ledger.settle(held[0], tag, secret.reproducible)  # type: ignore[union-attr]
+
     try:
-        result, written = publish(targets or {}, produce, overwrite=overwrite, storage_options=options.storage_options)
+        result, written = publish(targets or {}, produce, outputs=outputs, before_publish=settle)
     except BaseException:
-        if reservation:
-            ledger.abort(reservation[0])  # type: ignore[union-attr]
+        if held:
+            # published in part (a rename failed after another succeeded): that output left, the charge stands
+            (ledger.commit if outputs.published else ledger.abort)(held[0])  # type: ignore[union-attr]
         raise
-    if reservation:
-        ledger.commit(reservation[0])  # type: ignore[union-attr]
-    return Released(result, _receipt(ledger, reservation[0] if reservation else None, charge, secret), written)
+    if held:
+        ledger.commit(held[0])  # type: ignore[union-attr]
+    receipt = _receipt(ledger, held[0] if held else None, charge, secret, unit)
+    return Released(result, receipt, written)
 
 
-def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secret: Secret) -> Receipt:
+def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secret: Secret, unit: str) -> Receipt:
     if ledger is None or r is None:
-        return Receipt(None, charge.scope, 0.0, False, None, None, secret.key_id, secret.source)
-    return Receipt(str(ledger.path), charge.scope, r.epsilon, r.reused, r.spent_before + r.epsilon, r.limit,
-                   secret.key_id, secret.source)
-
+        return Receipt(None, charge.scope, 0.0, False, None, None, secret.key_id, secret.source, None, unit)
+    return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, r.spent_before + r.epsilon, r.limit,
+                   secret.key_id, secret.source, r.identity, unit)

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from ._validation import InputDataError, LdpDaskError, check_int
 
-__all__ = ["Piece", "Dataset", "open_source", "read_piece", "DEFAULT_PARTITION_ROWS"]
+__all__ = ["Piece", "Dataset", "open_source", "read_piece", "source_root", "DEFAULT_PARTITION_ROWS"]
 
 #: Target rows per partition: large, because a Dask task costs milliseconds.
 DEFAULT_PARTITION_ROWS = 1 << 22
@@ -60,6 +60,15 @@ class Dataset:
     #: "numeric" (float/int columns, read as numpy) or "categorical" (string, dictionary or
     #: integer columns, read as pyarrow arrays for the categorical channels)
     value_kind: str = "numeric"
+    #: the population's location, for the budget ledger: the resolved directory of a directory or a
+    #: glob, the file of a single file (as a URL, e.g. ``file:///data/flights``); ``memory:…`` in memory
+    root: str = ""
+
+    @property
+    def layout(self) -> str:
+        """A digest of the partitioning (which rows form which partition): part of what makes a re-run identical."""
+        shape = [(p.path, list(p.row_groups), p.start, p.stop) for p in self.pieces]
+        return _fingerprint({"fingerprint": self.fingerprint, "pieces": shape})
 
 
 def _is_numeric(t: pa.DataType) -> bool:
@@ -142,7 +151,8 @@ def _open_memory(source: Any, column: str | None, target: int, value_kind: str =
     )
     dtype = str(values.type) if isinstance(values, pa.Array) else values.dtype.str
     fp = _fingerprint({"kind": "memory", "column": name, "dtype": dtype, "n": n})
-    return Dataset("memory", name, pieces, n, fp, f"in-memory {type(source).__name__}", None, values, value_kind)
+    return Dataset("memory", name, pieces, n, fp, f"in-memory {type(source).__name__}", None, values, value_kind,
+                   root=f"memory:{fp}")
 
 
 def _memory_values(source: Any, column: str | None, value_kind: str = "numeric") -> tuple[Any, str]:
@@ -213,6 +223,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         raise InputDataError(f"cannot open {url!r}: {exc}") from None
     files = _list_files(fs, path)
     root = path if fs.isdir(path) else os.path.dirname(path)
+    population = _population_root(fs, path)
     pieces: list[Piece] = []
     structure: list[tuple[str, int]] = []
     col_type: str | None = None
@@ -243,7 +254,36 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     if n == 0:
         raise InputDataError(f"the dataset at {url!r} is empty (0 rows)")
     fp = _fingerprint({"kind": "parquet", "column": column, "type": col_type, "files": structure})
-    return Dataset("parquet", column, tuple(pieces), n, fp, url, fs, None, value_kind)
+    return Dataset("parquet", column, tuple(pieces), n, fp, url, fs, None, value_kind, root=population)
+
+
+def _population_root(fs: Any, path: str) -> str:
+    """The resolved root of a source: a directory's files and globs belong to the directory (symlinks resolved)."""
+    glob = min((i for i, c in enumerate(path) if c in "*?["), default=None)
+    if glob is not None:
+        head = path[:glob]
+        path = head.rstrip("/") if head.endswith("/") else os.path.dirname(head)
+    if _is_local(fs):
+        path = os.path.realpath(path)
+    return resolve_root(fs.unstrip_protocol(path.rstrip("/") or "/"))
+
+
+def source_root(source: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> str:
+    """The ledger root of a Parquet source (which need not exist yet): see :class:`Dataset` ``root``."""
+    url = os.fspath(source)
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except (ValueError, ImportError) as exc:
+        raise InputDataError(f"cannot open {url!r}: {exc}") from None
+    return _population_root(fs, path)
+
+
+def resolve_root(url: str) -> str:
+    """A root as the ledger compares it: a URL with its protocol, local paths absolute with symlinks resolved."""
+    if "://" not in url or url.startswith("file://"):
+        local = url[len("file://"):] if url.startswith("file://") else url
+        return "file://" + os.path.realpath(local)
+    return url.rstrip("/")
 
 
 def _read_metadata(fs: Any, path: str) -> pq.FileMetaData:

@@ -59,6 +59,9 @@ class Summary(Described):
     n_clipped : int or None
         Exact number of clipped values when clipping was asked (operator-only;
         never written to disk).
+    content_tag : str or None
+        Keyed digest of the content the release was computed from, for the
+        ledger's re-run rule (operator-only; never written to disk).
     """
 
     channel: Channel
@@ -66,6 +69,7 @@ class Summary(Described):
     sums: dict[str, np.ndarray]
     metadata: dict[str, Any]
     n_clipped: int | None = field(default=None)
+    content_tag: str | None = field(default=None, repr=False)
 
     @property
     def epsilon(self) -> float:

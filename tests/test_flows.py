@@ -151,8 +151,9 @@ def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
                         q=[0.25, 0.5, 0.75], scheduler=cluster.scheduler.address, seed=6,
                         out=str(tmp_path / "q.json"), plot=str(tmp_path / "q.png"), ledger=str(led))
     (entry,) = Ledger(led).entries()
-    assert (entry["scope"], entry["channel"], entry["epsilon"], entry["status"], entry["output"]) == \
-        ("central", "central-quantiles", 1.0, "committed", str(tmp_path / "q.json"))
+    assert (entry["scope"], entry["channel"], entry["epsilon"], entry["status"]) == \
+        ("central", "central-quantiles", 1.0, "committed")
+    assert f"file://{tmp_path / 'q.json'}" in json.loads(entry["outputs"])
     r = res["release"]
     assert r["method"] == "inverse-sensitivity"  # n = 210k > 50 × 2048: the measured crossover
     assert r["epsilon_split"] == {"per_quantile": [1 / 3] * 3} and r["n"] == 210_000
@@ -243,8 +244,9 @@ def test_rerun_flow_does_not_double_count(prefect_harness, cluster, beta_dataset
     b = privatize_flow(out=str(tmp_path / "a.parquet"), overwrite=True, **kw)
     assert a["key_id"] == b["key_id"]
     entries = Ledger(led).entries()
-    assert len(entries) == 1 and entries[0]["flow_run_id"] and entries[0]["status"] == "committed"
-    assert Ledger(led).spent(entries[0]["fingerprint"], "x", "local") == 0.5
+    assert [e["epsilon"] for e in entries] == [0.5, 0.0] and all(e["flow_run_id"] for e in entries)
+    assert {e["status"] for e in entries} == {"committed"}
+    assert Ledger(led).spent(entries[0]["root"]) == 0.5
     with pytest.raises(ldp_dask.LdpDaskError):
         privatize_flow(out=str(tmp_path / "b.parquet"), **{**kw, "domain": [0.5, 1.0]})  # data outside: fails
-    assert len(Ledger(led).entries()) == 1 and not (tmp_path / "b.parquet").exists()
+    assert len(Ledger(led).entries()) == 2 and not (tmp_path / "b.parquet").exists()

@@ -10,6 +10,8 @@ interfaces (Python, the CLI, the Prefect flow), face the same two failures:
 
 from __future__ import annotations
 
+import json
+
 import fsspec
 import numpy as np
 import pyarrow as pa
@@ -102,7 +104,7 @@ INTERFACES = ["python", "cli", pytest.param("flow", marks=[pytest.mark.prefect, 
 @pytest.mark.parametrize("job", sorted(JOBS))
 def test_budget_refusal_is_the_same_everywhere(job, interface, data, tmp_path, request):
     led = tmp_path / "ledger.sqlite"
-    Ledger(led).set_budget(open_source(str(data), "x").fingerprint, "x", JOBS[job], 0.5)
+    Ledger(led).declare("survey", open_source(str(data), "x").root, 0.5)
     outdir = tmp_path / "out"
     outcome, err = _run(interface, job, data, _out(job, outdir), led, request)
     if interface == "cli":
@@ -134,6 +136,8 @@ def test_a_successful_release_is_charged_once_and_a_rerun_is_free(job, data, tmp
     for name in ("a", "b"):
         _python(job, data, _out(job, tmp_path / name), led)
     entries = Ledger(led).entries()
-    assert [e["status"] for e in entries] == ["committed"] and entries[0]["scope"] == JOBS[job]
-    assert entries[0]["output"] == str(_out(job, tmp_path / "a"))  # the first output is recorded with the charge
-    assert Ledger(led).spent(entries[0]["fingerprint"], "x", JOBS[job]) == 1.0
+    assert [e["status"] for e in entries] == ["committed"] * 2 and entries[0]["scope"] == JOBS[job]
+    assert [e["epsilon"] for e in entries] == [1.0, 0.0] and "identical to #1" in entries[1]["note"]
+    # the first output is recorded with the charge
+    assert json.loads(entries[0]["outputs"])[0].endswith(str(_out(job, tmp_path / "a")))
+    assert Ledger(led).spent(entries[0]["root"]) == 1.0

@@ -10,6 +10,8 @@ opens the Prefect UI and finds the run and its artifact.
 
 from __future__ import annotations
 
+import json
+
 import os
 import shutil
 import sys
@@ -87,7 +89,8 @@ def test_nightly_release_ledger_and_artifacts(stack, nightly):
     assert len(subs) == 2 and all(r["state_type"] == "COMPLETED" for r in subs.values())
     privatize_run = next(r for r in subs.values() if r["parameters"].get("out", "").endswith(".summary.parquet"))
     entries = Ledger(stack.ledger).entries()
-    (entry,) = [e for e in entries if e["output"] == str(folder / "income.histogram.summary.parquet")]
+    (entry,) = [e for e in entries
+                if f"file://{folder / 'income.histogram.summary.parquet'}" in json.loads(e["outputs"])]
     assert entry["status"] == "committed" and entry["epsilon"] == 0.5 and entry["scope"] == "local"
     assert entry["flow_run_id"] == privatize_run["id"]
     keys = {a["key"] for a in stack.artifacts(run["id"])}

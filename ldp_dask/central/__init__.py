@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import DECILES, LdpDaskError, check_domain, check_epsilon, check_int, check_q
-from ..noise import Secret, bind_key, digest_arrays, generator, partition_base_keys
+from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
 from ..options import RunOptions
 from ..outputs import write_result_files
 from ..release import Charge, Outputs, Released, plan, release
@@ -100,12 +100,15 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
     params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
               "max_intervals": max_intervals, "cells": cells}
 
+    tags: dict[str, str] = {}
+
     def compute(secret: Secret, outputs: Outputs) -> QuantileRelease:
         return _release(dataset, bounds, qs, epsilon, resolved, secret, rho, steps, max_intervals, cells, exact_max,
-                        opts, params)
+                        opts, params, tags)
 
-    return release(dataset, Charge("central", "central-quantiles", params, epsilon), compute, opts,
-                   targets={"json": out, "plot": plot}, write=write_result_files, overwrite=overwrite)
+    return release(dataset, Charge("central", "central-quantiles", params, epsilon),
+                   compute, opts, targets={"json": out, "plot": plot}, write=write_result_files, overwrite=overwrite,
+                   content_tag=lambda _: tags.get("content"))
 
 
 def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,
@@ -160,7 +163,7 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
 
 def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Secret,
              rho: float, steps: int | None, max_intervals: int, cells: int, exact_max: int,
-             opts: RunOptions, params: dict[str, Any]) -> QuantileRelease:
+             opts: RunOptions, params: dict[str, Any], tags: dict[str, str]) -> QuantileRelease:
     t0 = time.perf_counter()
     data = collect(dataset, bounds, opts, cells=cells, exact_max=exact_max)
     t1 = time.perf_counter()
@@ -168,7 +171,9 @@ def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon:
     context = {"v": 1, "kind": "central-quantiles", "fingerprint": dataset.fingerprint, "column": dataset.column,
                "epsilon": epsilon, **params}
     base = partition_base_keys(sec, context, 1)[0]
-    rng = generator(bind_key(base, digest_arrays(data.points, data.counts)))
+    digest = digest_arrays(data.points, data.counts)
+    tags["content"] = f"{content_tag(base, digest):064x}"  # for the ledger's re-run rule, never published
+    rng = generator(bind_key(base, digest))
     values, split = run_mechanism(data, qs, epsilon, resolved, rng, rho=rho, steps=steps,
                                   max_intervals=max_intervals)
     t2 = time.perf_counter()

@@ -30,8 +30,8 @@ from ..channels import HaarAdaptive, HaarLaplace, build_channel
 from ..noise import Secret
 from ..options import RunOptions
 from ..outputs import write_result_files
-from ..pipeline import run_channel
-from ..release import Charge, Outputs, Released, plan, publish, release
+from ..pipeline import local_charge, run_channel
+from ..release import Outputs, Released, plan, publish, release
 from ..summary import Summary, is_summary_file, read_summary
 from .calibration import (
     critical_value, pooled_p_values, simulate_joint_statistics, simulate_summary_statistic,
@@ -260,7 +260,7 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
             outputs.write("summary", s.write_parquet)
         write_result_files(res, outputs)
 
-    return release(dataset, Charge("local", ch.name, ch.params(), ch.epsilon), compute, opts,
+    return release(dataset, local_charge(ch, mode, opts), compute, opts, content_tag=lambda r: r[1].content_tag,
                    targets={"summary": summary_out, "rows": rows_path if mode == "rows" else None, **targets},
                    write=write, overwrite=overwrite)
 

@@ -33,11 +33,14 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
              split: str = "rows", J: int | None = None, smoothness: float = 1.0, B: int = 9999,
              calibration_seed: int | None = None, scheduler: str | None = None, secret_file: str | None = None,
              seed: int | None = None, summary_out: str | None = None, out: str | None = None,
-             plot: str | None = None, overwrite: bool = False, ledger: str | bool = True) -> dict[str, Any]:
+             plot: str | None = None, overwrite: bool = False, ledger: str | bool = True,
+             privacy_unit: str | None = None, max_contributions: int = 1) -> dict[str, Any]:
     """Test H0: f = ``null`` from a haar summary, or privatize ``source`` (raw data) first.
 
     Privatizing raw data is a release: it is recorded in the budget ``ledger``
-    (a path; True: ``$LDP_DASK_LEDGER`` or the default file; False: none).
+    (a path; True: ``$LDP_DASK_LEDGER`` or the default file; False: none), per
+    person when ``privacy_unit`` names the column of the person a row belongs
+    to (each keeping at most ``max_contributions`` rows), else per row.
 
     ``null`` is a scipy.stats name such as ``"beta(2,2)"`` or bin probabilities.
     Writes ``out`` (JSON) and ``plot`` (PNG) and publishes a markdown artifact.
@@ -46,7 +49,8 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
 
     logger = get_run_logger()
     options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, ledger=ledger,
-                         flow_run_id=str(flow_run.get_id()))
+                         flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
+                         max_contributions=max_contributions)
     rel = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
                    calibration_seed, summary_out, out, plot, overwrite, options)
     res, written = rel.result[0], rel.written

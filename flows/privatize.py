@@ -26,9 +26,10 @@ from ._outputs import headline, publish_markdown, publish_plot, retry_on_io
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, persist_result=False)
 def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float] | None,
                  bins: int | str | None, partition_rows: int | None,
-                 options: dict[str, Any] | None = None) -> dict[str, Any]:
+                 options: dict[str, Any] | None = None, privacy_unit: str | None = None) -> dict[str, Any]:
     """Read metadata only: plan partitions, build the channel (the release checks the outputs before any work)."""
-    dataset = plan(source, column, channel_class(channel).value_kind, RunOptions(partition_rows=partition_rows))
+    dataset = plan(source, column, channel_class(channel).value_kind,
+                   RunOptions(partition_rows=partition_rows, privacy_unit=privacy_unit))
     ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}))
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
 
@@ -61,6 +62,8 @@ def privatize_flow(
     overwrite: bool = False,
     options: dict[str, Any] | None = None,
     ledger: str | bool = True,
+    privacy_unit: str | None = None,
+    max_contributions: int = 1,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
 
@@ -71,18 +74,22 @@ def privatize_flow(
     The release is recorded in the privacy budget ``ledger`` (a path; True:
     ``$LDP_DASK_LEDGER`` or ``~/.ldp_dask/ledger.sqlite``; False: none) before
     any work starts and committed once the summary is written, so a failed or
-    retried run never counts twice. Returns public facts about the release.
+    retried run never counts twice. ``privacy_unit`` names the column of the
+    person a row belongs to (ε is then per person, each keeping at most
+    ``max_contributions`` rows); without it ε is per row. Returns public facts
+    about the release.
     """
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    planned = plan_release(source, column, channel, epsilon, domain, bins, partition_rows, options)
+    planned = plan_release(source, column, channel, epsilon, domain, bins, partition_rows, options, privacy_unit)
     ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
     run_options = RunOptions(client=scheduler, seed=seed, secret_file=secret_file, clip=clip,
                              partition_rows=partition_rows, split_every=split_every, ledger=ledger,
-                             flow_run_id=str(flow_run.get_id()))
+                             flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
+                             max_contributions=max_contributions)
     rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_options)
     summary, path = rel.result, rel.written["summary"]
     meta = summary.file_metadata()
@@ -91,7 +98,7 @@ def privatize_flow(
         "summary": path, "channel": ch.name, "params": ch.params(), "epsilon": ch.epsilon,
         "epsilon_spent": ch.epsilon_spent(), "n": summary.n, "mode": mode,
         "key_id": meta["key_id"], "key_source": meta["key_source"], "reproducible": meta["reproducible"],
-        "rows_out": rows_out,
+        "rows_out": rows_out, "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
     }
     ledger_line = rel.receipt.line() if rel.receipt else "ledger: not recorded"
     publish_markdown(summary, "ldp-release", "What was released and what it cost",
@@ -100,5 +107,5 @@ def privatize_flow(
     if est is not None:
         publish_plot(est, {}, "ldp-release-plot", "estimate from the release",
                      "Default estimate from the released summary (post-processing, no privacy cost)")
-    logger.info("Wrote %s (ε=%g per row, key id %s)", path, ch.epsilon, meta["key_id"])
+    logger.info("Wrote %s (%s, key id %s)", path, summary.privacy_line(), meta["key_id"])
     return facts

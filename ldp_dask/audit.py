@@ -30,7 +30,7 @@ from scipy.stats import beta
 from ._validation import LdpDaskError, check_int, check_probability
 from .channels import Channel, NumericChannel, RandomizedResponse
 
-__all__ = ["audit", "audit_channel", "AuditResult", "worst_pair", "miscalibrated"]
+__all__ = ["audit", "audit_channel", "audit_person", "AuditResult", "worst_pair", "miscalibrated"]
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,15 @@ def audit(channel: Channel, x: Any, x_prime: Any, samples: int = 200_000, rng: n
             out.append(_llr(channel, _rows(channel, v, min(block, samples - s), gen), x, x_prime))
         return np.concatenate(out)
 
+    eps_lo, best, hits = _lower_bound(stats(x), stats(x_prime), samples, alpha)
+    return AuditResult(channel.name, float(channel.epsilon), eps_lo, 1 - alpha, samples, x, x_prime, best, hits)
+
+
+def _lower_bound(tx: np.ndarray, txp: np.ndarray, samples: int, alpha: float) -> tuple[float, float, tuple[int, int]]:
+    """Choose the threshold event on one half of the statistics, bound ε on the other half."""
     # the statistic saturates at its maximum on the worst-case event; round away the float noise of
     # the sum so that equal values under x and x' compare equal
-    tx, txp = np.round(stats(x), 9), np.round(stats(x_prime), 9)
+    tx, txp = np.round(tx, 9), np.round(txp, 9)
     half = samples // 2
     sel_x, est_x, sel_xp, est_xp = tx[:half], tx[half:], txp[:half], txp[half:]
     cands = np.unique(np.quantile(sel_x, np.linspace(0.5, 0.9995, 200)))
@@ -145,8 +151,50 @@ def audit(channel: Channel, x: Any, x_prime: Any, samples: int = 200_000, rng: n
     best = max(cands, key=lambda t: bound(t, sel_x, sel_xp)) if len(cands) else 0.0
     eps_lo = bound(best, est_x, est_xp)
     hits = (int(np.count_nonzero(est_x >= best)), int(np.count_nonzero(est_xp >= best)))
-    return AuditResult(channel.name, float(channel.epsilon), float(max(eps_lo, 0.0)), 1 - alpha, samples, x, x_prime,
-                       float(best), hits)
+    return float(max(eps_lo, 0.0)), float(best), hits
+
+
+def audit_person(channel: Channel, max_contributions: int, rows: int, x: Any = None, x_prime: Any = None,
+                 samples: int = 200_000, rng: np.random.Generator | None = None, alpha: float = 0.05,
+                 bound_contributions: bool = True, block: int = 20_000) -> AuditResult:
+    """Audit a release with a privacy unit, treating the whole person as the unit.
+
+    A person holds ``rows`` rows, all equal to ``x`` (or all to ``x'``). The
+    release path's own steps are applied to them: contribution bounding
+    (:func:`ldp_dask.units.keep_contributions`, keyed by a random key) keeps at
+    most ``max_contributions`` rows, and :func:`ldp_dask.units.per_row_channel`
+    privatizes each kept row at ε/k. The statistic is the sum of the kept rows'
+    log-likelihood ratios, so the bound is on the ε realised about the person,
+    to compare with ``channel.epsilon`` (ε per person). With
+    ``bound_contributions=False`` every row is kept (a negative control: the
+    realised ε is then ``rows/k`` times the claim).
+    """
+    from .units import keep_contributions, per_row_channel, ranks, unit_keys
+
+    samples = check_int(samples, "samples", 1000, 10**9)
+    k = check_int(max_contributions, "max_contributions", 1, 10**6)
+    m = check_int(rows, "rows", 1, 10**6)
+    alpha = check_probability(alpha, "alpha")
+    gen = rng if rng is not None else np.random.default_rng()
+    row = per_row_channel(channel, k)
+    if x is None or x_prime is None:
+        x, x_prime = worst_pair(row)
+    keys = unit_keys(gen.bytes(32), b"audit")
+
+    def stats(v: Any) -> np.ndarray:
+        out = []
+        for s in range(0, samples, block):
+            persons = min(block, samples - s)
+            person = np.repeat(np.arange(s, s + persons, dtype=np.uint64), m)
+            kept = (keep_contributions(person, ranks(person, np.arange(len(person)), keys), k)
+                    if bound_contributions else np.arange(len(person)))
+            llr = _llr(row, _rows(row, v, len(kept), gen), x, x_prime)
+            out.append(np.bincount((person[kept] - np.uint64(s)).astype(np.int64), weights=llr, minlength=persons))
+        return np.concatenate(out)
+
+    eps_lo, best, hits = _lower_bound(stats(x), stats(x_prime), samples, alpha)
+    return AuditResult(f"{channel.name} per person ({m} rows, k={k})", float(channel.epsilon), eps_lo, 1 - alpha,
+                       samples, x, x_prime, best, hits)
 
 
 def worst_pair(channel: Channel, grid: int = 257) -> tuple[Any, Any]:

@@ -406,11 +406,12 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     meta = summary.file_metadata()
     info = {"summary": rel.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
-            "key_id": meta["key_id"], "key_source": meta["key_source"], "rows_out": a.rows_out}
+            "key_id": meta["key_id"], "key_source": meta["key_source"], "rows_out": a.rows_out,
+            "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit}
     if a.json:
         print(json.dumps(info))
     else:
-        print(f"wrote {info['summary']}: {channel!r}, n={summary.n:,}, ε spent per row {channel.epsilon_spent():g}, "
+        print(f"wrote {info['summary']}: {summary.channel!r}, n={summary.n:,}, {summary.privacy_line()}, "
               f"key id {meta['key_id']} ({meta['key_source']})")
         if meta["key_source"] == "random":
             print("note: a fresh random secret was used; set LDP_DASK_SECRET or --secret-file to make releases reproducible")

@@ -23,6 +23,7 @@ and adds results up. Data path (docs/privacy.md)::
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import uuid
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -40,7 +42,9 @@ from .channels import Channel
 from .noise import TAG_MODULUS, Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
 from .options import RunOptions
 from .release import Charge, Outputs, Released, plan, release
-from .source import Dataset, Piece, read_piece
+from .ledger import ROW_UNIT
+from .source import Dataset, Piece, read_piece, read_units
+from .units import UnitKeys, bounded_values, per_row_channel, tagged_frame, unit_keys
 from .summary import Summary
 
 __all__ = ["privatize", "release_summary", "run_channel", "local_charge", "connect", "map_reduce", "MODES"]
@@ -51,15 +55,23 @@ ROWS_BLOCK_VALUES = 1 << 22
 
 
 @dataclass(frozen=True)
-class _Task:
-    dataset: Dataset
-    piece: Piece
+class _Sink:
+    """How one partition's values become a release: channel, key, clipping, mode and where rows go."""
+
     channel: Channel
     base_key: bytes
     clip: bool
     mode: str
+    index: int
     rows_dir: str | None = None
     rows_fs: Any = None
+
+
+@dataclass(frozen=True)
+class _Task:
+    dataset: Dataset
+    piece: Piece
+    sink: _Sink
 
 
 def _run_piece(task: _Task) -> dict[str, Any]:
@@ -67,43 +79,53 @@ def _run_piece(task: _Task) -> dict[str, Any]:
     where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
     try:
         x = read_piece(task.dataset, task.piece)
-        x, n_clipped = task.channel.prepare(x, clip=task.clip)
+    except InputDataError as exc:
+        return {"error": f"{where}: {exc}"}
+    return _release_values(x, task.sink, where)
+
+
+def _release_values(x: Any, sink: _Sink, where: str) -> dict[str, Any]:
+    """Validate a partition's values and turn them into noisy sums (and privatized rows in rows mode)."""
+    try:
+        x, n_clipped = sink.channel.prepare(x, clip=sink.clip)
     except InputDataError as exc:
         return {"error": f"{where}: {exc}"}
     m = len(x)
-    if task.mode == "summary":
-        exact = task.channel.exact_stats(x)
+    if sink.mode == "summary":
+        exact = sink.channel.exact_stats(x)
         digest = digest_arrays(np.array([m]), *(exact[k] for k in sorted(exact)))
-        rng = generator(bind_key(task.base_key, digest))
-        noisy = task.channel.add_noise(exact, m, rng)
+        rng = generator(bind_key(sink.base_key, digest))
+        noisy = sink.channel.add_noise(exact, m, rng)
         del exact  # never leaves this function
         stats = {k: exactsum.from_float(v) for k, v in noisy.items()}
     else:
         digest = digest_arrays(x)
-        rng = generator(bind_key(task.base_key, digest))
-        stats = _write_rows(task, x, rng)
-    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats, "tag": content_tag(task.base_key, digest)}
+        rng = generator(bind_key(sink.base_key, digest))
+        stats = _write_rows(sink, x, rng)
+    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats, "tag": content_tag(sink.base_key, digest)}
 
 
-def _write_rows(task: _Task, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _write_rows(sink: _Sink, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Privatize ``x`` block by block, write the views, return their exact sums."""
-    dim = task.channel.dim
+    dim = sink.channel.dim
     block = max(1, ROWS_BLOCK_VALUES // dim)
     schema = pa.schema(
         [("z", pa.list_(pa.float64(), dim))],
-        metadata={b"ldp_dask.channel": task.channel.name.encode(),
-                  b"ldp_dask.channel_params": repr(task.channel.params()).encode()},
+        metadata={b"ldp_dask.channel": sink.channel.name.encode(),
+                  b"ldp_dask.channel_params": repr(sink.channel.params()).encode()},
     )
     sums: dict[str, np.ndarray] | None = None
-    path = f"{task.rows_dir}/part-{task.piece.index:05d}.parquet"
-    with task.rows_fs.open(path, "wb") as fh, pq.ParquetWriter(fh, schema) as writer:
+    path = f"{sink.rows_dir}/part-{sink.index:05d}.parquet"
+    with sink.rows_fs.open(path, "wb") as fh, pq.ParquetWriter(fh, schema) as writer:
         for s in range(0, len(x), block):
-            z = task.channel.privatize(x[s : s + block], rng)
+            z = sink.channel.privatize(x[s : s + block], rng)
             col = pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), dim)
             writer.write_table(pa.Table.from_arrays([col], schema=schema))
-            part = {k: exactsum.from_float(v) for k, v in task.channel.row_sums(z).items()}
+            part = {k: exactsum.from_float(v) for k, v in sink.channel.row_sums(z).items()}
             sums = part if sums is None else {k: exactsum.add(sums[k], part[k]) for k in part}
-    assert sums is not None
+    if sums is None:  # no rows (an empty bucket): an empty file, zero sums
+        sums = {k: exactsum.from_float(np.zeros_like(v)) for k, v in
+                sink.channel.row_sums(np.zeros((1, dim))).items()}
     return sums
 
 
@@ -269,23 +291,115 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
         "v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column,
         "channel": channel.name, "params": channel.params(), "mode": mode,
     }
-    keys = partition_base_keys(secret, context, len(dataset.pieces))
     rows_fs, rows_dir = rows if rows is not None else (None, None)
-    tasks = [_Task(dataset, piece, channel, key, options.clip, mode, rows_dir, rows_fs)
-             for piece, key in zip(dataset.pieces, keys)]
-    if dataset.kind == "memory" or options.in_process:
-        acc = _run_local(tasks, options.split_every, options.progress)
+    k = options.max_contributions
+    if dataset.unit is not None:
+        channel = per_row_channel(channel, k)
+        context = {**context, "unit": dataset.unit, "k": k}
+        acc = _run_units(dataset, channel, mode, secret, options, context, rows_fs, rows_dir)
     else:
-        with connect(options.client) as c:
-            acc = _run_dask(c, tasks, options.split_every, options.progress, options.retries)
+        keys = partition_base_keys(secret, context, len(dataset.pieces))
+        tasks = [_Task(dataset, piece, _Sink(channel, key, options.clip, mode, piece.index, rows_dir, rows_fs))
+                 for piece, key in zip(dataset.pieces, keys)]
+        if dataset.kind == "memory" or options.in_process:
+            acc = _run_local(tasks, options.split_every, options.progress)
+        else:
+            with connect(options.client) as c:
+                acc = _run_dask(c, tasks, options.split_every, options.progress, options.retries)
     if "error" in acc:
         raise InputDataError(acc["error"])
-    if acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
+    if dataset.unit is None and acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
         raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
     sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
     metadata = _metadata(dataset, secret, mode, options.clip, rows_path)
+    metadata.update(privacy_unit=dataset.unit or ROW_UNIT, max_contributions=k,
+                    epsilon_per_unit=k * max(channel.epsilon, channel.epsilon_spent()))
     return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None,
                    content_tag=f"{acc['tag']:064x}")
+
+
+# --- privacy units: tag rows by person, shuffle by bucket, keep k rows per person, release per bucket ------
+@dataclass(frozen=True)
+class _UnitTask:
+    dataset: Dataset
+    piece: Piece
+    first_row: int
+    keys: UnitKeys
+    buckets: int
+
+
+def _tag_piece(task: _UnitTask) -> Any:
+    """A partition's rows tagged (bucket, person, rank, value), or ``{"error": ...}`` (worker side)."""
+    where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
+    try:
+        return tagged_frame(read_piece(task.dataset, task.piece), read_units(task.dataset, task.piece),
+                            task.first_row, task.keys, task.buckets)
+    except InputDataError as exc:
+        return {"error": f"{where}: {exc}"}
+
+
+def _error_of(frame: Any) -> str | None:
+    return frame["error"] if isinstance(frame, dict) else None
+
+
+def _run_bucket(frame: Any, sink: _Sink, k: int) -> dict[str, Any]:
+    """Keep at most ``k`` rows per person of one bucket and release them (worker side)."""
+    values = bounded_values(frame, k, sink.channel.value_kind == "categorical")
+    return _release_values(values, sink, f"the rows of bucket {sink.index} (grouped by person)")
+
+
+def _run_units(dataset: Dataset, channel: Channel, mode: str, secret: Secret, options: RunOptions,
+               context: dict[str, Any], rows_fs: Any, rows_dir: str | None) -> dict[str, Any]:
+    """Contribution bounding then the channel: one partition per bucket of persons (docs/privacy.md)."""
+    count = len(dataset.pieces)
+    ukeys = unit_keys(secret.key, json.dumps(context, sort_keys=True, default=str).encode())
+    keys = partition_base_keys(secret, context, count)
+    sinks = [_Sink(channel, key, options.clip, mode, j, rows_dir, rows_fs) for j, key in enumerate(keys)]
+    firsts = np.concatenate([[0], np.cumsum([p.num_rows for p in dataset.pieces])[:-1]]).tolist()
+    tasks = [_UnitTask(dataset, p, int(f), ukeys, count) for p, f in zip(dataset.pieces, firsts)]
+    k = options.max_contributions
+    if dataset.kind == "memory" or options.in_process:
+        frames = [_tag_piece(t) for t in tasks]
+        error = next((e for e in map(_error_of, frames) if e), None)
+        if error:
+            return {"error": error}
+        rows = pd.concat(frames, ignore_index=True)
+        order = np.argsort(rows["bucket"].to_numpy(), kind="stable")
+        bounds = np.searchsorted(rows["bucket"].to_numpy()[order], np.arange(count + 1))
+        accs = [_run_bucket(rows.iloc[order[bounds[j]:bounds[j + 1]]], sinks[j], k) for j in range(count)]
+        bad = next((a for a in accs if "error" in a), None)
+        return bad if bad is not None else _tree_reduce_local(accs, options.split_every)
+    with connect(options.client) as client:
+        return _shuffle_units(client, tasks, sinks, k, options)
+
+
+def _shuffle_units(client: Any, tasks: list[_UnitTask], sinks: list[_Sink], k: int,
+                   options: RunOptions) -> dict[str, Any]:
+    """The Dask path: tag partitions, check them, shuffle rows by bucket (``set_index`` on known divisions:
+    bucket j becomes partition j), release each bucket, tree-reduce. Nothing but error strings and the final
+    accumulator comes back to the driver."""
+    import dask
+    import dask.dataframe as dd
+
+    token = uuid.uuid4().hex[:12]
+    tagged = client.map(_tag_piece, tasks, key=[f"ldp-units-tag-{token}-{i}" for i in range(len(tasks))],
+                        retries=options.retries, pure=False)
+    errors = client.gather(client.map(_error_of, tagged, key=[f"ldp-units-check-{token}-{i}"
+                                                                for i in range(len(tasks))]))
+    error = next((e for e in errors if e), None)
+    if error:
+        return {"error": error}
+    value = "object" if sinks[0].channel.value_kind == "categorical" else "float64"
+    meta = pd.DataFrame({"bucket": pd.Series([], dtype="int64"), "person": pd.Series([], dtype="uint64"),
+                         "rank": pd.Series([], dtype="uint64"), "value": pd.Series([], dtype=value)})
+    frame = dd.from_delayed(tagged, meta=meta, verify_meta=False)
+    by_bucket = frame.set_index("bucket", divisions=list(range(len(sinks) + 1)), sorted=False)
+    parts = by_bucket.to_delayed()
+    level = [dask.delayed(_run_bucket, pure=False)(part, sink, k) for part, sink in zip(parts, sinks)]
+    while len(level) > 1:
+        level = [dask.delayed(_combine, pure=False)(*level[i : i + options.split_every])
+                 for i in range(0, len(level), options.split_every)]
+    return client.compute(level[0], retries=options.retries).result()
 
 
 def release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",
@@ -320,10 +434,11 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
 
 
 def local_charge(channel: Channel, mode: str, options: RunOptions) -> Charge:
-    """What a local release spends: the ε the channel really spends per row (from its sensitivities), times
-    the rows a person may contribute. The mode decides the output too (clipping changes the content, which
-    the content tag covers)."""
-    per_row = max(channel.epsilon, channel.epsilon_spent())
+    """What a local release spends per privacy unit: the ε the per-row channel really spends (from its
+    sensitivities), times the rows a person may contribute. The mode decides the output too (clipping changes
+    the content, which the content tag covers)."""
+    row = per_row_channel(channel, options.max_contributions)
+    per_row = max(row.epsilon, row.epsilon_spent())
     return Charge("local", channel.name, channel.params(), per_row * options.max_contributions,
                   context={"mode": mode})
 

@@ -67,7 +67,7 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
-<p class=sub>n = {s.n:,} rows, ε = {s.channel.epsilon:g} per row, channel <code>{html.escape(s.channel.name)}</code></p>
+<p class=sub>n = {s.n:,} rows, ε = {s.epsilon_per_unit:g} per {html.escape(s.privacy_unit)}, channel <code>{html.escape(s.channel.name)}</code></p>
 <h2>Estimate and uncertainty</h2>
 {body}
 <h2>Privacy parameters</h2>

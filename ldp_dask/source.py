@@ -14,6 +14,7 @@ values would break differential privacy.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ import pyarrow.parquet as pq
 
 from ._validation import InputDataError, LdpDaskError, check_int
 
-__all__ = ["Piece", "Dataset", "open_source", "read_piece", "source_root", "DEFAULT_PARTITION_ROWS"]
+__all__ = ["Piece", "Dataset", "open_source", "read_piece", "read_units", "source_root", "DEFAULT_PARTITION_ROWS"]
 
 #: Target rows per partition: large, because a Dask task costs milliseconds.
 DEFAULT_PARTITION_ROWS = 1 << 22
@@ -63,6 +64,9 @@ class Dataset:
     #: the population's location, for the budget ledger: the resolved directory of a directory or a
     #: glob, the file of a single file (as a URL, e.g. ``file:///data/flights``); ``memory:…`` in memory
     root: str = ""
+    #: the privacy unit's column (None: each row is its own unit), and its values for in-memory data
+    unit: str | None = None
+    unit_values: Any = field(default=None, repr=False, compare=False)
 
     @property
     def layout(self) -> str:
@@ -91,6 +95,7 @@ def open_source(
     partition_rows: int | None = None,
     storage_options: dict[str, Any] | None = None,
     value_kind: str = "numeric",
+    unit: str | None = None,
 ) -> Dataset:
     """Plan a source into partitions.
 
@@ -108,6 +113,9 @@ def open_source(
     value_kind : {"numeric", "categorical"}
         What the column must hold: numbers (read as numpy), or categories —
         strings, dictionary-encoded strings or integers (read as pyarrow arrays).
+    unit : str, optional
+        The privacy unit's column (integers or strings naming a person), read
+        beside the column (:mod:`ldp_dask.units`).
 
     Raises
     ------
@@ -115,15 +123,49 @@ def open_source(
         Missing or non-numeric column, empty dataset, no or corrupt Parquet files.
     """
     if isinstance(source, Dataset):  # already planned (CLI, flows): don't read footers twice
+        if source.unit != unit:
+            raise LdpDaskError(f"the dataset was planned with privacy unit {source.unit!r}, not {unit!r}")
         return source
     if value_kind not in _KIND_CHECK:
         raise LdpDaskError(f"The 'value_kind' parameter must be 'numeric' or 'categorical'. Got {value_kind!r}.")
     target = DEFAULT_PARTITION_ROWS if partition_rows is None else check_int(
         partition_rows, "partition_rows", 1
     )
+    if unit is not None and unit == column:
+        raise LdpDaskError(f"The privacy unit {unit!r} cannot be the released column itself.")
     if isinstance(source, (str, os.PathLike)):
-        return _open_parquet(os.fspath(source), column, target, storage_options or {}, value_kind)
-    return _open_memory(source, column, target, value_kind)
+        return _open_parquet(os.fspath(source), column, target, storage_options or {}, value_kind, unit)
+    ds = _open_memory(source, column, target, value_kind)
+    if unit is None:
+        return ds
+    units = _memory_units(source, unit, ds.n)
+    return dataclasses.replace(ds, unit=unit, unit_values=units, fingerprint=_fingerprint(
+        {"fingerprint": ds.fingerprint, "unit": unit}))
+
+
+def _memory_units(source: Any, unit: str, n: int) -> pa.Array:
+    import pandas as pd
+
+    if isinstance(source, pa.Table) and unit in source.column_names:
+        col = source.column(unit).combine_chunks()
+    elif isinstance(source, pd.DataFrame) and unit in source.columns:
+        col = pa.array(source[unit])
+    else:
+        raise InputDataError(f"the privacy unit column {unit!r} was not found; an in-memory source needs a pandas "
+                             "DataFrame or a pyarrow Table holding it")
+    if not _is_unit_type(col.type):
+        raise InputDataError(f"the privacy unit column {unit!r} has type {col.type}; an integer or string id is "
+                             "required")
+    if col.null_count:
+        raise InputDataError(f"the privacy unit column {unit!r} contains null values; every row needs a person")
+    assert len(col) == n
+    return col
+
+
+def _is_unit_type(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _is_unit_type(t.value_type)
+    return pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
 
 
 # --- in-memory --------------------------------------------------------------------
@@ -214,7 +256,7 @@ def _list_files(fs: Any, path: str) -> list[str]:
 
 
 def _open_parquet(url: str, column: str | None, target: int, storage_options: dict[str, Any],
-                  value_kind: str = "numeric") -> Dataset:
+                  value_kind: str = "numeric", unit: str | None = None) -> Dataset:
     if column is None:
         raise LdpDaskError("The 'column' parameter is required for a Parquet source.")
     try:
@@ -237,6 +279,13 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         if not check(t):
             raise InputDataError(f"column {column!r} in file {f!r} has type {t}; {need}")
         col_type = col_type or str(t)
+        if unit is not None:
+            if unit not in schema.names:
+                raise InputDataError(_missing(unit, schema.names, f"file {f!r}").replace("column", "privacy unit "
+                                                                                          "column", 1))
+            if not _is_unit_type(schema.field(unit).type):
+                raise InputDataError(f"the privacy unit column {unit!r} in file {f!r} has type "
+                                     f"{schema.field(unit).type}; an integer or string id is required")
         rel = os.path.relpath(f, root) if root else f
         structure.append((rel, meta.num_rows))
         group: list[int] = []
@@ -253,8 +302,11 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     n = sum(p.num_rows for p in pieces)
     if n == 0:
         raise InputDataError(f"the dataset at {url!r} is empty (0 rows)")
-    fp = _fingerprint({"kind": "parquet", "column": column, "type": col_type, "files": structure})
-    return Dataset("parquet", column, tuple(pieces), n, fp, url, fs, None, value_kind, root=population)
+    shape: dict[str, Any] = {"kind": "parquet", "column": column, "type": col_type, "files": structure}
+    if unit is not None:
+        shape["unit"] = unit
+    return Dataset("parquet", column, tuple(pieces), n, _fingerprint(shape), url, fs, None, value_kind,
+                   root=population, unit=unit)
 
 
 def _population_root(fs: Any, path: str) -> str:
@@ -307,6 +359,31 @@ def _fingerprint(structure: dict[str, Any]) -> str:
 
 
 # --- worker side --------------------------------------------------------------------
+def read_units(dataset: Dataset, piece: Piece) -> pa.Array:
+    """Read one piece's privacy unit values (a pyarrow array; nulls are refused where they are used)."""
+    if dataset.kind == "memory":
+        return dataset.unit_values[piece.start : piece.stop]
+    return _read_columns(dataset, piece, dataset.unit).column(0).combine_chunks()
+
+
+def _read_columns(dataset: Dataset, piece: Piece, column: str | None) -> pa.Table:
+    fs = dataset.fs
+    try:
+        if _is_local(fs):
+            pf = pq.ParquetFile(piece.path, memory_map=False)
+            return pf.read_row_groups(list(piece.row_groups), columns=[column], use_threads=False)
+        with fs.open(piece.path, "rb") as fh:
+            pf = pq.ParquetFile(fh)
+            return pf.read_row_groups(list(piece.row_groups), columns=[column], use_threads=False)
+    except pa.ArrowInvalid as exc:  # corrupt content: deterministic, not worth a retry
+        raise InputDataError(f"{piece.path!r} could not be read as Parquet ({_no_values(exc)})") from None
+
+
+def _no_values(exc: BaseException) -> str:
+    """An Arrow error's kind without its text, which may quote a value of the data."""
+    return f"{type(exc).__name__}: the file's content does not decode as its schema says"
+
+
 def read_piece(dataset: Dataset, piece: Piece) -> Any:
     """Read one piece's values: a numpy array (numeric), or a pyarrow Array (categorical).
 
@@ -315,17 +392,7 @@ def read_piece(dataset: Dataset, piece: Piece) -> Any:
     if dataset.kind == "memory":
         assert dataset.values is not None
         return dataset.values[piece.start : piece.stop]
-    fs = dataset.fs
-    try:
-        if _is_local(fs):
-            pf = pq.ParquetFile(piece.path, memory_map=False)
-            table = pf.read_row_groups(list(piece.row_groups), columns=[dataset.column], use_threads=False)
-        else:
-            with fs.open(piece.path, "rb") as fh:
-                pf = pq.ParquetFile(fh)
-                table = pf.read_row_groups(list(piece.row_groups), columns=[dataset.column], use_threads=False)
-    except pa.ArrowInvalid as exc:  # corrupt content: deterministic, not worth a retry
-        raise InputDataError(f"{piece.path!r} could not be read as Parquet ({exc})") from None
+    table = _read_columns(dataset, piece, dataset.column)
     # OSError (a transient I/O failure) propagates, so Dask retries the task
     col = table.column(0)
     if col.null_count:

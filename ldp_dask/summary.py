@@ -81,6 +81,27 @@ class Summary(Described):
             f"statistics={sorted(self.sums)}, mode={self.metadata.get('mode')!r})"
         )
 
+    @property
+    def privacy_unit(self) -> str:
+        """What ε is counted per: ``"row"``, or the column naming a person."""
+        return str(self.metadata.get("privacy_unit", "row"))
+
+    @property
+    def epsilon_per_unit(self) -> float:
+        """ε per privacy unit: the per-row ε spent times the rows a person may contribute."""
+        k = int(self.metadata.get("max_contributions", 1))
+        return float(self.metadata.get("epsilon_per_unit", k * max(self.channel.epsilon,
+                                                                       self.channel.epsilon_spent())))
+
+    def privacy_line(self) -> str:
+        """E.g. ``privacy unit: row, ε 1 per row`` or ``privacy unit: user, ε 1 per user (≤ 3 rows each at ε 0.333)``."""
+        unit, eps = self.privacy_unit, self.epsilon_per_unit
+        if unit == "row":
+            return f"privacy unit: row, ε {eps:g} per row"
+        k = int(self.metadata.get("max_contributions", 1))
+        return (f"privacy unit: {unit}, ε {eps:g} per {unit} (at most {k} row{'s' if k > 1 else ''} each, "
+                f"ε {self.channel.epsilon_spent():.4g} per row)")
+
     def same_release(self, other: "Summary") -> bool:
         """True when both hold the same channel, n and bit-identical statistics."""
         return (
@@ -97,7 +118,11 @@ class Summary(Described):
         """What was released and what it cost: the privacy parameters of the release, one row each."""
         ch, m = self.channel, self.metadata
         params = ch.params()
+        unit = self.privacy_unit
         facts = [("privacy model", "local differential privacy: each row privatized on its own before any sum"),
+                 ("privacy unit", unit if unit == "row" else
+                  f"{unit} (at most {m.get('max_contributions', 1)} rows per {unit}, chosen at random)"),
+                 (f"ε per {unit}", f"{self.epsilon_per_unit:g}"),
                  ("channel", ch.name), ("ε per row (requested / spent)", f"{ch.epsilon:g} / {ch.epsilon_spent():g}"),
                  ("rows (n)", f"{self.n:,}")]
         if "domain" in params:
@@ -111,7 +136,7 @@ class Summary(Described):
             facts.append(("released at", str(m["created_at"])))
         facts.append(("ldp_dask version", str(m.get("package_version", __version__))))
         return Description(title=f"Local-DP release of {m.get('column', 'a column')}",
-                           headline=f"{ch.name} channel, ε = {ch.epsilon:g} per row, n = {self.n:,}",
+                           headline=f"{ch.name} channel, ε = {self.epsilon_per_unit:g} per {unit}, n = {self.n:,}",
                            facts=tuple(facts))
 
     # --- file format ---------------------------------------------------------------

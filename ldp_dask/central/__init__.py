@@ -95,6 +95,9 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
         steps = check_int(steps, "steps", 1, 1 << 31)
     max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
     opts = RunOptions.of(options, **run)
+    if opts.privacy_unit is not None:
+        raise LdpDaskError("central quantiles count ε per row (one record replaced) and do not bound a person's "
+                           "rows yet; release them without --privacy-unit, on data with one row per person")
     dataset = plan(source, column, "numeric", opts)
     resolved = best_method(dataset.n, max_intervals) if method == "best" else method
     params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,

@@ -1,0 +1,141 @@
+"""Privacy units: at most k rows per person, chosen by keyed randomness, each privatized at ε/k.
+
+With a unit column u naming the person a row belongs to, a release counts ε per
+*person* (docs/privacy.md, "Privacy unit"):
+
+1. every row gets a person id (a 64-bit hash of its unit value), a *bucket*
+   (a keyed hash of the person id, modulo the number of buckets) and a *rank*
+   (a keyed hash of the person id and the row's position in the dataset);
+2. rows are shuffled by bucket, so all the rows of a person meet in one place
+   (a Dask shuffle, never the driver);
+3. in each bucket, each person keeps the ``k`` rows of smallest rank — a
+   uniformly random subset of size min(k, rows), independent of the values;
+4. each kept row is privatized by the channel at ε/k per row. By basic
+   composition of k non-interactive ε/k-LDP reports, everything released about
+   one person is ε-LDP. Dropped rows are never released.
+
+Two different unit values that hash to the same person id are treated as one
+person: they share k rows, which can only lower what each of them contributes.
+
+This module is numpy and pandas: it knows nothing of Dask.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ._validation import InputDataError, LdpDaskError
+from .channels import Channel, channel_from_params
+
+__all__ = ["UnitKeys", "unit_keys", "person_ids", "buckets", "ranks", "keep_contributions", "per_row_channel",
+           "bounded_values", "COLUMNS"]
+
+#: The columns of a tagged partition, in order: bucket, person id, rank, value.
+COLUMNS = ("bucket", "person", "rank", "value")
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+@dataclass(frozen=True)
+class UnitKeys:
+    """Keys of the bucket and rank hashes (derived on the driver from the secret; never the secret)."""
+
+    bucket: int
+    rank: int
+
+
+def unit_keys(secret_key: bytes, context: bytes) -> UnitKeys:
+    """Derive the two 64-bit keys from the secret and the release's context (driver side)."""
+    d = hmac.new(secret_key, b"ldp_dask/units/v1|" + context, hashlib.sha256).digest()
+    return UnitKeys(int.from_bytes(d[:8], "little"), int.from_bytes(d[8:16], "little"))
+
+
+def _mix(x: np.ndarray, key: int) -> np.ndarray:
+    """A keyed 64-bit mixing bijection (SplitMix64's finalizer on x ⊕ key, twice)."""
+    z = np.asarray(x, dtype=np.uint64) ^ np.uint64(key)
+    with np.errstate(over="ignore"):
+        for _ in range(2):
+            z = (z ^ (z >> np.uint64(30))) * _M1
+            z = (z ^ (z >> np.uint64(27))) * _M2
+            z = z ^ (z >> np.uint64(31))
+    return z
+
+
+def person_ids(units: Any) -> np.ndarray:
+    """A 64-bit id per row from its unit value (integers, strings, dictionary-encoded strings)."""
+    if isinstance(units, (pa.Array, pa.ChunkedArray)):
+        if isinstance(units, pa.ChunkedArray):
+            units = units.combine_chunks()
+        if pa.types.is_dictionary(units.type):
+            units = units.dictionary_decode()
+        if units.null_count:
+            raise InputDataError("the privacy unit column contains null values; every row needs a person")
+        units = units.to_numpy(zero_copy_only=False)
+    values = np.asarray(units)
+    if values.dtype.kind == "f":
+        raise InputDataError("the privacy unit column holds floating-point numbers; use an integer or string id")
+    return pd.util.hash_array(values, categorize=False).astype(np.uint64)
+
+
+def buckets(person: np.ndarray, keys: UnitKeys, count: int) -> np.ndarray:
+    """The bucket of each row: a keyed hash of its person, modulo ``count`` (all rows of a person agree)."""
+    return (_mix(person, keys.bucket) % np.uint64(count)).astype(np.int64)
+
+
+def ranks(person: np.ndarray, position: np.ndarray, keys: UnitKeys) -> np.ndarray:
+    """A keyed random rank per row, from its person and its position in the dataset (distinct within a person)."""
+    return _mix(_mix(np.asarray(position, dtype=np.uint64), keys.rank) ^ person, keys.rank ^ 0x5851F42D4C957F2D)
+
+
+def keep_contributions(person: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the rows kept: per person, the ``k`` of smallest rank, ordered by (person, rank).
+
+    The order depends only on the rows, not on how they arrived, so a bucket's
+    release is the same whichever worker built it.
+    """
+    order = np.lexsort((rank, person))
+    p = person[order]
+    if len(p) == 0:
+        return order
+    start = np.r_[True, p[1:] != p[:-1]]
+    group_start = np.maximum.accumulate(np.where(start, np.arange(len(p)), 0))
+    return order[(np.arange(len(p)) - group_start) < k]
+
+
+def tagged_frame(values: Any, units: Any, first_row: int, keys: UnitKeys, count: int) -> pd.DataFrame:
+    """A partition's rows as (bucket, person, rank, value), ready to be shuffled by bucket (worker side)."""
+    person = person_ids(units)
+    position = np.arange(first_row, first_row + len(person), dtype=np.uint64)
+    if isinstance(values, pa.Array):
+        if pa.types.is_dictionary(values.type):
+            values = values.dictionary_decode()
+        value = pd.Series(values.to_numpy(zero_copy_only=False), dtype=object)
+    else:
+        value = pd.Series(np.asarray(values))
+    return pd.DataFrame({"bucket": buckets(person, keys, count), "person": person,
+                         "rank": ranks(person, position, keys), "value": value})
+
+
+def bounded_values(frame: pd.DataFrame, k: int, categorical: bool) -> Any:
+    """The values a bucket releases: at most ``k`` per person (numpy, or a pyarrow array of categories)."""
+    keep = keep_contributions(frame["person"].to_numpy(np.uint64), frame["rank"].to_numpy(np.uint64), k)
+    kept = frame["value"].to_numpy()[keep]
+    if categorical:
+        return pa.array(kept.tolist() if kept.dtype == object else kept)
+    return np.asarray(kept)
+
+
+def per_row_channel(channel: Channel, k: int) -> Channel:
+    """The channel each kept row is privatized with: the same parameters at ε/k per row."""
+    if k == 1:
+        return channel
+    params = channel.params()
+    if "epsilon" not in params:  # pragma: no cover - every channel declares its ε
+        raise LdpDaskError(f"the {channel.name!r} channel cannot be split across contributions")
+    return channel_from_params(channel.name, {**params, "epsilon": channel.epsilon / k})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 __all__ = [
     "LdpDaskError",
     "InputDataError",
+    "error_value",
     "check_epsilon",
     "check_domain",
     "check_int",
@@ -32,6 +34,25 @@ class LdpDaskError(ValueError):
 
 class InputDataError(LdpDaskError):
     """The data itself is unusable: NaN, out of domain, wrong type, empty, corrupt."""
+
+
+#: Set to see, on the operator's own terminal, the messages of unexpected errors that are withheld otherwise.
+DEBUG_ENV = "LDP_DASK_DEBUG"
+
+
+def error_value(where: str, exc: BaseException) -> dict[str, str]:
+    """An error met while reading or privatizing a partition, as a value for the driver (never retried).
+
+    Our own :class:`InputDataError` messages describe the problem without quoting
+    the data. Any other exception's message is withheld, since libraries quote
+    the offending value (e.g. Arrow's "Integer value … not in range"); its type
+    is kept, and ``LDP_DASK_DEBUG=1`` shows the message.
+    """
+    if isinstance(exc, InputDataError):
+        return {"error": f"{where}: {exc}"}
+    detail = (" ".join(str(exc).split()) if os.environ.get(DEBUG_ENV)
+              else f"its message is withheld because it may quote the data; set {DEBUG_ENV}=1 to see it")
+    return {"error": f"{where}: {type(exc).__name__} while reading or privatizing this partition ({detail})"}
 
 
 def _is_real(value: Any) -> bool:

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Sequence
 
-from ._validation import LdpDaskError
+from ._validation import DEBUG_ENV, LdpDaskError
 
 __all__ = ["main"]
 
@@ -497,8 +497,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-#: Set to show the traceback of an infrastructure failure instead of one line.
-DEBUG_ENV = "LDP_DASK_DEBUG"
 _HINTS = (
     ("ephemeral Prefect API server", "the temporary Prefect API did not start in time (a busy machine?); raise "
                                      "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS or point PREFECT_API_URL "

@@ -31,6 +31,9 @@ import json
 import math
 import os
 import secrets as _secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -53,10 +56,41 @@ __all__ = [
     "content_tag",
     "TAG_MODULUS",
     "SECRET_ENV",
+    "hidden_from_children",
 ]
 
 SECRET_ENV = "LDP_DASK_SECRET"
 SECRET_FILE_ENV = "LDP_DASK_SECRET_FILE"
+_KEY_ENV = (SECRET_ENV, SECRET_FILE_ENV)
+#: the key's environment variables while child processes are being started (see hidden_from_children)
+_HIDDEN: dict[str, str] = {}
+_HIDERS = 0
+_HIDE_LOCK = threading.Lock()
+
+
+@contextmanager
+def hidden_from_children() -> Iterator[None]:
+    """Take the key's environment variables out of ``os.environ`` for the block, so that processes started
+    meanwhile (Dask workers, and the workers a nanny restarts) cannot read them; this process still can
+    (:func:`resolve_secret` looks here too). Nested and concurrent blocks share one hiding."""
+    global _HIDERS
+    with _HIDE_LOCK:
+        if _HIDERS == 0:
+            _HIDDEN.update({k: os.environ.pop(k) for k in _KEY_ENV if k in os.environ})
+        _HIDERS += 1
+    try:
+        yield
+    finally:
+        with _HIDE_LOCK:
+            _HIDERS -= 1
+            if _HIDERS == 0:
+                for k, v in _HIDDEN.items():
+                    os.environ.setdefault(k, v)
+                _HIDDEN.clear()
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or _HIDDEN.get(name)
 
 
 @dataclass(frozen=True)
@@ -124,14 +158,14 @@ def resolve_secret(
         return Secret(key, "seed", reproducible=True, insecure=True)
     if secret is not None:
         return Secret(_check_key(_as_bytes(secret), "secret"), "explicit", True, False)
-    if secret_file is None and not os.environ.get(SECRET_ENV) and os.environ.get(SECRET_FILE_ENV):
-        secret_file = os.environ[SECRET_FILE_ENV]  # e.g. a Docker or Kubernetes secret mounted as a file
+    if secret_file is None and not _env(SECRET_ENV) and _env(SECRET_FILE_ENV):
+        secret_file = _env(SECRET_FILE_ENV)  # e.g. a Docker or Kubernetes secret mounted as a file
     if secret_file is not None:
         path = Path(secret_file)
         if not path.is_file():
             raise LdpDaskError(f"The 'secret_file' parameter must name a readable file. Got {str(path)!r}.")
         return Secret(_check_key(path.read_bytes().strip(), "secret_file"), "file", True, False)
-    env = os.environ.get(SECRET_ENV)
+    env = _env(SECRET_ENV)
     if env:
         return Secret(_check_key(env.strip().encode(), SECRET_ENV), "env", True, False)
     return Secret(_secrets.token_bytes(32), "random", reproducible=False, insecure=False)

@@ -37,9 +37,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import exactsum
-from ._validation import InputDataError, LdpDaskError
+from ._validation import InputDataError, LdpDaskError, error_value
 from .channels import Channel
-from .noise import TAG_MODULUS, Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
+from .noise import (TAG_MODULUS, Secret, bind_key, content_tag, digest_arrays, generator, hidden_from_children,
+                    partition_base_keys)
 from .options import RunOptions
 from .release import Charge, Outputs, Released, plan, release
 from .ledger import ROW_UNIT
@@ -78,10 +79,11 @@ def _run_piece(task: _Task) -> dict[str, Any]:
     """Process one partition on a worker; returns a small accumulator dict."""
     where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
     try:
-        x = read_piece(task.dataset, task.piece)
-    except InputDataError as exc:
-        return {"error": f"{where}: {exc}"}
-    return _release_values(x, task.sink, where)
+        return _release_values(read_piece(task.dataset, task.piece), task.sink, where)
+    except (OSError, MemoryError):  # transient: Dask retries the task
+        raise
+    except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
+        return error_value(where, exc)
 
 
 def _release_values(x: Any, sink: _Sink, where: str) -> dict[str, Any]:
@@ -89,7 +91,7 @@ def _release_values(x: Any, sink: _Sink, where: str) -> dict[str, Any]:
     try:
         x, n_clipped = sink.channel.prepare(x, clip=sink.clip)
     except InputDataError as exc:
-        return {"error": f"{where}: {exc}"}
+        return error_value(where, exc)
     m = len(x)
     if sink.mode == "summary":
         exact = sink.channel.exact_stats(x)
@@ -237,8 +239,10 @@ def connect(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
             yield c
     elif client is None:
         workers = n_workers or max(1, min(os.cpu_count() or 1, 8))
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+        # worker processes inherit the environment: the key's variables are hidden while the cluster lives
+        # (a nanny restarting a worker spawns it again), and this process still resolves the key
+        with hidden_from_children(), LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
                 Client(cluster) as c:
             yield c
     elif isinstance(client, str):
@@ -273,7 +277,7 @@ def _cluster_from_env() -> Iterator[Any]:
     workers = os.environ.get("LDP_DASK_CLUSTER_WORKERS", "2")
     if not workers.isdigit() or int(workers) < 1:
         raise LdpDaskError(f"LDP_DASK_CLUSTER_WORKERS must be a positive integer. Got {workers!r} instead.")
-    with cls(**options) as cluster:
+    with hidden_from_children(), cls(**options) as cluster:
         cluster.scale(int(workers))
         yield cluster
 
@@ -334,8 +338,10 @@ def _tag_piece(task: _UnitTask) -> Any:
     try:
         return tagged_frame(read_piece(task.dataset, task.piece), read_units(task.dataset, task.piece),
                             task.first_row, task.keys, task.buckets)
-    except InputDataError as exc:
-        return {"error": f"{where}: {exc}"}
+    except (OSError, MemoryError):
+        raise
+    except Exception as exc:
+        return error_value(where, exc)
 
 
 def _error_of(frame: Any) -> str | None:
@@ -344,8 +350,13 @@ def _error_of(frame: Any) -> str | None:
 
 def _run_bucket(frame: Any, sink: _Sink, k: int) -> dict[str, Any]:
     """Keep at most ``k`` rows per person of one bucket and release them (worker side)."""
-    values = bounded_values(frame, k, sink.channel.value_kind == "categorical")
-    return _release_values(values, sink, f"the rows of bucket {sink.index} (grouped by person)")
+    where = f"the rows of bucket {sink.index} (grouped by person)"
+    try:
+        return _release_values(bounded_values(frame, k, sink.channel.value_kind == "categorical"), sink, where)
+    except (OSError, MemoryError):
+        raise
+    except Exception as exc:
+        return error_value(where, exc)
 
 
 def _run_units(dataset: Dataset, channel: Channel, mode: str, secret: Secret, options: RunOptions,

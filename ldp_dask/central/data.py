@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import InputDataError, check_int
+from .._validation import InputDataError, check_int, error_value
 from ..channels.base import check_values
 from ..options import RunOptions
 from ..source import Dataset, Piece, read_piece
@@ -99,8 +99,10 @@ def _hist_piece(task: _HistTask) -> dict[str, Any]:
     where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
     try:
         x, n_clipped = check_values(read_piece(task.dataset, task.piece), task.bounds, task.clip)
-    except InputDataError as exc:
-        return {"error": f"{where}: {exc}"}
+    except (OSError, MemoryError):  # transient: Dask retries the task
+        raise
+    except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
+        return error_value(where, exc)
     lo, hi = task.bounds
     idx = ((x - lo) * (task.cells / (hi - lo))).astype(np.intp)
     np.minimum(idx, task.cells - 1, out=idx)
@@ -141,7 +143,12 @@ def collect(dataset: Dataset, bounds: tuple[float, float], options: RunOptions |
     if dataset.kind == "memory" or dataset.n <= exact_max:
         parts, clipped = [], 0
         for p in dataset.pieces:
-            x, c = check_values(read_piece(dataset, p), bounds, clip)
+            try:
+                x, c = check_values(read_piece(dataset, p), bounds, clip)
+            except (OSError, MemoryError):
+                raise
+            except Exception as exc:
+                raise InputDataError(error_value(p.path or "the data", exc)["error"]) from None
             parts.append(x)
             clipped += c
         values = np.sort(np.concatenate(parts)) if parts else np.empty(0)

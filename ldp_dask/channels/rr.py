@@ -181,6 +181,10 @@ class RandomizedResponse(Channel):
                 raise InputDataError(
                     f"the column has type {arr.type} but the categories are {'integers' if pa.types.is_integer(want) else 'strings'}"
                 )
+            if both_int and pa.types.is_uint64(arr.type) and not pa.types.is_uint64(want):
+                # values above the categories' type cannot be categories: make them missing, not a cast error
+                limit = pa.scalar(np.iinfo(want.to_pandas_dtype()).max, pa.uint64())
+                arr = pc.if_else(pc.less_equal(arr, limit), arr, pa.scalar(None, pa.uint64()))
             arr = arr.cast(want)
         return pc.index_in(arr, value_set=self._value_set)
 

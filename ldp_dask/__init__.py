@@ -20,7 +20,8 @@ from .channels import Channel, HaarAdaptive, HaarLaplace, LaplaceHistogram, Lapl
 from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
 from .options import RunOptions
 from .pipeline import connect, privatize
-from .summary import Summary, read_summary
+from .ledger import BudgetExceeded, Ledger
+from .summary import Summary, read_summary, verify_summary
 
 __all__ = [
     "__version__",
@@ -29,6 +30,9 @@ __all__ = [
     "connect",
     "Summary",
     "read_summary",
+    "verify_summary",
+    "Ledger",
+    "BudgetExceeded",
     "Channel",
     "LaplaceHistogram",
     "LaplaceMean",

@@ -1,4 +1,4 @@
-"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles, budget, report.
+"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles, budget, report, verify.
 
 Bad input exits with status 2 and one line ``ldp-dask: error: ...`` on
 stderr; nothing is written in that case.
@@ -144,6 +144,14 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
     h.add_argument("--overwrite", action="store_true", help="replace an existing page")
     h.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    v = sub.add_parser("verify", help="check that a summary file is as released (its MAC under the release key)",
+                       description="Validate a summary's structure and check its HMAC under the key it was "
+                                   "released with (--secret-file, else LDP_DASK_SECRET / LDP_DASK_SECRET_FILE). "
+                                   "Exit 0 when it matches, 2 otherwise.")
+    v.add_argument("summary", help="summary file")
+    v.add_argument("--secret-file", default=None, help="file with the release key")
+    v.add_argument("--seed", type=int, default=None, help="the insecure seed the summary was released with")
 
     b = sub.add_parser("budget", help="show the privacy budget ledger, or declare a dataset and its budget",
                        description="Every release is recorded in the ledger and charged, per person, against the "
@@ -434,11 +442,23 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
     _, written = publish({"json": a.out, "plot": a.plot}, lambda outputs: _written(est, outputs),
                          overwrite=a.overwrite)
     if a.json:
-        print(json.dumps(est.to_dict()))
+        print(json.dumps({**est.to_dict(), "summary_integrity": s.integrity}))
         return 0
     print(est)
+    print(f"summary integrity: {s.integrity}")
     for label, path in written.items():
         print(f"wrote {label}: {path}")
+    return 0
+
+
+def _cmd_verify(a: argparse.Namespace) -> int:
+    from ldp_dask.noise import resolve_secret
+    from ldp_dask.summary import verify_summary
+
+    key = resolve_secret(seed=a.seed, secret_file=a.secret_file) if (a.seed is not None or a.secret_file) else None
+    s = verify_summary(a.summary, key)
+    print(f"verified: {a.summary} is as released (MAC under key id {s.metadata.get('key_id')}); "
+          f"{s.channel.name}, n = {s.n:,}, {s.privacy_line()}")
     return 0
 
 
@@ -477,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
                                 "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget,
-                                "report": _cmd_report}
+                                "report": _cmd_report, "verify": _cmd_verify}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error

@@ -46,7 +46,7 @@ from .release import Charge, Outputs, Released, plan, release
 from .ledger import ROW_UNIT
 from .source import Dataset, Piece, read_piece, read_units
 from .units import UnitKeys, bounded_values, per_row_channel, tagged_frame, unit_keys
-from .summary import Summary
+from .summary import Summary, summary_mac_key
 
 __all__ = ["privatize", "release_summary", "run_channel", "local_charge", "connect", "map_reduce", "MODES"]
 
@@ -432,12 +432,15 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
                            f"channel needs {channel.value_kind!r} values")
     rows = None if rows_path is None else os.fspath(rows_path)
 
+    mac: list[bytes] = []
+
     def compute(secret: Secret, outputs: Outputs) -> Summary:
+        mac.append(summary_mac_key(secret))
         return run_channel(dataset, channel, mode, secret, opts, outputs.directory("rows") if rows else None, rows)
 
     def write(summary: Summary, outputs: Outputs) -> None:
-        if "summary" in outputs:
-            outputs.write("summary", summary.write_parquet)
+        if "summary" in outputs:  # with an HMAC under a key derived from the release key (ldp-dask verify)
+            outputs.write("summary", lambda fh: summary.write_parquet(fh, mac[0]))
 
     return release(dataset, local_charge(channel, mode, opts), compute, opts,
                    targets={"summary": out, "rows": rows}, write=write, overwrite=overwrite,

@@ -18,8 +18,11 @@ the operator and is never serialised.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import io
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -33,10 +36,11 @@ import pyarrow.parquet as pq
 from ._io import atomic_write
 from ._version import __version__
 from .outputs import Described, Description
-from ._validation import InputDataError
+from ._validation import InputDataError, LdpDaskError
 from .channels import Channel, channel_from_params
 
-__all__ = ["Summary", "read_summary", "is_summary_file", "FORMAT_VERSION", "METADATA_KEY"]
+__all__ = ["Summary", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key", "FORMAT_VERSION",
+           "METADATA_KEY"]
 
 FORMAT_VERSION = 1
 METADATA_KEY = b"ldp_dask.summary"
@@ -62,6 +66,10 @@ class Summary(Described):
     content_tag : str or None
         Keyed digest of the content the release was computed from, for the
         ledger's re-run rule (operator-only; never written to disk).
+    integrity : str
+        Whether the summary is known to be as released: ``"released here"``
+        (computed in this process), ``"verified"`` (read from a file whose MAC
+        matched under the release key), or ``"not verified: <why>"``.
     """
 
     channel: Channel
@@ -70,6 +78,12 @@ class Summary(Described):
     metadata: dict[str, Any]
     n_clipped: int | None = field(default=None)
     content_tag: str | None = field(default=None, repr=False)
+    integrity: str = field(default="released here", repr=False)
+
+    @property
+    def verified(self) -> bool:
+        """True when computed here or read from a file whose MAC matched."""
+        return not self.integrity.startswith("not verified")
 
     @property
     def epsilon(self) -> float:
@@ -135,6 +149,7 @@ class Summary(Described):
         if "created_at" in m:
             facts.append(("released at", str(m["created_at"])))
         facts.append(("ldp_dask version", str(m.get("package_version", __version__))))
+        facts.append(("integrity", self.integrity))
         return Description(title=f"Local-DP release of {m.get('column', 'a column')}",
                            headline=f"{ch.name} channel, ε = {self.epsilon_per_unit:g} per {unit}, n = {self.n:,}",
                            facts=tuple(facts))
@@ -155,7 +170,8 @@ class Summary(Described):
         meta.update({k: v for k, v in self.metadata.items() if k not in meta})
         return meta
 
-    def to_table(self) -> pa.Table:
+    def to_table(self, mac_key: bytes | None = None) -> pa.Table:
+        """The summary as a table; with ``mac_key`` its metadata carries an HMAC of everything in the file."""
         names, idx, vals = [], [], []
         for k in sorted(self.sums):
             v = np.asarray(self.sums[k], dtype=np.float64).ravel()
@@ -169,16 +185,23 @@ class Summary(Described):
                 "value": pa.array(np.concatenate(vals), pa.float64()),
             }
         )
-        meta = json.dumps(self.file_metadata(), sort_keys=True).encode()
-        return table.replace_schema_metadata({METADATA_KEY: meta})
+        meta = self.file_metadata()
+        if mac_key is not None:
+            meta["mac"] = _mac(mac_key, meta, table)
+        return table.replace_schema_metadata({METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
 
-    def write_parquet(self, fh: Any) -> None:
-        """Write the summary file's bytes to a binary file object."""
-        pq.write_table(self.to_table(), fh)
+    def write_parquet(self, fh: Any, mac_key: bytes | None = None) -> None:
+        """Write the summary file's bytes to a binary file object (with an HMAC under ``mac_key``)."""
+        pq.write_table(self.to_table(mac_key), fh)
 
-    def to_parquet(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
-        """Write the summary atomically to ``path`` (local path or fsspec URL)."""
-        return atomic_write(path, self.write_parquet, overwrite=overwrite)
+    def to_parquet(self, path: str | os.PathLike[str], overwrite: bool = False, key: Any = None) -> str:
+        """Write the summary atomically to ``path`` (local path or fsspec URL).
+
+        With ``key`` (the release's :class:`~ldp_dask.noise.Secret`) the file
+        carries an HMAC that :func:`verify_summary` checks.
+        """
+        mac_key = summary_mac_key(key) if key is not None else None
+        return atomic_write(path, lambda fh: self.write_parquet(fh, mac_key), overwrite=overwrite)
 
 
 def _show(value: Any) -> str:
@@ -201,8 +224,45 @@ def is_summary_file(path: str | os.PathLike[str]) -> bool:
     return METADATA_KEY in meta
 
 
-def read_summary(path: str | os.PathLike[str] | Summary) -> Summary:
-    """Read a summary file written by :meth:`Summary.to_parquet` (or pass one through)."""
+def summary_mac_key(secret: Any) -> bytes:
+    """The key of summary MACs, derived from the release key (never the key itself)."""
+    from .noise import resolve_secret
+
+    sec = resolve_secret(secret) if not hasattr(secret, "key") else secret
+    return hmac.new(sec.key, b"ldp_dask/summary-mac/v1", hashlib.sha256).digest()
+
+
+def _mac(mac_key: bytes, meta: dict[str, Any], table: pa.Table) -> str:
+    """HMAC-SHA256 over the canonical metadata (without the MAC) and every (statistic, index, value)."""
+    h = hmac.new(mac_key, json.dumps({k: v for k, v in meta.items() if k != "mac"}, sort_keys=True,
+                                     separators=(",", ":"), default=str).encode(), hashlib.sha256)
+    h.update(json.dumps(table.column("statistic").to_pylist()).encode())
+    h.update(np.ascontiguousarray(table.column("index").to_numpy(), dtype="<i4").tobytes())
+    h.update(np.ascontiguousarray(table.column("value").to_numpy(), dtype="<f8").tobytes())
+    return h.hexdigest()
+
+
+def _key_at_hand(key: Any) -> Any:
+    """The key to check MACs with: the one given, else one configured in the environment (never a random one)."""
+    from .noise import resolve_secret
+
+    if key is not None:
+        return resolve_secret(key) if not hasattr(key, "key") else key
+    sec = resolve_secret()
+    return sec if sec.source != "random" else None
+
+
+def read_summary(path: str | os.PathLike[str] | Summary, key: Any = None) -> Summary:
+    """Read and check a summary file written by :meth:`Summary.to_parquet` (or pass one through).
+
+    The file's structure is validated (one clear :class:`InputDataError`
+    otherwise): the channel and its parameters, n > 0, every statistic with
+    the channel's length and a complete index, finite values, consistent
+    privacy parameters. Its MAC is then checked under ``key`` or the key the
+    environment configures (``LDP_DASK_SECRET``, ``LDP_DASK_SECRET_FILE``): a
+    mismatch is an error; without a key or a MAC the summary is marked
+    ``integrity="not verified: …"``, which estimates and reports show.
+    """
     if isinstance(path, Summary):
         return path
     url = os.fspath(path)
@@ -219,22 +279,106 @@ def read_summary(path: str | os.PathLike[str] | Summary) -> Summary:
     raw = (table.schema.metadata or {}).get(METADATA_KEY)
     if raw is None:
         raise InputDataError(f"{url!r} is not an ldp_dask summary (no {METADATA_KEY.decode()!r} metadata)")
-    meta = json.loads(raw)
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict):
+        raise InputDataError(f"{url!r}: its summary metadata is not a JSON object")
     if meta.get("format_version") != FORMAT_VERSION:
         raise InputDataError(
             f"{url!r} has summary format version {meta.get('format_version')!r}; "
             f"this ldp_dask reads version {FORMAT_VERSION}"
         )
-    channel = channel_from_params(meta["channel"], meta["channel_params"])
-    stat = table.column("statistic").to_pylist()
+    channel, sums = _checked(url, meta, table)
+    integrity = _integrity(url, meta, table, key)
+    core = {"format_version", "channel", "channel_params", "epsilon", "n", "domain", "mac"}
+    extra = {k: v for k, v in meta.items() if k not in core}
+    return Summary(channel, int(meta["n"]), sums, extra, integrity=integrity)
+
+
+def _checked(url: str, meta: dict[str, Any], table: pa.Table) -> tuple[Channel, dict[str, np.ndarray]]:
+    """Validate a summary's structure against its channel; returns the channel and the statistics."""
+    from .channels import CHANNELS
+
+    def bad(what: str) -> InputDataError:
+        return InputDataError(f"{url!r} is not a valid summary: {what}")
+
+    name, params = meta.get("channel"), meta.get("channel_params")
+    if name not in CHANNELS or not isinstance(params, dict):
+        raise bad(f"unknown channel {name!r} or parameters that are not an object")
+    try:
+        channel = channel_from_params(name, params)
+    except (LdpDaskError, TypeError, ValueError) as exc:
+        raise bad(f"its {name} parameters are invalid ({' '.join(str(exc).split())})") from None
+    n = meta.get("n")
+    if not (isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 1 << 53):
+        raise bad(f"n must be an integer in [1, 2^53], got {n!r}")
+    if meta.get("epsilon") != channel.epsilon:
+        raise bad(f"its ε {meta.get('epsilon')!r} disagrees with its channel's {channel.epsilon!r}")
+    domain = getattr(channel, "domain", None)
+    if meta.get("domain") not in (None, list(domain) if domain is not None else None):
+        raise bad(f"its domain {meta.get('domain')!r} disagrees with its channel's {list(domain or ())!r}")
+    k = meta.get("max_contributions", 1)
+    if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 1_000_000):
+        raise bad(f"max_contributions must be an integer in [1, 10^6], got {k!r}")
+    if "epsilon_per_unit" in meta:
+        per_unit = k * max(channel.epsilon, channel.epsilon_spent())
+        if not (isinstance(meta["epsilon_per_unit"], (int, float))
+                and math.isclose(meta["epsilon_per_unit"], per_unit, rel_tol=1e-9)):
+            raise bad(f"its ε per unit {meta['epsilon_per_unit']!r} disagrees with {k} × the channel's ε")
+    if meta.get("mode", "summary") not in ("summary", "rows"):
+        raise bad(f"unknown mode {meta.get('mode')!r}")
+    if set(table.column_names) != {"statistic", "index", "value"}:
+        raise bad(f"columns {table.column_names}, expected statistic, index, value")
+    stat = np.asarray(table.column("statistic").to_pylist(), dtype=object)
     index = table.column("index").to_numpy()
     value = table.column("value").to_numpy()
+    expected = {k: int(np.size(v)) for k, v in channel.row_sums(np.zeros((1, channel.dim))).items()}
+    if set(stat.tolist()) != set(expected):
+        raise bad(f"statistics {sorted(set(stat.tolist()))}, expected {sorted(expected)} for this channel")
+    if not np.all(np.isfinite(value)):
+        raise bad("it holds values that are not finite")
     sums: dict[str, np.ndarray] = {}
-    for k in dict.fromkeys(stat):
-        mask = np.array([s == k for s in stat])
-        out = np.empty(int(mask.sum()))
-        out[index[mask]] = value[mask]
-        sums[k] = out
-    core = {"format_version", "channel", "channel_params", "epsilon", "n", "domain"}
-    extra = {k: v for k, v in meta.items() if k not in core}
-    return Summary(channel, int(meta["n"]), sums, extra)
+    for key, size in expected.items():
+        mask = stat == key
+        idx = index[mask]
+        if len(idx) != size or not np.array_equal(np.sort(idx), np.arange(size)):
+            raise bad(f"statistic {key!r} must have exactly the indices 0..{size - 1} once each (the channel's "
+                      f"parameters give {size} values; found {len(idx)})")
+        out = np.empty(size)
+        out[idx] = value[mask]
+        sums[key] = out
+    if "group_n" in sums:
+        g = sums["group_n"]
+        if np.any(g < 0) or np.any(g != np.round(g)) or int(g.sum()) != n:
+            raise bad("its group sizes must be non-negative integers adding up to n")
+    return channel, sums
+
+
+def _integrity(url: str, meta: dict[str, Any], table: pa.Table, key: Any) -> str:
+    if "mac" not in meta:
+        return "not verified: the file carries no MAC"
+    sec = _key_at_hand(key)
+    if sec is None:
+        return "not verified: no key at hand to check its MAC (set LDP_DASK_SECRET or LDP_DASK_SECRET_FILE)"
+    if sec.key_id != meta.get("key_id"):
+        return f"not verified: released under key id {meta.get('key_id')}, the key at hand is {sec.key_id}"
+    if not hmac.compare_digest(str(meta["mac"]), _mac(summary_mac_key(sec), meta, table)):
+        raise InputDataError(f"{url!r} was modified after its release: its MAC does not match its content under "
+                             f"the release key (key id {sec.key_id})")
+    return "verified"
+
+
+def verify_summary(path: str | os.PathLike[str], key: Any = None) -> Summary:
+    """Read ``path`` and require its MAC to match under ``key`` (or the environment's key).
+
+    Raises
+    ------
+    InputDataError
+        Invalid structure, a MAC that does not match, no MAC, or no key to check it with.
+    """
+    s = read_summary(path, key)
+    if not s.verified:
+        raise InputDataError(f"{os.fspath(path)!r}: {s.integrity}")
+    return s

@@ -60,15 +60,18 @@ def test_no_build_context_contains_a_key(tmp_path):
     # what an operator's checkout holds beside the code
     planted = ["deploy/secrets/ldp_dask_secret", ".env", "deploy/.env", "ledger.sqlite", "deploy/secrets/tls.key",
                "demo-output/ledger.sqlite", "data/part-0.parquet", ".venv/bin/python", "my_secret.txt"]
+    import secrets
+
+    planted_key = secrets.token_hex(24)  # not in any file of the repository
     for p in planted:
         (ctx / p).parent.mkdir(parents=True, exist_ok=True)
-        (ctx / p).write_text(KEY)
+        (ctx / p).write_text(planted_key)
     patterns = [line.strip() for line in (ctx / ".dockerignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     context = set(exclude_paths(str(ctx), patterns, dockerfile="deploy/Dockerfile"))
     assert not context & set(planted), sorted(context & set(planted))
     for p in (p for p in context if (ctx / p).is_file()):  # no file in the context holds the key
-        assert KEY not in (ctx / p).read_text(errors="replace"), p
+        assert planted_key not in (ctx / p).read_text(errors="replace"), p
     # what the Dockerfile copies is in the context
     for needed in ("pyproject.toml", "README.md", "ldp_dask/__init__.py", "flows/__init__.py", "deploy/prefect.yaml",
                    "deploy/localstack.py"):

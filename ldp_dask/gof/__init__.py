@@ -32,7 +32,7 @@ from ..options import RunOptions
 from ..outputs import write_result_files
 from ..pipeline import local_charge, run_channel
 from ..release import Outputs, Released, plan, publish, release
-from ..summary import Summary, is_summary_file, read_summary
+from ..summary import Summary, is_summary_file, read_summary, summary_mac_key
 from .calibration import (
     critical_value, pooled_p_values, simulate_joint_statistics, simulate_summary_statistic,
     simulate_u_statistic, summary_statistic, u_statistic,
@@ -249,7 +249,10 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
         raise LdpDaskError("statistic='U' needs a directory for the privatized rows ('rows').")
     rows_path = None if rows is None else os.fspath(rows)
 
+    mac: list[bytes] = []
+
     def compute(secret: Secret, outputs: Outputs) -> tuple[TestResult, Summary]:
+        mac.append(summary_mac_key(secret))
         staged = outputs.directory("rows") if mode == "rows" else None
         s = run_channel(dataset, ch, mode, secret, opts, staged, rows_path)
         return _test(s, null, level, statistic, staged[1] if staged else None, B, rng), s
@@ -257,7 +260,7 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
     def write(result: tuple[TestResult, Summary], outputs: Outputs) -> None:
         res, s = result
         if "summary" in outputs:
-            outputs.write("summary", s.write_parquet)
+            outputs.write("summary", lambda fh: s.write_parquet(fh, mac[0]))
         write_result_files(res, outputs)
 
     return release(dataset, local_charge(ch, mode, opts), compute, opts, content_tag=lambda r: r[1].content_tag,

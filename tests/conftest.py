@@ -32,6 +32,16 @@ def cluster():
 
 
 @pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server on 127.0.0.1 for the session (tests/pg_server.py); yields its URL."""
+    from pg_server import postgres_server
+
+    # not under pytest's private temp dir: the server runs as an unprivileged user when the tests run as root
+    with postgres_server(Path(tempfile.mkdtemp(prefix="ldp-pg-"))) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def prefect_harness():
     """One temporary Prefect API (own database) for the whole session, given the time a busy machine needs."""
     from prefect.testing.utilities import prefect_test_harness

@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +33,28 @@ KEY = "a-file-secret-0123456789abcdef"
 def _write(path, seed, n=20_000, row_group_size=None):
     pq.write_table(pa.table({"x": np.random.default_rng(seed).random(n), "y": np.random.default_rng(seed + 99).random(n)}),
                    path, row_group_size=row_group_size)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def led(request, tmp_path):
+    """A new ledger: a SQLite file, or a database on a real PostgreSQL server started for the session."""
+    if request.param == "sqlite":
+        return str(tmp_path / "ledger.sqlite")
+    from pg_server import fresh_database
+
+    return fresh_database(request.getfixturevalue("postgres"), f"ledger_{uuid.uuid4().hex[:12]}")
+
+
+def _sql(location: str, statement: str, params=()) -> None:
+    """Change the ledger behind its back (to stage a crash, another host, an expired lease)."""
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(location) as con:
+            con.execute(statement.replace("?", "%s"), params)
+    else:
+        with sqlite3.connect(location) as con:
+            con.execute(statement, params)
 
 
 @pytest.fixture()
@@ -55,8 +78,7 @@ def _spent(ledger, capsys) -> list[dict]:
     return json.loads(capsys.readouterr().out)
 
 
-def test_budget_is_enforced_before_any_work(tmp_path, data, capsys):
-    led = tmp_path / "ledger.sqlite"
+def test_budget_is_enforced_before_any_work(tmp_path, data, capsys, led):
     assert main(["budget", "set", "survey", "--source", str(data), "--limit", "1.5", "--ledger", str(led)]) == 0
     assert _privatize(data, tmp_path / "a.parquet", led, "--seed", "1") == 0
     capsys.readouterr()
@@ -68,8 +90,7 @@ def test_budget_is_enforced_before_any_work(tmp_path, data, capsys):
     assert len(entries) == 1 and entries[0]["status"] == "committed" and entries[0]["epsilon"] == 1.0
 
 
-def test_rerun_with_the_same_key_and_data_is_free_and_identical(tmp_path, data, capsys):
-    led = tmp_path / "ledger.sqlite"
+def test_rerun_with_the_same_key_and_data_is_free_and_identical(tmp_path, data, capsys, led):
     for name in ("a", "b"):
         assert _privatize(data, tmp_path / f"{name}.parquet", led, "--secret-file", str(tmp_path / "key")) == 0
     assert "identical to a recorded release: no ε spent" in capsys.readouterr().err
@@ -84,8 +105,7 @@ def test_rerun_with_the_same_key_and_data_is_free_and_identical(tmp_path, data, 
     assert [d["spent"] for d in _spent(led, capsys)] == [3.0]
 
 
-def test_budget_is_per_person_across_columns_and_scopes(tmp_path, data, capsys):
-    led = tmp_path / "ledger.sqlite"
+def test_budget_is_per_person_across_columns_and_scopes(tmp_path, data, capsys, led):
     assert main(["budget", "set", "survey", "--source", str(data), "--limit", "2", "--ledger", str(led)]) == 0
     assert _privatize(data, tmp_path / "a.parquet", led, "--seed", "1") == 0
     assert main(["quantiles", str(data), "--column", "y", "--bounds", "0", "1", "--epsilon", "0.5", "--local",
@@ -102,8 +122,8 @@ def test_budget_is_per_person_across_columns_and_scopes(tmp_path, data, capsys):
 
 
 # --- the bypasses -----------------------------------------------------------------------------------------
-def test_appending_a_file_does_not_reset_the_budget(tmp_path, data, capsys):
-    led = tmp_path / "ledger.sqlite"  # no declaration: the default identity is the directory
+def test_appending_a_file_does_not_reset_the_budget(tmp_path, data, capsys, led):
+    # no declaration: the default identity is the directory
     assert _privatize(data, tmp_path / "a.parquet", led, "--secret-file", str(tmp_path / "key")) == 0
     _write(data / "b.parquet", 1)
     assert _privatize(data, tmp_path / "b.parquet", led, "--secret-file", str(tmp_path / "key")) == 0
@@ -111,8 +131,7 @@ def test_appending_a_file_does_not_reset_the_budget(tmp_path, data, capsys):
     assert row["root"] == f"file://{os.path.realpath(data)}" and row["spent"] == 2.0
 
 
-def test_files_globs_parents_and_links_of_a_declared_dataset_are_charged_to_it(tmp_path, data, capsys):
-    led = tmp_path / "ledger.sqlite"
+def test_files_globs_parents_and_links_of_a_declared_dataset_are_charged_to_it(tmp_path, data, capsys, led):
     parent = tmp_path / "all"
     data = parent / "survey"
     data.mkdir(parents=True)
@@ -134,8 +153,7 @@ def test_files_globs_parents_and_links_of_a_declared_dataset_are_charged_to_it(t
         assert "'survey' has spent 4 of its budget 4.5" in capsys.readouterr().err
 
 
-def test_editing_a_file_in_place_is_a_new_release(tmp_path, data, capsys):
-    led = tmp_path / "ledger.sqlite"
+def test_editing_a_file_in_place_is_a_new_release(tmp_path, data, capsys, led):
     key = ("--secret-file", str(tmp_path / "key"))
     assert _privatize(data, tmp_path / "a.parquet", led, *key) == 0
     _write(data / "a.parquet", 7, row_group_size=5_000)  # new values, same rows, same row groups
@@ -146,8 +164,7 @@ def test_editing_a_file_in_place_is_a_new_release(tmp_path, data, capsys):
 
 @pytest.mark.parametrize("change", [("--partition-rows", "5000"), ("--mode", "rows", "--rows-out", "ROWS"),
                                     ("--clip",)])
-def test_partitioning_mode_and_clipping_change_the_release(tmp_path, data, capsys, change):
-    led = tmp_path / "ledger.sqlite"
+def test_partitioning_mode_and_clipping_change_the_release(tmp_path, data, capsys, change, led):
     key = ("--secret-file", str(tmp_path / "key"))
     assert _privatize(data, tmp_path / "a.parquet", led, *key) == 0
     change = [str(tmp_path / "rows") if c == "ROWS" else c for c in change]
@@ -160,8 +177,7 @@ def test_partitioning_mode_and_clipping_change_the_release(tmp_path, data, capsy
         assert not a.same_release(b)
 
 
-def test_an_exhausted_budget_still_allows_an_identical_rerun_but_not_edited_data(tmp_path, data, capsys):
-    led = tmp_path / "ledger.sqlite"
+def test_an_exhausted_budget_still_allows_an_identical_rerun_but_not_edited_data(tmp_path, data, capsys, led):
     key = ("--secret-file", str(tmp_path / "key"))
     assert main(["budget", "set", "survey", "--source", str(data), "--limit", "1", "--ledger", str(led)]) == 0
     assert _privatize(data, tmp_path / "a.parquet", led, *key) == 0
@@ -175,8 +191,8 @@ def test_an_exhausted_budget_still_allows_an_identical_rerun_but_not_edited_data
     assert [r["spent"] for r in _spent(led, capsys)] == [1.0]
 
 
-def test_releases_in_different_privacy_units_cannot_be_added_up(tmp_path, data):
-    led = Ledger(tmp_path / "ledger.sqlite")
+def test_releases_in_different_privacy_units_cannot_be_added_up(led):
+    led = Ledger(led)
     root = "file:///data/survey"
     led.reserve(root=root, column="x", scope="local", channel="c", params={}, epsilon=1.0, key_id="k",
                 release_key="r1")
@@ -207,8 +223,7 @@ sys.exit(main(sys.argv[2:]))
 
 
 @pytest.mark.parametrize("where, charged", [("commit", 1.0), ("publish", 1.0), ("settle", 1.0), ("raise", 0.0)])
-def test_a_run_killed_after_its_output_left_is_charged(tmp_path, data, capsys, where, charged):
-    led = tmp_path / "ledger.sqlite"
+def test_a_run_killed_after_its_output_left_is_charged(tmp_path, data, capsys, where, charged, led):
     args = ["privatize", str(data), "--column", "x", "--channel", "histogram", "--bins", "8", "--domain", "0", "1",
             "--epsilon", "1", "--out", str(tmp_path / "s.parquet"), "--local", "--ledger", str(led), "--seed", "1",
             "--mode", "rows", "--rows-out", str(tmp_path / "rows")]
@@ -229,37 +244,35 @@ def test_a_run_killed_after_its_output_left_is_charged(tmp_path, data, capsys, w
         assert not (tmp_path / "rows").exists() and not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
 
 
-def test_reservations_of_dead_processes_and_expired_leases_are_resolved(tmp_path):
-    path = tmp_path / "ledger.sqlite"
-    led = Ledger(path)
+def test_reservations_of_dead_processes_and_expired_leases_are_resolved(tmp_path, led):
+    path, led = led, Ledger(led)
     led.declare("d", "file:///d", 1.0)
     kw = dict(root="file:///d", column="x", scope="local", channel="c", params={}, epsilon=1.0, key_id="k")
     r = led.reserve(release_key="a", outputs=[str(tmp_path / "never-written")], **kw)
-    with sqlite3.connect(path) as con:  # the reserving process crashed before writing: a pid that cannot exist
-        con.execute("UPDATE releases SET pid=? WHERE id=?", (2**22 + 12345, r.id))
+    # the reserving process crashed before writing: a pid that cannot exist
+    _sql(path, "UPDATE releases SET pid=? WHERE id=?", (2**22 + 12345, r.id))
     r2 = led.reserve(release_key="b", **kw)
     assert [e["id"] for e in led.entries()] == [r2.id]
-    with sqlite3.connect(path) as con:  # another host, publishing, lease still running: it holds the budget
-        con.execute("UPDATE releases SET host='elsewhere', status='publishing', lease_until=? WHERE id=?",
-                    (time.time() + 3600, r2.id))
+    # another host, publishing, lease still running: it holds the budget
+    _sql(path, "UPDATE releases SET host='elsewhere', status='publishing', lease_until=? WHERE id=?",
+         (time.time() + 3600, r2.id))
     with pytest.raises(BudgetExceeded):
         led.reserve(release_key="c", **kw)
-    with sqlite3.connect(path) as con:  # its lease expires: it was publishing, so it is committed, never dropped
-        con.execute("UPDATE releases SET lease_until=? WHERE id=?", (time.time() - 1, r2.id))
+    # its lease expires: it was publishing, so it is committed, never dropped
+    _sql(path, "UPDATE releases SET lease_until=? WHERE id=?", (time.time() - 1, r2.id))
     (e,) = led.entries()
     assert e["status"] == "committed" and "recovered" in e["note"]
 
 
-def test_a_live_run_renews_its_lease(tmp_path):
-    led = Ledger(tmp_path / "ledger.sqlite", lease_seconds=0.3)
+def test_a_live_run_renews_its_lease(led):
+    path, led = led, Ledger(led, lease_seconds=0.6)
     r = led.reserve(root="file:///d", column="x", scope="local", channel="c", params={}, epsilon=1.0, key_id="k",
                     release_key="a")
-    with sqlite3.connect(tmp_path / "ledger.sqlite") as con:  # as seen from another host
-        con.execute("UPDATE releases SET host='elsewhere' WHERE id=?", (r.id,))
+    _sql(path, "UPDATE releases SET host='elsewhere' WHERE id=?", (r.id,))  # as seen from another host
     with led.holding(r):
-        time.sleep(1.0)  # three leases long
+        time.sleep(2.0)  # three leases long
         assert [e["status"] for e in led.entries()] == ["reserved"]
-    time.sleep(0.5)
+    time.sleep(0.8)
     assert led.entries() == []  # no longer renewed, nothing staged: dropped
 
 
@@ -314,13 +327,42 @@ def race_four(location) -> list[str]:
 
 
 @pytest.mark.slow
-def test_concurrent_releases_cannot_overspend(tmp_path):
-    assert race_four(tmp_path / "ledger.sqlite") == ["ok", "refused", "refused", "refused"]
+def test_concurrent_releases_cannot_overspend(led):
+    assert race_four(led) == ["ok", "refused", "refused", "refused"]
 
 
-def test_hostname_is_recorded_for_lease_recovery(tmp_path):
-    led = Ledger(tmp_path / "l.sqlite")
-    led.reserve(root="file:///d", column="x", scope="local", channel="c", params={}, epsilon=1.0, key_id="k",
-                release_key="a")
-    with sqlite3.connect(tmp_path / "l.sqlite") as con:
-        assert con.execute("SELECT host, pid FROM releases").fetchone() == (socket.gethostname(), os.getpid())
+def test_hostname_and_pid_are_recorded_for_recovery(led):
+    (entry,) = [Ledger(led).reserve(root="file:///d", column="x", scope="local", channel="c", params={},
+                                    epsilon=1.0, key_id="k", release_key="a")]
+    assert entry.id >= 1
+    assert [(e["status"], e["epsilon"]) for e in Ledger(led).entries()] == [("reserved", 1.0)]
+    host_pid = _select(led, "SELECT host, pid FROM releases")
+    assert host_pid == (socket.gethostname(), os.getpid())
+
+
+def _select(location: str, statement: str):
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(location) as con:
+            return tuple(con.execute(statement).fetchone())
+    with sqlite3.connect(location) as con:
+        return con.execute(statement).fetchone()
+
+
+@pytest.mark.postgres
+def test_a_postgresql_database_holding_other_tables_or_an_old_ledger_is_refused(postgres, capsys):
+    from pg_server import fresh_database
+
+    from ldp_dask._ledger_pg import public_url
+
+    url = fresh_database(postgres, f"ledger_{uuid.uuid4().hex[:12]}")
+    _sql(url, "CREATE TABLE releases (id INTEGER, fingerprint TEXT)")  # what an earlier ldp_dask wrote
+    assert main(["budget", "--ledger", url]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "earlier ldp_dask" in err[0], err
+    # a server that does not answer: one line, and no password in it
+    assert main(["budget", "--ledger", "postgresql://ldp:hunter2@127.0.0.1:9/none"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach the ledger" in err[0] and "hunter2" not in err[0], err
+    assert public_url("postgresql://u:pw@h:5/db") == "postgresql://u:***@h:5/db"

@@ -170,6 +170,16 @@ def _instructions(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def test_the_stack_keeps_its_ledger_in_postgresql():
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    ledger = compose["x-prefect-client-env"]["LDP_DASK_LEDGER"]
+    assert ledger.startswith("postgresql://") and ledger.endswith("@postgres:5432/ldp_ledger")
+    pg = compose["services"]["postgres"]
+    assert "./postgres-init:/docker-entrypoint-initdb.d:ro" in pg["volumes"]
+    assert "CREATE DATABASE ldp_ledger" in (DEPLOY / "postgres-init" / "ledger.sql").read_text()
+    assert "postgres" in compose["services"]["prefect-worker"]["depends_on"]
+
+
 def test_dockerfile():
     ins = _instructions((DEPLOY / "Dockerfile").read_text())
     ops = [op for op, _ in ins]
@@ -181,7 +191,7 @@ def test_dockerfile():
             for src in sources:
                 assert (ROOT / src).exists(), f"COPY source {src} missing (build context is the project root)"
     runs = " ".join(rest for op, rest in ins if op == "RUN")
-    assert "pip install . asyncpg" in runs
+    assert 'pip install ".[postgres]" asyncpg' in runs  # psycopg for the PostgreSQL ledger
     env = " ".join(rest for op, rest in ins if op == "ENV")
     assert "LDP_DASK_PROJECT_DIR=/opt/ldp_dask" in env
     assert ("WORKDIR", "/opt/ldp_dask") in ins

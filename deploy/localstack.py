@@ -186,15 +186,20 @@ class LocalStack:
 
     # -- the REST API ---------------------------------------------------------------------------------------
     def api(self, method: str, path: str, body: Any = None) -> Any:
+        """One REST call; a busy server's 502/503/429 (its SQLite database locked under load) is retried."""
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                raw = r.read()
-        except urllib.error.HTTPError as exc:
-            raise StackError(f"{method} {path}: HTTP {exc.code}: {exc.read()[:2000]!r}") from None
-        return json.loads(raw) if raw else None
+        for attempt in range(6):
+            req = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    raw = r.read()
+                return json.loads(raw) if raw else None
+            except urllib.error.HTTPError as exc:
+                if exc.code in (429, 502, 503) and attempt < 5:
+                    time.sleep(2 ** attempt)
+                    continue
+                raise StackError(f"{method} {path}: HTTP {exc.code}: {exc.read()[:2000]!r}") from None
 
     def deployment(self, flow_name: str, deployment_name: str) -> dict[str, Any]:
         return self.api("GET", f"/deployments/name/{flow_name}/{deployment_name}")

@@ -152,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("summary", help="summary file")
     v.add_argument("--secret-file", default=None, help="file with the release key")
     v.add_argument("--seed", type=int, default=None, help="the insecure seed the summary was released with")
+    v.add_argument("--json", action="store_true", help="print the result as JSON")
 
     b = sub.add_parser("budget", help="show the privacy budget ledger, or declare a dataset and its budget",
                        description="Every release is recorded in the ledger and charged, per person, against the "
@@ -457,6 +458,11 @@ def _cmd_verify(a: argparse.Namespace) -> int:
 
     key = resolve_secret(seed=a.seed, secret_file=a.secret_file) if (a.seed is not None or a.secret_file) else None
     s = verify_summary(a.summary, key)
+    if a.json:
+        print(json.dumps({"summary": a.summary, "integrity": s.integrity, "key_id": s.metadata.get("key_id"),
+                          "channel": s.channel.name, "n": s.n, "privacy_unit": s.privacy_unit,
+                          "epsilon_per_unit": s.epsilon_per_unit}))
+        return 0
     print(f"verified: {a.summary} is as released (MAC under key id {s.metadata.get('key_id')}); "
           f"{s.channel.name}, n = {s.n:,}, {s.privacy_line()}")
     return 0

@@ -115,6 +115,7 @@ def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys
         "gof": ["gof", str(summaries["adaptive"]), "--null", "beta(2,5)", "--B", "199", "--calibration-seed", "1"],
         "quantiles": ["quantiles", x, "--column", "x", "--bounds", "0", "1", "--epsilon", "1", "--local",
                       "--seed", "2", "--no-ledger"],
+        "verify": ["verify", str(tmp_path / "s.parquet"), "--seed", "1"],
         "budget": ["budget"],
         "report": ["report", str(summaries["mean"]), "--out", str(tmp_path / "m.html")],
         "demo": ["demo", "--out", str(tmp_path / "demo"), "--rows", "200000", "--files", "2"],

@@ -146,7 +146,7 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
         p_value_se=math.sqrt(p * (1 - p) / B), reject=p <= level, level=level, B=B, n=n,
         epsilon=ch.epsilon, method=statistic, null=nul.description, J=ch.level,
         details=[{"J": ch.level, "n": n, "statistic": t_obs, "threshold": crit, "p_value": p}],
-        seed=seed, null_sample=sims,
+        seed=seed, privacy_unit=s.privacy_unit, null_sample=sims,
     )
 
 
@@ -204,7 +204,7 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
         statistic=stat, critical_value=0.0, critical_value_ci=crit_ci, p_value=p,
         p_value_se=math.sqrt(p * (1 - p) / B), reject=p <= level, level=level, B=B, n=s.n,
         epsilon=ch.epsilon, method=f"adaptive, split {ch.split}", null=nul.description, J=list(ch.levels),
-        details=details, seed=seed, null_sample=agg,
+        details=details, seed=seed, privacy_unit=s.privacy_unit, null_sample=agg,
     )
 
 

@@ -35,6 +35,8 @@ class TestResult(Described):
         Per level: J, n, statistic, threshold, p-value.
     seed : int or None
         Seed of the calibration generator when it was created by the test (reproduce with ``rng=seed``).
+    privacy_unit : str
+        What the summary's ε is counted per (``"row"`` or the column naming a person).
     """
 
     __test__ = False  # not a pytest class
@@ -54,6 +56,7 @@ class TestResult(Described):
     J: int | list[int]
     details: list[dict[str, Any]] = field(default_factory=list)
     seed: int | None = None
+    privacy_unit: str = "row"
     null_sample: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,7 +65,7 @@ class TestResult(Described):
             "epsilon": self.epsilon, "level": self.level, "B": self.B, "statistic": self.statistic,
             "critical_value": self.critical_value, "critical_value_ci": list(self.critical_value_ci),
             "p_value": self.p_value, "p_value_se": self.p_value_se, "reject": self.reject,
-            "details": self.details, "seed": self.seed,
+            "details": self.details, "seed": self.seed, "privacy_unit": self.privacy_unit,
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
@@ -77,7 +80,8 @@ class TestResult(Described):
             title=f"Goodness-of-fit test of H0: f = {self.null}",
             headline=f"{decision} at level {self.level:g} (p-value {self.p_value:.4g})",
             facts=(("decision", f"{decision} at level {self.level:g}"), ("method", self.method),
-                   ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"), ("J", str(self.J)),
+                   ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"), ("privacy unit", self.privacy_unit),
+                   ("J", str(self.J)),
                    ("statistic", fmt(self.statistic)),
                    ("critical value", f"{fmt(self.critical_value)} (95% Monte-Carlo interval [{fmt(lo)}, {fmt(hi)}])"),
                    ("p-value", f"{self.p_value:.4g} (Monte-Carlo se {self.p_value_se:.2g}), B = {self.B:,}")),

@@ -30,17 +30,21 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
                   steps: int | None = None,
                   scheduler: str | None = None, secret_file: str | None = None, seed: int | None = None,
                   clip: bool = False, out: str | None = None, plot: str | None = None,
-                  overwrite: bool = False, ledger: str | bool = True) -> dict[str, Any]:
+                  overwrite: bool = False, ledger: str | bool = True, privacy_unit: str | None = None,
+                  max_contributions: int = 1) -> dict[str, Any]:
     """Release central-DP quantiles (default: the nine deciles) and publish them as an artifact.
 
     The release is recorded in the budget ``ledger`` (central scope; a path,
     True for ``$LDP_DASK_LEDGER`` or the default file, False for none).
+    ``privacy_unit`` names the column of the person a row belongs to: each
+    keeps at most ``max_contributions`` rows and ε is per person.
     """
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
     options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, clip=clip, ledger=ledger,
-                         flow_run_id=str(flow_run.get_id()))
+                         flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
+                         max_contributions=max_contributions)
     rel = run_release(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, out, plot, overwrite,
                       options)
     r, written = rel.result, rel.written

@@ -48,7 +48,8 @@ from .source import Dataset, Piece, read_piece, read_units
 from .units import UnitKeys, bounded_values, per_row_channel, tagged_frame, unit_keys
 from .summary import Summary, summary_mac_key
 
-__all__ = ["privatize", "release_summary", "run_channel", "local_charge", "connect", "map_reduce", "MODES"]
+__all__ = ["privatize", "release_summary", "run_channel", "local_charge", "connect", "map_reduce", "map_units",
+           "MODES"]
 
 MODES = ("summary", "rows")
 #: Rows mode privatizes a partition in blocks of about this many values.
@@ -348,11 +349,21 @@ def _error_of(frame: Any) -> str | None:
     return frame["error"] if isinstance(frame, dict) else None
 
 
-def _run_bucket(frame: Any, sink: _Sink, k: int) -> dict[str, Any]:
-    """Keep at most ``k`` rows per person of one bucket and release them (worker side)."""
-    where = f"the rows of bucket {sink.index} (grouped by person)"
+@dataclass(frozen=True)
+class _ReleaseBucket:
+    """What a bucket of persons' kept rows become in a local release: the channel's noisy sums."""
+
+    sink: _Sink
+
+    def __call__(self, values: Any, where: str) -> dict[str, Any]:
+        return _release_values(values, self.sink, where)
+
+
+def _run_bucket(frame: Any, handler: Any, index: int, k: int, categorical: bool) -> dict[str, Any]:
+    """Keep at most ``k`` rows per person of bucket ``index`` and hand them to ``handler`` (worker side)."""
+    where = f"the rows of bucket {index} (grouped by person)"
     try:
-        return _release_values(bounded_values(frame, k, sink.channel.value_kind == "categorical"), sink, where)
+        return handler(bounded_values(frame, k, categorical), where)
     except (OSError, MemoryError):
         raise
     except Exception as exc:
@@ -362,14 +373,32 @@ def _run_bucket(frame: Any, sink: _Sink, k: int) -> dict[str, Any]:
 def _run_units(dataset: Dataset, channel: Channel, mode: str, secret: Secret, options: RunOptions,
                context: dict[str, Any], rows_fs: Any, rows_dir: str | None) -> dict[str, Any]:
     """Contribution bounding then the channel: one partition per bucket of persons (docs/privacy.md)."""
+    keys = partition_base_keys(secret, context, len(dataset.pieces))
+    handlers = [_ReleaseBucket(_Sink(channel, key, options.clip, mode, j, rows_dir, rows_fs))
+                for j, key in enumerate(keys)]
+    return map_units(dataset, secret, context, handlers, _combine, options,
+                     categorical=channel.value_kind == "categorical")
+
+
+def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handlers: list[Any], combine: Any,
+              options: RunOptions, *, categorical: bool = False, in_process: bool = False) -> dict[str, Any]:
+    """Bound each person's rows, then ``handlers[j](values, where)`` on bucket j; ``combine`` the results.
+
+    There is one bucket per partition of ``dataset``. The bucket and rank keys
+    are derived here, on the driver, from the secret and ``context``. In
+    process (in-memory data, ``client="local"`` or ``in_process``) the rows are
+    grouped with numpy; on Dask they are shuffled by bucket and nothing but
+    error strings and the final result comes back to the driver. A handler
+    returns a dict, or ``{"error": ...}``.
+    """
     count = len(dataset.pieces)
+    if len(handlers) != count:  # pragma: no cover - a caller's bug
+        raise ValueError(f"{len(handlers)} handlers for {count} buckets")
     ukeys = unit_keys(secret.key, json.dumps(context, sort_keys=True, default=str).encode())
-    keys = partition_base_keys(secret, context, count)
-    sinks = [_Sink(channel, key, options.clip, mode, j, rows_dir, rows_fs) for j, key in enumerate(keys)]
     firsts = np.concatenate([[0], np.cumsum([p.num_rows for p in dataset.pieces])[:-1]]).tolist()
     tasks = [_UnitTask(dataset, p, int(f), ukeys, count) for p, f in zip(dataset.pieces, firsts)]
     k = options.max_contributions
-    if dataset.kind == "memory" or options.in_process:
+    if dataset.kind == "memory" or options.in_process or in_process:
         frames = [_tag_piece(t) for t in tasks]
         error = next((e for e in map(_error_of, frames) if e), None)
         if error:
@@ -377,18 +406,23 @@ def _run_units(dataset: Dataset, channel: Channel, mode: str, secret: Secret, op
         rows = pd.concat(frames, ignore_index=True)
         order = np.argsort(rows["bucket"].to_numpy(), kind="stable")
         bounds = np.searchsorted(rows["bucket"].to_numpy()[order], np.arange(count + 1))
-        accs = [_run_bucket(rows.iloc[order[bounds[j]:bounds[j + 1]]], sinks[j], k) for j in range(count)]
+        accs = [_run_bucket(rows.iloc[order[bounds[j]:bounds[j + 1]]], handlers[j], j, k, categorical)
+                for j in range(count)]
         bad = next((a for a in accs if "error" in a), None)
-        return bad if bad is not None else _tree_reduce_local(accs, options.split_every)
+        if bad is not None:
+            return bad
+        level = accs
+        while len(level) > 1:
+            level = [combine(*level[i : i + options.split_every]) for i in range(0, len(level), options.split_every)]
+        return level[0]
     with connect(options.client) as client:
-        return _shuffle_units(client, tasks, sinks, k, options)
+        return _shuffle_units(client, tasks, handlers, combine, k, categorical, options)
 
 
-def _shuffle_units(client: Any, tasks: list[_UnitTask], sinks: list[_Sink], k: int,
-                   options: RunOptions) -> dict[str, Any]:
+def _shuffle_units(client: Any, tasks: list[_UnitTask], handlers: list[Any], combine: Any, k: int,
+                   categorical: bool, options: RunOptions) -> dict[str, Any]:
     """The Dask path: tag partitions, check them, shuffle rows by bucket (``set_index`` on known divisions:
-    bucket j becomes partition j), release each bucket, tree-reduce. Nothing but error strings and the final
-    accumulator comes back to the driver."""
+    bucket j becomes partition j), run each bucket's handler, tree-reduce."""
     import dask
     import dask.dataframe as dd
 
@@ -400,15 +434,16 @@ def _shuffle_units(client: Any, tasks: list[_UnitTask], sinks: list[_Sink], k: i
     error = next((e for e in errors if e), None)
     if error:
         return {"error": error}
-    value = "object" if sinks[0].channel.value_kind == "categorical" else "float64"
     meta = pd.DataFrame({"bucket": pd.Series([], dtype="int64"), "person": pd.Series([], dtype="uint64"),
-                         "rank": pd.Series([], dtype="uint64"), "value": pd.Series([], dtype=value)})
+                         "rank": pd.Series([], dtype="uint64"),
+                         "value": pd.Series([], dtype="object" if categorical else "float64")})
     frame = dd.from_delayed(tagged, meta=meta, verify_meta=False)
-    by_bucket = frame.set_index("bucket", divisions=list(range(len(sinks) + 1)), sorted=False)
+    by_bucket = frame.set_index("bucket", divisions=list(range(len(handlers) + 1)), sorted=False)
     parts = by_bucket.to_delayed()
-    level = [dask.delayed(_run_bucket, pure=False)(part, sink, k) for part, sink in zip(parts, sinks)]
+    level = [dask.delayed(_run_bucket, pure=False)(part, h, j, k, categorical)
+             for j, (part, h) in enumerate(zip(parts, handlers))]
     while len(level) > 1:
-        level = [dask.delayed(_combine, pure=False)(*level[i : i + options.split_every])
+        level = [dask.delayed(combine, pure=False)(*level[i : i + options.split_every])
                  for i in range(0, len(level), options.split_every)]
     return client.compute(level[0], retries=options.retries).result()
 

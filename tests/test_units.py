@@ -85,6 +85,31 @@ def test_a_release_per_person_is_the_same_on_a_cluster_and_in_process(tmp_path, 
     assert a.n == b.n == df["name"].nunique() and len(list((tmp_path / "rows").iterdir())) == 3
 
 
+@pytest.mark.cluster
+def test_central_quantiles_per_person(tmp_path, cluster, capsys):
+    df = _people(np.random.default_rng(6), n=40_000)
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(2):
+        pq.write_table(pa.Table.from_pandas(df.iloc[i::2], preserve_index=False), d / f"part-{i}.parquet")
+    from ldp_dask.central import quantiles
+
+    common = dict(column="x", q=[0.25, 0.5, 0.75], epsilon=1.0, bounds=(0, 1), method="inverse-sensitivity",
+                  seed=4, privacy_unit="user", max_contributions=3, exact_max=0)
+    on_cluster = quantiles(str(d), client=cluster.scheduler.address, **common)
+    in_process = quantiles(str(d), client="local", **common)
+    assert np.array_equal(on_cluster.values, in_process.values)  # the same kept rows, the same noise
+    assert on_cluster.n == int(np.minimum(df.groupby("user").size(), 3).sum())
+    assert on_cluster.epsilon == 1.0 and on_cluster.details["epsilon_per_record"] == pytest.approx(1 / 3)
+    assert sum(on_cluster.epsilon_split["per_quantile"]) == pytest.approx(1 / 3)  # the mechanism ran at ε/k
+    facts = dict(on_cluster.describe().facts)
+    assert facts["privacy unit"] == "user" and "at most 3 records" in facts["neighbours"]
+    # x is independent of the person, so the kept rows are Beta(2,5): 0.05 is ~20 sampling sd of a quartile
+    # on these ~7k rows, and ~700 ranks of the mechanism's error (tail ~e^{-εr/2} = e^{-39} at ε/9)
+    truth = stats.beta(2, 5).ppf([0.25, 0.5, 0.75])
+    assert np.all(np.abs(on_cluster.values - truth) < 0.05)
+
+
 def test_the_estimate_is_of_the_kept_rows():
     # with k = 1, each person's row is one uniformly chosen row: the estimate is of the persons' rows, not
     # of all rows. Persons here hold 1 row at 0.1 or 50 rows at 0.9; rows: 98% at 0.9, persons: 50/50.

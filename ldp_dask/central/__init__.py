@@ -95,9 +95,6 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
         steps = check_int(steps, "steps", 1, 1 << 31)
     max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
     opts = RunOptions.of(options, **run)
-    if opts.privacy_unit is not None:
-        raise LdpDaskError("central quantiles count ε per row (one record replaced) and do not bound a person's "
-                           "rows yet; release them without --privacy-unit, on data with one row per person")
     dataset = plan(source, column, "numeric", opts)
     resolved = best_method(dataset.n, max_intervals) if method == "best" else method
     params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
@@ -168,7 +165,7 @@ def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon:
              rho: float, steps: int | None, max_intervals: int, cells: int, exact_max: int,
              opts: RunOptions, params: dict[str, Any], tags: dict[str, str]) -> QuantileRelease:
     t0 = time.perf_counter()
-    data = collect(dataset, bounds, opts, cells=cells, exact_max=exact_max)
+    data = collect(dataset, bounds, opts, cells=cells, exact_max=exact_max, secret=sec)
     t1 = time.perf_counter()
     # the key's context: the dataset, ε and the mechanism's public parameters (those the ledger records)
     context = {"v": 1, "kind": "central-quantiles", "fingerprint": dataset.fingerprint, "column": dataset.column,
@@ -177,13 +174,20 @@ def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon:
     digest = digest_arrays(data.points, data.counts)
     tags["content"] = f"{content_tag(base, digest):064x}"  # for the ledger's re-run rule, never published
     rng = generator(bind_key(base, digest))
-    values, split = run_mechanism(data, qs, epsilon, resolved, rng, rho=rho, steps=steps,
+    # with a privacy unit, one person is up to k records: the mechanism runs at ε/k (group privacy)
+    k = opts.max_contributions if dataset.unit is not None else 1
+    values, split = run_mechanism(data, qs, epsilon / k, resolved, rng, rho=rho, steps=steps,
                                   max_intervals=max_intervals)
     t2 = time.perf_counter()
     details: dict[str, Any] = {
         "data_path": data.kind, "reduction_seconds": t1 - t0, "mechanism_seconds": t2 - t1,
         "key_id": sec.key_id, "key_source": sec.source, "neighbours": "one record replaced, n public",
+        "privacy_unit": dataset.unit or "row",
     }
+    if dataset.unit is not None:
+        details.update(max_contributions=k, epsilon_per_record=epsilon / k,
+                       neighbours=f"one {dataset.unit}'s rows replaced (at most {k} records kept each, chosen at "
+                                  "random; ε/k per record by group privacy), n public")
     if data.kind == "grid":
         details["grid_cells"] = cells
     if resolved == "inverse-sensitivity":

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import InputDataError, check_int, error_value
+from .._validation import InputDataError, LdpDaskError, check_int, error_value
 from ..channels.base import check_values
 from ..options import RunOptions
 from ..source import Dataset, Piece, read_piece
@@ -103,10 +103,7 @@ def _hist_piece(task: _HistTask) -> dict[str, Any]:
         raise
     except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
         return error_value(where, exc)
-    lo, hi = task.bounds
-    idx = ((x - lo) * (task.cells / (hi - lo))).astype(np.intp)
-    np.minimum(idx, task.cells - 1, out=idx)
-    return {"counts": np.bincount(idx, minlength=task.cells).astype(np.int64), "clipped": n_clipped}
+    return {"counts": _grid_counts(x, task.bounds, task.cells), "clipped": n_clipped}
 
 
 def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -128,18 +125,91 @@ def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, option
                           options.split_every, options.retries, options.progress, "reduce")
 
 
+@dataclass(frozen=True)
+class _ValuesBucket:
+    """A bucket of persons' kept rows, checked against the bounds (the exact path, in process)."""
+
+    bounds: tuple[float, float]
+    clip: bool
+
+    def __call__(self, values: Any, where: str) -> dict[str, Any]:
+        try:
+            x, c = check_values(values, self.bounds, self.clip)
+        except InputDataError as exc:
+            return error_value(where, exc)
+        return {"values": x, "clipped": c}
+
+
+def _values_combine(*parts: dict[str, Any]) -> dict[str, Any]:
+    for p in parts:
+        if "error" in p:
+            return p
+    return {"values": np.concatenate([p["values"] for p in parts]), "clipped": sum(p["clipped"] for p in parts)}
+
+
+@dataclass(frozen=True)
+class _HistBucket:
+    """A bucket of persons' kept rows as counts on the fine grid (the Dask path)."""
+
+    bounds: tuple[float, float]
+    cells: int
+    clip: bool
+
+    def __call__(self, values: Any, where: str) -> dict[str, Any]:
+        try:
+            x, c = check_values(values, self.bounds, self.clip)
+        except InputDataError as exc:
+            return error_value(where, exc)
+        return {"counts": _grid_counts(x, self.bounds, self.cells), "clipped": c}
+
+
+def _grid_counts(x: np.ndarray, bounds: tuple[float, float], cells: int) -> np.ndarray:
+    lo, hi = bounds
+    idx = ((x - lo) * (cells / (hi - lo))).astype(np.intp)
+    np.minimum(idx, cells - 1, out=idx)
+    return np.bincount(idx, minlength=cells).astype(np.int64)
+
+
+def _collect_units(dataset: Dataset, bounds: tuple[float, float], options: RunOptions, cells: int,
+                   exact: bool, secret: Any) -> PrivateData:
+    """Exact data of the rows kept by contribution bounding (at most k per person; docs/privacy.md)."""
+    from ..pipeline import map_units
+
+    if secret is None:
+        raise LdpDaskError("collecting data with a privacy unit needs the release key (secret=)")
+    context = {"v": 1, "kind": "central-units", "fingerprint": dataset.fingerprint, "column": dataset.column,
+               "unit": dataset.unit, "k": options.max_contributions}
+    count = len(dataset.pieces)
+    if exact:
+        res = map_units(dataset, secret, context, [_ValuesBucket(bounds, options.clip)] * count, _values_combine,
+                        options, in_process=True)
+    else:
+        res = map_units(dataset, secret, context, [_HistBucket(bounds, cells, options.clip)] * count,
+                        _hist_combine, options)
+    if "error" in res:
+        raise InputDataError(res["error"])
+    if exact:
+        points, counts = np.unique(np.sort(res["values"]), return_counts=True)
+        return PrivateData(points, counts, bounds, "exact", 0.0, int(res["clipped"]))
+    return _grid_data(res, bounds, cells)
+
+
 def collect(dataset: Dataset, bounds: tuple[float, float], options: RunOptions | None = None, *,
-            cells: int = DEFAULT_CELLS, exact_max: int = DEFAULT_EXACT_MAX) -> PrivateData:
+            cells: int = DEFAULT_CELLS, exact_max: int = DEFAULT_EXACT_MAX, secret: Any = None) -> PrivateData:
     """Exact data of a planned dataset: sorted values (n ≤ ``exact_max`` or in memory) or a fine histogram.
 
     ``options`` (:class:`~ldp_dask.options.RunOptions`) gives the cluster, the
     clipping and the reduction's shape; its progress bar shows on the
-    operator's terminal only.
+    operator's terminal only. With a privacy unit (``dataset.unit``) only the
+    rows kept by contribution bounding are collected, keyed by ``secret``.
     """
     options = options or RunOptions()
     clip = options.clip
     cells = check_int(cells, "cells", 2, 1 << 26)
     exact_max = check_int(exact_max, "exact_max", 0)
+    if dataset.unit is not None:
+        return _collect_units(dataset, bounds, options, cells, dataset.kind == "memory" or dataset.n <= exact_max,
+                              secret)
     if dataset.kind == "memory" or dataset.n <= exact_max:
         parts, clipped = [], 0
         for p in dataset.pieces:
@@ -157,6 +227,10 @@ def collect(dataset: Dataset, bounds: tuple[float, float], options: RunOptions |
     res = _histogram(dataset, bounds, cells, options)
     if "error" in res:
         raise InputDataError(res["error"])
+    return _grid_data(res, bounds, cells)
+
+
+def _grid_data(res: dict[str, Any], bounds: tuple[float, float], cells: int) -> PrivateData:
     counts = res["counts"]
     occ = np.flatnonzero(counts)
     lo, hi = bounds

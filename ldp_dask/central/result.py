@@ -62,7 +62,8 @@ class QuantileRelease(Described):
             headline=f"{len(self.q)} quantiles released with {self.method}, ε = {self.epsilon:g} in total",
             facts=(("method", self.method), ("ε", f"{self.epsilon:g} in total ({split})"), ("n", f"{self.n:,}"),
                    ("bounds", f"[{self.bounds[0]:g}, {self.bounds[1]:g}]"),
-                   ("neighbours", "one record replaced, n public"), ("privacy unit", "row")),
+                   ("neighbours", str(self.details.get("neighbours", "one record replaced, n public"))),
+                   ("privacy unit", str(self.details.get("privacy_unit", "row")))),
             table=Table(("q", "released value"), tuple((f"{q:g}", fmt(v)) for q, v in zip(self.q, self.values))))
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, overwrite: bool = False) -> Any:

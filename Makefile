@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/local_vs_central.py
 	$(PY) benchmarks/audit.py
 	$(PY) benchmarks/lattice.py
+	$(PY) benchmarks/units.py
 	$(PY) benchmarks/scale.py
 
 clean:

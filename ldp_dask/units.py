@@ -99,7 +99,10 @@ def keep_contributions(person: np.ndarray, rank: np.ndarray, k: int) -> np.ndarr
     The order depends only on the rows, not on how they arrived, so a bucket's
     release is the same whichever worker built it.
     """
-    order = np.lexsort((rank, person))
+    # by rank, then stably by person: the (person, rank) order in two sorts (faster than np.lexsort here);
+    # ranks are distinct within a person, so the order does not depend on how the rows arrived
+    by_rank = np.argsort(rank)
+    order = by_rank[np.argsort(person[by_rank], kind="stable")]
     p = person[order]
     if len(p) == 0:
         return order

@@ -6,7 +6,7 @@ LocalCluster of worker processes, runs the privatize and estimate Prefect
 flows without a server, and writes summaries, a density plot and a report.
 
 The demo records its releases in its own ledger, ``<out>/ledger.sqlite``,
-never in the user's. It runs Prefect without a server: Prefect starts a
+never in the user's; like its other outputs, it is replaced on every run. It runs Prefect without a server: Prefect starts a
 temporary API for the run, and the demo gives it the time a busy machine
 needs (:data:`PREFECT_SETTINGS`) and turns Prefect's telemetry off.
 """
@@ -76,7 +76,7 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
              epsilon: float = 1.0, workers: int = 2, seed: int | None = None) -> dict[str, Any]:
     """Run the whole demo; returns the paths and key numbers it wrote.
 
-    Releases are recorded in ``<out>/ledger.sqlite``, the demo's own ledger.
+    Releases are recorded in ``<out>/ledger.sqlite``, the demo's own ledger (a new one each run).
     """
     import logging
 
@@ -86,6 +86,8 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
 
     from flows import estimate_flow, privatize_flow
+
+    from .noise import hidden_from_children
 
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -100,7 +102,9 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
     # Prefect may have been imported before the environment was set (a notebook): make sure of the timeout
     timeout = max(int(PREFECT_SETTINGS["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]),
                   int(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+    Path(paths["ledger"]).unlink(missing_ok=True)  # the demo's own record of this run, replaced like its outputs
     with temporary_settings(updates={PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: timeout}), \
+            hidden_from_children(), \
             LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                          silence_logs=logging.ERROR) as cluster, Client(cluster):
         common = dict(source=str(data), column="income", domain=[0.0, HI], epsilon=epsilon,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sqlite3
 from html.parser import HTMLParser
 
 import numpy as np
@@ -127,6 +128,9 @@ def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys
     from ldp_dask.ledger import Ledger, default_ledger_path
 
     before = len(Ledger(default_ledger_path()).entries())
+    (tmp_path / "demo").mkdir()  # a demo folder from an earlier version, with its ledger in the old format
+    with sqlite3.connect(tmp_path / "demo" / "ledger.sqlite") as con:
+        con.execute("CREATE TABLE releases (id INTEGER, fingerprint TEXT)")
     for name, argv in commands.items():
         assert main([*argv, "--json"]) == 0, name
         out = capsys.readouterr().out

@@ -112,6 +112,9 @@ def test_a_changed_value_fails_verification_and_is_marked_without_the_key(releas
     # without the key, the estimate is computed but says it is not verified
     assert main(["estimate", str(out["hist"])]) == 0
     assert "summary integrity: not verified: no key at hand" in capsys.readouterr().out
+    est = ldp_dask.estimate(str(out["hist"]))  # in Python, the estimate's description and JSON carry the mark
+    assert dict(est.describe().facts)["summary integrity"].startswith("not verified")
+    assert est.to_dict()["summary_integrity"].startswith("not verified") and "not verified" in est.to_markdown()
     # with the key in the environment, every reader refuses it
     monkeypatch.setenv("LDP_DASK_SECRET_FILE", str(tmp_path / "key"))
     assert main(["estimate", str(out["hist"])]) == 2

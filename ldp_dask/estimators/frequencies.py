@@ -27,7 +27,8 @@ from .._validation import LdpDaskError, check_probability
 from ..channels import RandomizedResponse
 from ..summary import Summary, read_summary
 from .histogram import project_simplex
-from ..outputs import Described, Description, Table, finish_plot, jsonable, new_axes, save_json
+from ..outputs import (Described, Description, Table, finish_plot, jsonable, new_axes, save_json, summary_facts,
+                       summary_info)
 
 __all__ = ["frequencies", "FrequencyEstimate"]
 
@@ -69,7 +70,7 @@ class FrequencyEstimate(Described):
             facts=(("encoding", self.method), ("categories", f"{len(self.labels):,}"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("intervals", f"{self.level:.0%} per category, around the unbiased estimate, privacy noise "
-                                 "included")),
+                                 "included"), *summary_facts(self.info)),
             table=Table(("category", "frequency", "se", f"{self.level:.0%} interval"), rows))
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, truth: Any = None,
@@ -114,5 +115,5 @@ def frequencies(summary: Summary | str, projection: str = "none", level: float =
     return FrequencyEstimate(
         labels=list(ch.labels), frequencies=est, se=se, ci_low=raw - z * se, ci_high=raw + z * se, raw=raw,
         method=f"{ch.encoding}" + ("+simplex" if projection == "simplex" else ""), n=n, epsilon=ch.epsilon,
-        level=level, info={"column": s.metadata.get("column", "value"), "encoding": ch.encoding},
+        level=level, info={**summary_info(s), "encoding": ch.encoding},
     )

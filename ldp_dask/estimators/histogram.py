@@ -21,6 +21,7 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_probability
 from ..channels import HaarLaplace, LaplaceHistogram
+from ..outputs import summary_info
 from ..summary import Summary, read_summary
 from .results import DensityEstimate
 
@@ -81,5 +82,5 @@ def histogram_density(
         n=n,
         epsilon=ch.epsilon,
         level=level,
-        info={"column": s.metadata.get("column", "value"), "bins": ch.bins, "domain": list(ch.domain)},
+        info={**summary_info(s), "bins": ch.bins, "domain": list(ch.domain)},
     )

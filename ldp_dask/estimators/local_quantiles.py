@@ -23,7 +23,7 @@ from .._validation import DECILES, LdpDaskError, check_int, check_probability, c
 from ..channels import HaarLaplace, LaplaceHistogram, WaveletLaplace
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
-from ..outputs import Described, Description, Table, fmt, jsonable, save_json
+from ..outputs import Described, Description, Table, fmt, jsonable, save_json, summary_facts, summary_info
 from .results import DensityEstimate
 from .wavelet import wavelet_density
 
@@ -61,7 +61,7 @@ class QuantileEstimate(Described):
             headline=f"local-DP quantiles from a {self.method} estimate, {self.level:.0%} bootstrap intervals",
             facts=(("estimate", self.method), ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("extra ε", "0 (post-processing of the summary)"),
-                   ("intervals", f"{self.level:.0%} parametric bootstrap, B = {self.B}")),
+                   ("intervals", f"{self.level:.0%} parametric bootstrap, B = {self.B}"), *summary_facts(self.info)),
             table=Table(("q", "value", f"{self.level:.0%} interval"), rows))
 
 
@@ -108,5 +108,5 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
     return QuantileEstimate(
         q=qs, values=np.asarray(est.quantile(qs)), ci_low=np.quantile(reps, alpha, axis=0),
         ci_high=np.quantile(reps, 1 - alpha, axis=0), level=level, B=B, method=est.method, n=n,
-        epsilon=ch.epsilon, info={"column": s.metadata.get("column", "value")},
+        epsilon=ch.epsilon, info=summary_info(s),
     )

@@ -16,6 +16,7 @@ from scipy.stats import norm
 
 from .._validation import LdpDaskError, check_probability
 from ..channels import LaplaceMean
+from ..outputs import summary_info
 from ..summary import Summary, read_summary
 from .results import MeanEstimate
 
@@ -40,5 +41,5 @@ def mean(summary: Summary | str, level: float = 0.95) -> MeanEstimate:
     return MeanEstimate(
         value=theta, se=se, ci=ci, level=level, n=n, epsilon=s.channel.epsilon,
         domain=(lo, hi), noise_share=var_noise / (var_x + var_noise),
-        info={"column": s.metadata.get("column", "value")},
+        info=summary_info(s),
     )

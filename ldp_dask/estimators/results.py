@@ -10,7 +10,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .._validation import LdpDaskError, check_probability
-from ..outputs import Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json
+from ..outputs import (Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json,
+                       summary_facts)
 
 __all__ = ["DensityEstimate", "MeanEstimate"]
 
@@ -163,7 +164,8 @@ class DensityEstimate(Described):
                    ("domain", f"[{fmt(self.edges[0])}, {fmt(self.edges[-1])}]"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("band", f"{self.level:.0%} pointwise confidence band, privacy noise included"),
-                   *((f"quantile {q:.0%} of the estimate", fmt(v)) for q, v in zip(SHOWN_QUANTILES, qs))),
+                   *((f"quantile {q:.0%} of the estimate", fmt(v)) for q, v in zip(SHOWN_QUANTILES, qs)),
+                   *summary_facts(i)),
             table=table)
 
     def plot(self, path: str | os.PathLike[str] | None = None, truth: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -245,4 +247,5 @@ class MeanEstimate(Described):
                    (f"{self.level:.0%} confidence interval", ci),
                    ("share of the variance from privacy noise", f"{self.noise_share:.1%}"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
-                   ("public domain", f"[{fmt(self.domain[0])}, {fmt(self.domain[1])}]")))
+                   ("public domain", f"[{fmt(self.domain[0])}, {fmt(self.domain[1])}]"),
+                   *summary_facts(self.info)))

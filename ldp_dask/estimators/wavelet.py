@@ -46,6 +46,7 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_probability
 from ..channels import WaveletLaplace
+from ..outputs import summary_info
 from ..summary import Summary, read_summary
 from .histogram import simplex_shift
 from .results import DensityEstimate
@@ -168,7 +169,7 @@ def wavelet_density(
     return DensityEstimate(
         edges=edges, density=v / width, se=se, method=method, n=n, epsilon=ch.epsilon, level=level,
         info={
-            "column": s.metadata.get("column", "value"), "domain": list(ch.domain), "wavelet": ch.wavelet,
+            **summary_info(s), "domain": list(ch.domain), "wavelet": ch.wavelet,
             "j0": ch.j0, "j1": ch.j1, "calibration": ch.calibration, "nu": ch.nu, "gamma": gamma,
             "threshold": threshold, "thresholds": lam, "kept_per_level": n_kept,
             "sigmas": ch.sigmas, "projection_shift": f.shift,

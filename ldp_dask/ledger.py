@@ -197,8 +197,11 @@ class _SQLite(_Store):
             os.link(tmp, self.path)
         except FileExistsError:  # another process created it first: use theirs
             pass
+        except OSError:  # a file system without hard links: rename, unless another process was first
+            if not self.path.exists():
+                os.replace(tmp, self.path)
         finally:
-            tmp.unlink()
+            tmp.unlink(missing_ok=True)
         self._check()
 
     def _check(self) -> None:

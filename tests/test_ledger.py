@@ -366,3 +366,18 @@ def test_a_postgresql_database_holding_other_tables_or_an_old_ledger_is_refused(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot reach the ledger" in err[0] and "hunter2" not in err[0], err
     assert public_url("postgresql://u:pw@h:5/db") == "postgresql://u:***@h:5/db"
+
+
+@pytest.mark.postgres
+def test_the_environment_can_name_a_postgresql_ledger(postgres, data, tmp_path, capsys, monkeypatch):
+    from pg_server import fresh_database
+
+    url = fresh_database(postgres, f"ledger_{uuid.uuid4().hex[:12]}").replace("ldp@", "ldp:s3cret@")
+    monkeypatch.setenv("LDP_DASK_LEDGER", url)  # trust authentication: the password is ignored, and never shown
+    assert main(["privatize", str(data), "--column", "x", "--channel", "histogram", "--bins", "8", "--domain", "0",
+                 "1", "--epsilon", "1", "--out", str(tmp_path / "s.parquet"), "--local", "--seed", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "ε 1 per row spent" in err and "postgresql://ldp:***@" in err and "s3cret" not in err
+    assert main(["budget"]) == 0
+    out = capsys.readouterr().out
+    assert "1 per row" in out and "s3cret" not in out

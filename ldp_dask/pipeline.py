@@ -429,6 +429,8 @@ def _shuffle_units(client: Any, tasks: list[_UnitTask], handlers: list[Any], com
     token = uuid.uuid4().hex[:12]
     tagged = client.map(_tag_piece, tasks, key=[f"ldp-units-tag-{token}-{i}" for i in range(len(tasks))],
                         retries=options.retries, pure=False)
+    if options.progress:
+        _follow(tagged, [t.piece.num_rows for t in tasks], "row", "tag by person")
     errors = client.gather(client.map(_error_of, tagged, key=[f"ldp-units-check-{token}-{i}"
                                                                 for i in range(len(tasks))]))
     error = next((e for e in errors if e), None)
@@ -439,13 +441,32 @@ def _shuffle_units(client: Any, tasks: list[_UnitTask], handlers: list[Any], com
                          "value": pd.Series([], dtype="object" if categorical else "float64")})
     frame = dd.from_delayed(tagged, meta=meta, verify_meta=False)
     by_bucket = frame.set_index("bucket", divisions=list(range(len(handlers) + 1)), sorted=False)
-    parts = by_bucket.to_delayed()
-    level = [dask.delayed(_run_bucket, pure=False)(part, h, j, k, categorical)
-             for j, (part, h) in enumerate(zip(parts, handlers))]
+    buckets = client.compute([dask.delayed(_run_bucket, pure=False)(part, h, j, k, categorical)
+                              for j, (part, h) in enumerate(zip(by_bucket.to_delayed(), handlers))],
+                             retries=options.retries)
+    del tagged, frame, by_bucket  # the shuffle's inputs are freed as the buckets complete
+    level = buckets
+    depth = 0
     while len(level) > 1:
-        level = [dask.delayed(combine, pure=False)(*level[i : i + options.split_every])
+        level = [client.submit(combine, *level[i : i + options.split_every], retries=options.retries, pure=False,
+                               key=f"ldp-units-combine-{token}-{depth}-{i}")
                  for i in range(0, len(level), options.split_every)]
-    return client.compute(level[0], retries=options.retries).result()
+        depth += 1
+    if options.progress:
+        _follow(buckets, [1] * len(buckets), "bucket", "release by person")
+    del buckets
+    return level[0].result()
+
+
+def _follow(futures: list[Any], weights: list[int], unit: str, desc: str) -> None:
+    """A progress bar advancing by ``weights`` as ``futures`` complete (the operator's terminal only)."""
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    weight = {f.key: w for f, w in zip(futures, weights)}
+    with tqdm(total=sum(weights), unit=unit, unit_scale=True, desc=desc, leave=True) as bar:
+        for f in as_completed(futures):
+            bar.update(weight.pop(f.key))
 
 
 def release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",

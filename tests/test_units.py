@@ -108,6 +108,10 @@ def test_central_quantiles_per_person(tmp_path, cluster, capsys):
     # on these ~7k rows, and ~700 ranks of the mechanism's error (tail ~e^{-εr/2} = e^{-39} at ε/9)
     truth = stats.beta(2, 5).ppf([0.25, 0.5, 0.75])
     assert np.all(np.abs(on_cluster.values - truth) < 0.05)
+    # the exact path (sorted kept values, in process) keeps the same rows
+    exact = quantiles(df, **{**common, "exact_max": 10**6})
+    assert exact.n == on_cluster.n and exact.details["data_path"] == "exact"
+    assert np.all(np.abs(exact.values - truth) < 0.05)
 
 
 def test_the_estimate_is_of_the_kept_rows():

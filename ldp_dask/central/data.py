@@ -126,18 +126,22 @@ def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, option
 
 
 @dataclass(frozen=True)
-class _ValuesBucket:
-    """A bucket of persons' kept rows, checked against the bounds (the exact path, in process)."""
+class _KeptBucket:
+    """A bucket of persons' kept rows, checked against the bounds: their values (``cells`` None, the exact
+    path, in process) or their counts on the fine grid (the Dask path)."""
 
     bounds: tuple[float, float]
     clip: bool
+    cells: int | None = None
 
     def __call__(self, values: Any, where: str) -> dict[str, Any]:
         try:
             x, c = check_values(values, self.bounds, self.clip)
         except InputDataError as exc:
             return error_value(where, exc)
-        return {"values": x, "clipped": c}
+        if self.cells is None:
+            return {"values": x, "clipped": c}
+        return {"counts": _grid_counts(x, self.bounds, self.cells), "clipped": c}
 
 
 def _values_combine(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -145,22 +149,6 @@ def _values_combine(*parts: dict[str, Any]) -> dict[str, Any]:
         if "error" in p:
             return p
     return {"values": np.concatenate([p["values"] for p in parts]), "clipped": sum(p["clipped"] for p in parts)}
-
-
-@dataclass(frozen=True)
-class _HistBucket:
-    """A bucket of persons' kept rows as counts on the fine grid (the Dask path)."""
-
-    bounds: tuple[float, float]
-    cells: int
-    clip: bool
-
-    def __call__(self, values: Any, where: str) -> dict[str, Any]:
-        try:
-            x, c = check_values(values, self.bounds, self.clip)
-        except InputDataError as exc:
-            return error_value(where, exc)
-        return {"counts": _grid_counts(x, self.bounds, self.cells), "clipped": c}
 
 
 def _grid_counts(x: np.ndarray, bounds: tuple[float, float], cells: int) -> np.ndarray:
@@ -180,12 +168,9 @@ def _collect_units(dataset: Dataset, bounds: tuple[float, float], options: RunOp
     context = {"v": 1, "kind": "central-units", "fingerprint": dataset.fingerprint, "column": dataset.column,
                "unit": dataset.unit, "k": options.max_contributions}
     count = len(dataset.pieces)
-    if exact:
-        res = map_units(dataset, secret, context, [_ValuesBucket(bounds, options.clip)] * count, _values_combine,
-                        options, in_process=True)
-    else:
-        res = map_units(dataset, secret, context, [_HistBucket(bounds, cells, options.clip)] * count,
-                        _hist_combine, options)
+    handler = _KeptBucket(bounds, options.clip, None if exact else cells)
+    res = map_units(dataset, secret, context, [handler] * count, _values_combine if exact else _hist_combine,
+                    options, in_process=exact)
     if "error" in res:
         raise InputDataError(res["error"])
     if exact:

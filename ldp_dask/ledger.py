@@ -37,6 +37,7 @@ deployment (``postgresql://…``). Its rules (docs/privacy.md, "The budget ledge
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -442,7 +443,7 @@ class Ledger:
             if same:
                 tx.run("UPDATE releases SET status='publishing', epsilon=0, content_tag=?, note=? WHERE id=?",
                        (content_tag, f"identical to #{same['id']}", reservation.id))
-                return _replace(reservation, epsilon=0.0, reused=True, tentative=False)
+                return dataclasses.replace(reservation, epsilon=0.0, reused=True, tentative=False)
             if reservation.tentative:
                 root = tx.one("SELECT root, privacy_unit FROM releases WHERE id=?", (reservation.id,))
                 active = self._active(tx)
@@ -457,7 +458,7 @@ class Ledger:
                                 f"budget {float(d['epsilon_limit']):g}; nothing was published")
             tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=? WHERE id=?",
                    (reservation.requested, content_tag, reservation.id))
-            return _replace(reservation, epsilon=reservation.requested, reused=False, tentative=False)
+            return dataclasses.replace(reservation, epsilon=reservation.requested, reused=False, tentative=False)
 
     def commit(self, reservation: Reservation) -> None:
         """The outputs are published: the charge is final."""
@@ -552,12 +553,6 @@ def _group(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
     for r in rows:
         out[r[key]] = out.get(r[key], 0.0) + float(r["epsilon"])
     return out
-
-
-def _replace(r: Reservation, **changes: Any) -> Reservation:
-    import dataclasses
-
-    return dataclasses.replace(r, **changes)
 
 
 def _check_scope(scope: str) -> None:

@@ -281,8 +281,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         col_type = col_type or str(t)
         if unit is not None:
             if unit not in schema.names:
-                raise InputDataError(_missing(unit, schema.names, f"file {f!r}").replace("column", "privacy unit "
-                                                                                          "column", 1))
+                raise InputDataError(_missing(unit, schema.names, f"file {f!r}", "privacy unit column"))
             if not _is_unit_type(schema.field(unit).type):
                 raise InputDataError(f"the privacy unit column {unit!r} in file {f!r} has type "
                                      f"{schema.field(unit).type}; an integer or string id is required")
@@ -346,11 +345,11 @@ def _read_metadata(fs: Any, path: str) -> pq.FileMetaData:
         raise InputDataError(f"{path!r} is not a readable Parquet file ({exc})") from None
 
 
-def _missing(column: str | None, names: list[Any], where: str) -> str:
+def _missing(column: str | None, names: list[Any], where: str, what: str = "column") -> str:
     shown = ", ".join(map(str, names[:20])) + (", ..." if len(names) > 20 else "")
     if column is None:
         return f"The 'column' parameter is required; {where} has columns: {shown}"
-    return f"column {column!r} not found in {where}; available columns: {shown}"
+    return f"{what} {column!r} not found in {where}; available columns: {shown}"
 
 
 def _fingerprint(structure: dict[str, Any]) -> str:

@@ -130,7 +130,7 @@ def bounded_values(frame: pd.DataFrame, k: int, categorical: bool) -> Any:
     keep = keep_contributions(frame["person"].to_numpy(np.uint64), frame["rank"].to_numpy(np.uint64), k)
     kept = frame["value"].to_numpy()[keep]
     if categorical:
-        return pa.array(kept.tolist() if kept.dtype == object else kept)
+        return pa.array(kept)  # an object array converts in C; a list of Python objects was 12x slower
     return np.asarray(kept)
 
 

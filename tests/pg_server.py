@@ -9,9 +9,9 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 
 def server_binaries() -> Path | None:

@@ -174,7 +174,7 @@ def _collect_units(dataset: Dataset, bounds: tuple[float, float], options: RunOp
     if "error" in res:
         raise InputDataError(res["error"])
     if exact:
-        points, counts = np.unique(np.sort(res["values"]), return_counts=True)
+        points, counts = np.unique(res["values"], return_counts=True)  # sorted by np.unique
         return PrivateData(points, counts, bounds, "exact", 0.0, int(res["clipped"]))
     return _grid_data(res, bounds, cells)
 

@@ -155,7 +155,7 @@ def main() -> None:
 
                 def floor(src: Any = src) -> None:
                     ds = open_source(src, "x")
-                    tree_sum(client, client.map(_floor_piece, [(ds, p) for p in ds.pieces], pure=False))
+                    tree_sum(client, client.map(_floor_piece, [(ds.reader, p) for p in ds.pieces], pure=False))
 
                 run: dict[str, Callable[[], Any]] = {"floor": floor}
                 for name, ch in chans.items():

@@ -47,7 +47,7 @@ def _floor_piece(args):
 def floor_histogram(client, path: str, bins: int) -> np.ndarray:
     """(a) non-private: same reading and partitioning, bincount, tree-summed counts."""
     ds = open_source(path, "x")
-    return tree_sum(client, client.map(_floor_piece, [(ds, p, bins) for p in ds.pieces], pure=False))
+    return tree_sum(client, client.map(_floor_piece, [(ds.reader, p, bins) for p in ds.pieces], pure=False))
 
 
 def naive_dense(x: np.ndarray, bins: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:

@@ -55,7 +55,7 @@ def _exact_piece(args):
 
 def floor_sums(client, path: str, channel: WaveletLaplace, numpy_path: bool = False) -> np.ndarray:
     ds = open_source(path, "x")
-    args = [(ds, p, channel, numpy_path) for p in ds.pieces]
+    args = [(ds.reader, p, channel, numpy_path) for p in ds.pieces]
     return tree_sum(client, client.map(_exact_piece, args, pure=False))
 
 

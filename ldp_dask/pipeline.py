@@ -44,7 +44,7 @@ from .noise import (TAG_MODULUS, Secret, bind_key, content_tag, digest_arrays, g
 from .options import RunOptions
 from .release import Charge, Outputs, Released, plan, release
 from .ledger import ROW_UNIT
-from .source import Dataset, Piece, read_piece, read_units
+from .source import Dataset, Piece, Reader, read_piece, read_units
 from .units import UnitKeys, bounded_values, per_row_channel, tagged_frame, unit_keys
 from .summary import Summary, summary_mac_key
 
@@ -57,78 +57,98 @@ ROWS_BLOCK_VALUES = 1 << 22
 
 
 @dataclass(frozen=True)
-class _Sink:
-    """How one partition's values become a release: channel, key, clipping, mode and where rows go."""
+class _Job:
+    """What every task of one release shares: reader, pieces and their noise keys, channel, clipping, mode,
+    where rows go.
 
+    Sent to the cluster once (scattered); a task carries only the range of pieces it reads.
+    """
+
+    reader: Reader
+    pieces: tuple[Piece, ...]
+    keys: tuple[bytes, ...]
     channel: Channel
-    base_key: bytes
     clip: bool
     mode: str
-    index: int
     rows_dir: str | None = None
     rows_fs: Any = None
 
 
 @dataclass(frozen=True)
 class _Task:
-    dataset: Dataset
-    piece: Piece
-    sink: _Sink
+    """One task: the pieces ``[start, stop)`` of the job (a few dozen bytes, whatever the number of pieces)."""
+
+    start: int
+    stop: int
+
+    @property
+    def rows(self) -> Any:
+        return range(self.start, self.stop)
 
 
-def _run_piece(task: _Task) -> dict[str, Any]:
-    """Process one partition on a worker; returns a small accumulator dict."""
-    where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
-    try:
-        return _release_values(read_piece(task.dataset, task.piece), task.sink, where)
-    except (OSError, MemoryError):  # transient: Dask retries the task
-        raise
-    except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
-        return error_value(where, exc)
+def _where(piece: Piece) -> str:
+    return piece.path or f"rows {piece.start}..{piece.stop}"
 
 
-def _release_values(x: Any, sink: _Sink, where: str) -> dict[str, Any]:
+def _run_piece(task: _Task, job: _Job) -> dict[str, Any]:
+    """Process one task's pieces on a worker; returns a small accumulator dict (each piece keeps its own key)."""
+    accs = []
+    for i in task.rows:
+        piece = job.pieces[i]
+        try:
+            acc = _release_values(read_piece(job.reader, piece), job, job.keys[i], piece.index, _where(piece))
+        except (OSError, MemoryError):  # transient: Dask retries the task
+            raise
+        except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
+            acc = error_value(_where(piece), exc)
+        if "error" in acc:
+            return acc
+        accs.append(acc)
+    return _combine(*accs)
+
+
+def _release_values(x: Any, job: _Job, key: bytes, index: int, where: str) -> dict[str, Any]:
     """Validate a partition's values and turn them into noisy sums (and privatized rows in rows mode)."""
     try:
-        x, n_clipped = sink.channel.prepare(x, clip=sink.clip)
+        x, n_clipped = job.channel.prepare(x, clip=job.clip)
     except InputDataError as exc:
         return error_value(where, exc)
     m = len(x)
-    if sink.mode == "summary":
-        exact = sink.channel.exact_stats(x)
+    if job.mode == "summary":
+        exact = job.channel.exact_stats(x)
         digest = digest_arrays(np.array([m]), *(exact[k] for k in sorted(exact)))
-        rng = generator(bind_key(sink.base_key, digest))
-        noisy = sink.channel.add_noise(exact, m, rng)
+        rng = generator(bind_key(key, digest))
+        noisy = job.channel.add_noise(exact, m, rng)
         del exact  # never leaves this function
         stats = {k: exactsum.from_float(v) for k, v in noisy.items()}
     else:
         digest = digest_arrays(x)
-        rng = generator(bind_key(sink.base_key, digest))
-        stats = _write_rows(sink, x, rng)
-    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats, "tag": content_tag(sink.base_key, digest)}
+        rng = generator(bind_key(key, digest))
+        stats = _write_rows(job, index, x, rng)
+    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats, "tag": content_tag(key, digest)}
 
 
-def _write_rows(sink: _Sink, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Privatize ``x`` block by block, write the views, return their exact sums."""
-    dim = sink.channel.dim
+def _write_rows(job: _Job, index: int, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Privatize ``x`` block by block, write the views to partition ``index``'s file, return their exact sums."""
+    dim = job.channel.dim
     block = max(1, ROWS_BLOCK_VALUES // dim)
     schema = pa.schema(
         [("z", pa.list_(pa.float64(), dim))],
-        metadata={b"ldp_dask.channel": sink.channel.name.encode(),
-                  b"ldp_dask.channel_params": repr(sink.channel.params()).encode()},
+        metadata={b"ldp_dask.channel": job.channel.name.encode(),
+                  b"ldp_dask.channel_params": repr(job.channel.params()).encode()},
     )
     sums: dict[str, np.ndarray] | None = None
-    path = f"{sink.rows_dir}/part-{sink.index:05d}.parquet"
-    with sink.rows_fs.open(path, "wb") as fh, pq.ParquetWriter(fh, schema) as writer:
+    path = f"{job.rows_dir}/part-{index:05d}.parquet"
+    with job.rows_fs.open(path, "wb") as fh, pq.ParquetWriter(fh, schema) as writer:
         for s in range(0, len(x), block):
-            z = sink.channel.privatize(x[s : s + block], rng)
+            z = job.channel.privatize(x[s : s + block], rng)
             col = pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), dim)
             writer.write_table(pa.Table.from_arrays([col], schema=schema))
-            part = {k: exactsum.from_float(v) for k, v in sink.channel.row_sums(z).items()}
+            part = {k: exactsum.from_float(v) for k, v in job.channel.row_sums(z).items()}
             sums = part if sums is None else {k: exactsum.add(sums[k], part[k]) for k in part}
     if sums is None:  # no rows (an empty bucket): an empty file, zero sums
         sums = {k: exactsum.from_float(np.zeros_like(v)) for k, v in
-                sink.channel.row_sums(np.zeros((1, dim))).items()}
+                job.channel.row_sums(np.zeros((1, dim))).items()}
     return sums
 
 
@@ -162,24 +182,31 @@ def _progress(total: int, enabled: bool, desc: str) -> Any:
     return tqdm(total=total, unit="row", unit_scale=True, desc=desc, leave=True)  # the final line stays
 
 
-def _run_local(tasks: list[_Task], split_every: int, progress: bool) -> dict[str, Any]:
+def _run_local(tasks: list[_Task], job: _Job, split_every: int, progress: bool) -> dict[str, Any]:
     accs = []
-    with _progress(sum(t.piece.num_rows for t in tasks), progress, "privatize") as bar:
+    with _progress(sum(task_rows(job.pieces, t) for t in tasks), progress, "privatize") as bar:
         for t in tasks:
-            acc = _run_piece(t)
+            acc = _run_piece(t, job)
             if "error" in acc:
                 return acc
             accs.append(acc)
             if bar is not None:
-                bar.update(t.piece.num_rows)
+                bar.update(task_rows(job.pieces, t))
     return _tree_reduce_local(accs, split_every)
 
 
-def map_reduce(client: Any, fn: Any, tasks: list[Any], combine: Any, prefix: str, rows: list[int],
-               split_every: int, retries: int, progress: bool, desc: str) -> Any:
-    """``fn`` on every task, then a ``split_every``-ary tree of ``combine``; returns the root's result.
+def task_rows(pieces: tuple[Piece, ...], task: Any) -> int:
+    """The rows a task reads (its ``[start, stop)`` range of ``pieces``)."""
+    return sum(pieces[i].num_rows for i in range(task.start, task.stop))
 
-    Keys are ``{prefix}-piece-{token}-{i}`` and ``{prefix}-combine-{token}-…``. No
+
+def map_reduce(client: Any, fn: Any, tasks: list[Any], shared: Any, combine: Any, prefix: str, rows: list[int],
+               split_every: int, retries: int, progress: bool, desc: str) -> Any:
+    """``fn(task, shared)`` on every task, then a ``split_every``-ary tree of ``combine``; returns the root.
+
+    ``shared`` (what every task needs: the reader, the channel, ...) is
+    scattered to the cluster once, so a task's payload is its own small
+    description whatever the number of partitions. Keys are ``{prefix}-piece-{token}-{i}`` and ``{prefix}-combine-{token}-…``. No
     reference to a partition's future is kept once the tree is submitted (the
     progress bar holds each only until it completes), so the cluster frees a
     partition's result as soon as its combine has run: worker memory follows
@@ -187,8 +214,10 @@ def map_reduce(client: Any, fn: Any, tasks: list[Any], combine: Any, prefix: str
     by ``rows`` as partitions complete.
     """
     token = uuid.uuid4().hex[:12]
-    level = client.map(fn, tasks, key=[f"{prefix}-piece-{token}-{i}" for i in range(len(tasks))],
+    job = client.scatter(shared, hash=False)
+    level = client.map(fn, tasks, job=job, key=[f"{prefix}-piece-{token}-{i}" for i in range(len(tasks))],
                        retries=retries, pure=False)
+    del job  # the tasks hold it until they have run
     done = None
     if progress:
         from distributed import as_completed
@@ -208,8 +237,9 @@ def map_reduce(client: Any, fn: Any, tasks: list[Any], combine: Any, prefix: str
     return level[0].result()
 
 
-def _run_dask(client: Any, tasks: list[_Task], split_every: int, progress: bool, retries: int) -> dict[str, Any]:
-    return map_reduce(client, _run_piece, tasks, _combine, "ldp", [t.piece.num_rows for t in tasks],
+def _run_dask(client: Any, tasks: list[_Task], job: _Job, split_every: int, progress: bool,
+              retries: int) -> dict[str, Any]:
+    return map_reduce(client, _run_piece, tasks, job, _combine, "ldp", [task_rows(job.pieces, t) for t in tasks],
                       split_every, retries, progress, "privatize")
 
 
@@ -303,14 +333,14 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
         context = {**context, "unit": dataset.unit, "k": k}
         acc = _run_units(dataset, channel, mode, secret, options, context, rows_fs, rows_dir)
     else:
-        keys = partition_base_keys(secret, context, len(dataset.pieces))
-        tasks = [_Task(dataset, piece, _Sink(channel, key, options.clip, mode, piece.index, rows_dir, rows_fs))
-                 for piece, key in zip(dataset.pieces, keys)]
+        keys = tuple(partition_base_keys(secret, context, len(dataset.pieces)))
+        job = _Job(dataset.reader, dataset.pieces, keys, channel, options.clip, mode, rows_dir, rows_fs)
+        tasks = [_Task(a, b) for a, b in dataset.tasks]
         if dataset.kind == "memory" or options.in_process:
-            acc = _run_local(tasks, options.split_every, options.progress)
+            acc = _run_local(tasks, job, options.split_every, options.progress)
         else:
             with connect(options.client) as c:
-                acc = _run_dask(c, tasks, options.split_every, options.progress, options.retries)
+                acc = _run_dask(c, tasks, job, options.split_every, options.progress, options.retries)
     if "error" in acc:
         raise InputDataError(acc["error"])
     if dataset.unit is None and acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
@@ -325,24 +355,30 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
 
 # --- privacy units: tag rows by person, shuffle by bucket, keep k rows per person, release per bucket ------
 @dataclass(frozen=True)
-class _UnitTask:
-    dataset: Dataset
-    piece: Piece
-    first_row: int
+class _Tagging:
+    """What every tagging task shares (scattered once): the reader, the pieces and the row number each starts
+    at, the person keys, the number of buckets."""
+
+    reader: Reader
+    pieces: tuple[Piece, ...]
+    first_rows: tuple[int, ...]
     keys: UnitKeys
     buckets: int
 
 
-def _tag_piece(task: _UnitTask) -> Any:
-    """A partition's rows tagged (bucket, person, rank, value), or ``{"error": ...}`` (worker side)."""
-    where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
-    try:
-        return tagged_frame(read_piece(task.dataset, task.piece), read_units(task.dataset, task.piece),
-                            task.first_row, task.keys, task.buckets)
-    except (OSError, MemoryError):
-        raise
-    except Exception as exc:
-        return error_value(where, exc)
+def _tag_piece(task: _Task, job: _Tagging) -> Any:
+    """A task's rows tagged (bucket, person, rank, value), or ``{"error": ...}`` (worker side)."""
+    frames = []
+    for i in task.rows:
+        piece = job.pieces[i]
+        try:
+            frames.append(tagged_frame(read_piece(job.reader, piece), read_units(job.reader, piece),
+                                       job.first_rows[i], job.keys, job.buckets))
+        except (OSError, MemoryError):
+            raise
+        except Exception as exc:
+            return error_value(_where(piece), exc)
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def _error_of(frame: Any) -> str | None:
@@ -353,17 +389,18 @@ def _error_of(frame: Any) -> str | None:
 class _ReleaseBucket:
     """What a bucket of persons' kept rows become in a local release: the channel's noisy sums."""
 
-    sink: _Sink
+    job: _Job
 
-    def __call__(self, values: Any, where: str) -> dict[str, Any]:
-        return _release_values(values, self.sink, where)
+    def __call__(self, values: Any, where: str, index: int, key: bytes | None) -> dict[str, Any]:
+        assert key is not None
+        return _release_values(values, self.job, key, index, where)
 
 
-def _run_bucket(frame: Any, handler: Any, index: int, k: int, categorical: bool) -> dict[str, Any]:
+def _run_bucket(frame: Any, handler: Any, index: int, key: bytes | None, k: int, categorical: bool) -> dict[str, Any]:
     """Keep at most ``k`` rows per person of bucket ``index`` and hand them to ``handler`` (worker side)."""
     where = f"the rows of bucket {index} (grouped by person)"
     try:
-        return handler(bounded_values(frame, k, categorical), where)
+        return handler(bounded_values(frame, k, categorical), where, index, key)
     except (OSError, MemoryError):
         raise
     except Exception as exc:
@@ -373,40 +410,43 @@ def _run_bucket(frame: Any, handler: Any, index: int, k: int, categorical: bool)
 def _run_units(dataset: Dataset, channel: Channel, mode: str, secret: Secret, options: RunOptions,
                context: dict[str, Any], rows_fs: Any, rows_dir: str | None) -> dict[str, Any]:
     """Contribution bounding then the channel: one partition per bucket of persons (docs/privacy.md)."""
-    keys = partition_base_keys(secret, context, len(dataset.pieces))
-    handlers = [_ReleaseBucket(_Sink(channel, key, options.clip, mode, j, rows_dir, rows_fs))
-                for j, key in enumerate(keys)]
-    return map_units(dataset, secret, context, handlers, _combine, options,
+    keys = partition_base_keys(secret, context, len(dataset.tasks))
+    handler = _ReleaseBucket(_Job(dataset.reader, (), (), channel, options.clip, mode, rows_dir, rows_fs))
+    return map_units(dataset, secret, context, handler, _combine, options, keys=keys,
                      categorical=channel.value_kind == "categorical")
 
 
-def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handlers: list[Any], combine: Any,
-              options: RunOptions, *, categorical: bool = False, in_process: bool = False) -> dict[str, Any]:
-    """Bound each person's rows, then ``handlers[j](values, where)`` on bucket j; ``combine`` the results.
+def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler: Any, combine: Any,
+              options: RunOptions, *, keys: list[bytes] | None = None, categorical: bool = False,
+              in_process: bool = False) -> dict[str, Any]:
+    """Bound each person's rows, then ``handler(values, where, j, keys[j])`` on bucket j; ``combine`` the results.
 
-    There is one bucket per partition of ``dataset``. The bucket and rank keys
-    are derived here, on the driver, from the secret and ``context``. In
+    There is one bucket per task of ``dataset`` (:attr:`~ldp_dask.source.Dataset.tasks`); ``keys`` (optional) gives
+    each bucket its noise key (None is passed without). The bucket and rank
+    keys are derived here, on the driver, from the secret and ``context``. In
     process (in-memory data, ``client="local"`` or ``in_process``) the rows are
-    grouped with numpy; on Dask they are shuffled by bucket and nothing but
-    error strings and the final result comes back to the driver. A handler
-    returns a dict, or ``{"error": ...}``.
+    grouped with numpy; on Dask they are shuffled by bucket, the handler is
+    sent to the cluster once, and nothing but error strings and the final
+    result comes back to the driver. A handler returns a dict, or ``{"error": ...}``.
     """
-    count = len(dataset.pieces)
-    if len(handlers) != count:  # pragma: no cover - a caller's bug
-        raise ValueError(f"{len(handlers)} handlers for {count} buckets")
+    tasks = [_Task(a, b) for a, b in dataset.tasks]
+    count = len(tasks)
+    bucket_keys: list[bytes | None] = list(keys) if keys is not None else [None] * count
+    if len(bucket_keys) != count:  # pragma: no cover - a caller's bug
+        raise ValueError(f"{len(bucket_keys)} keys for {count} buckets")
     ukeys = unit_keys(secret.key, json.dumps(context, sort_keys=True, default=str).encode())
-    firsts = np.concatenate([[0], np.cumsum([p.num_rows for p in dataset.pieces])[:-1]]).tolist()
-    tasks = [_UnitTask(dataset, p, int(f), ukeys, count) for p, f in zip(dataset.pieces, firsts)]
+    firsts = np.concatenate([[0], np.cumsum([p.num_rows for p in dataset.pieces])[:-1]]).astype(int).tolist()
+    tagging = _Tagging(dataset.reader, dataset.pieces, tuple(firsts), ukeys, count)
     k = options.max_contributions
     if dataset.kind == "memory" or options.in_process or in_process:
-        frames = [_tag_piece(t) for t in tasks]
+        frames = [_tag_piece(t, tagging) for t in tasks]
         error = next((e for e in map(_error_of, frames) if e), None)
         if error:
             return {"error": error}
         rows = pd.concat(frames, ignore_index=True)
         order = np.argsort(rows["bucket"].to_numpy(), kind="stable")
         bounds = np.searchsorted(rows["bucket"].to_numpy()[order], np.arange(count + 1))
-        accs = [_run_bucket(rows.iloc[order[bounds[j]:bounds[j + 1]]], handlers[j], j, k, categorical)
+        accs = [_run_bucket(rows.iloc[order[bounds[j]:bounds[j + 1]]], handler, j, bucket_keys[j], k, categorical)
                 for j in range(count)]
         bad = next((a for a in accs if "error" in a), None)
         if bad is not None:
@@ -416,21 +456,24 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
             level = [combine(*level[i : i + options.split_every]) for i in range(0, len(level), options.split_every)]
         return level[0]
     with connect(options.client) as client:
-        return _shuffle_units(client, tasks, handlers, combine, k, categorical, options)
+        return _shuffle_units(client, tasks, tagging, handler, bucket_keys, combine, k, categorical, options)
 
 
-def _shuffle_units(client: Any, tasks: list[_UnitTask], handlers: list[Any], combine: Any, k: int,
-                   categorical: bool, options: RunOptions) -> dict[str, Any]:
+def _shuffle_units(client: Any, tasks: list[_Task], tagging: _Tagging, handler: Any,
+                   keys: list[bytes | None], combine: Any, k: int, categorical: bool,
+                   options: RunOptions) -> dict[str, Any]:
     """The Dask path: tag partitions, check them, shuffle rows by bucket (``set_index`` on known divisions:
     bucket j becomes partition j), run each bucket's handler, tree-reduce."""
     import dask
     import dask.dataframe as dd
 
     token = uuid.uuid4().hex[:12]
-    tagged = client.map(_tag_piece, tasks, key=[f"ldp-units-tag-{token}-{i}" for i in range(len(tasks))],
+    shared = client.scatter(tagging, hash=False)
+    tagged = client.map(_tag_piece, tasks, job=shared, key=[f"ldp-units-tag-{token}-{i}" for i in range(len(tasks))],
                         retries=options.retries, pure=False)
+    del shared
     if options.progress:
-        _follow(tagged, [t.piece.num_rows for t in tasks], "row", "tag by person")
+        _follow(tagged, [task_rows(tagging.pieces, t) for t in tasks], "row", "tag by person")
     errors = client.gather(client.map(_error_of, tagged, key=[f"ldp-units-check-{token}-{i}"
                                                                 for i in range(len(tasks))]))
     error = next((e for e in errors if e), None)
@@ -440,11 +483,12 @@ def _shuffle_units(client: Any, tasks: list[_UnitTask], handlers: list[Any], com
                          "rank": pd.Series([], dtype="uint64"),
                          "value": pd.Series([], dtype="object" if categorical else "float64")})
     frame = dd.from_delayed(tagged, meta=meta, verify_meta=False)
-    by_bucket = frame.set_index("bucket", divisions=list(range(len(handlers) + 1)), sorted=False)
-    buckets = client.compute([dask.delayed(_run_bucket, pure=False)(part, h, j, k, categorical)
-                              for j, (part, h) in enumerate(zip(by_bucket.to_delayed(), handlers))],
+    by_bucket = frame.set_index("bucket", divisions=list(range(len(keys) + 1)), sorted=False)
+    release = client.scatter(handler, hash=False)
+    buckets = client.compute([dask.delayed(_run_bucket, pure=False)(part, release, j, key, k, categorical)
+                              for j, (part, key) in enumerate(zip(by_bucket.to_delayed(), keys))],
                              retries=options.retries)
-    del tagged, frame, by_bucket  # the shuffle's inputs are freed as the buckets complete
+    del tagged, frame, by_bucket, release  # the shuffle's inputs are freed as the buckets complete
     level = buckets
     depth = 0
     while len(level) > 1:

@@ -28,10 +28,15 @@ import pyarrow.parquet as pq
 
 from ._validation import InputDataError, LdpDaskError, check_int
 
-__all__ = ["Piece", "Dataset", "open_source", "read_piece", "read_units", "source_root", "DEFAULT_PARTITION_ROWS"]
+__all__ = ["Piece", "Dataset", "Reader", "open_source", "read_piece", "read_units", "source_root", "DEFAULT_PARTITION_ROWS"]
 
 #: Target rows per partition: large, because a Dask task costs milliseconds.
 DEFAULT_PARTITION_ROWS = 1 << 22
+#: Consecutive pieces smaller than this many rows (or the planned partition size, if smaller) are read by one
+#: task, up to :data:`TASK_PIECES` of them: a task then costs tens of milliseconds of work against Dask's few
+#: milliseconds of overhead, however small the files.
+TASK_ROWS = 1 << 20
+TASK_PIECES = 256
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,24 @@ class Piece:
     row_groups: tuple[int, ...] = ()
     start: int = 0
     stop: int = 0
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What a worker needs to read any piece of a dataset, and nothing more.
+
+    A task carries its own :class:`Piece`; the reader is shared by every task
+    of a job (sent to the cluster once), and it holds no list of pieces, so a
+    task's payload does not grow with the number of partitions.
+    """
+
+    kind: str
+    column: str
+    value_kind: str = "numeric"
+    fs: Any = None
+    unit: str | None = None
+    values: Any = field(default=None, repr=False, compare=False)
+    unit_values: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -67,12 +90,45 @@ class Dataset:
     #: the privacy unit's column (None: each row is its own unit), and its values for in-memory data
     unit: str | None = None
     unit_values: Any = field(default=None, repr=False, compare=False)
+    #: the planned rows per partition (``partition_rows``), which also bounds how many rows one task reads
+    target_rows: int = DEFAULT_PARTITION_ROWS
+
+    @property
+    def tasks(self) -> tuple[tuple[int, int], ...]:
+        """The pieces each task reads, as ``[start, stop)`` ranges of :attr:`pieces`, in order.
+
+        Consecutive pieces are grouped while the group has fewer than
+        ``min(TASK_ROWS, target_rows)`` rows and fewer than ``TASK_PIECES``
+        pieces; a piece that large is a task of its own. A function of the
+        plan alone (never of the cluster), so a release is the same on any
+        number of workers.
+        """
+        limit = min(TASK_ROWS, self.target_rows)
+        out: list[tuple[int, int]] = []
+        start, rows = 0, 0
+        for i, p in enumerate(self.pieces):
+            if i > start and (rows + p.num_rows > limit or i - start >= TASK_PIECES):
+                out.append((start, i))
+                start, rows = i, 0
+            rows += p.num_rows
+        if self.pieces:
+            out.append((start, len(self.pieces)))
+        return tuple(out)
+
+    @property
+    def reader(self) -> Reader:
+        """The part of the dataset a worker needs to read its pieces."""
+        return Reader(self.kind, self.column, self.value_kind, self.fs, self.unit, self.values, self.unit_values)
 
     @property
     def layout(self) -> str:
         """A digest of the partitioning (which rows form which partition): part of what makes a re-run identical."""
         shape = [(p.path, list(p.row_groups), p.start, p.stop) for p in self.pieces]
-        return _fingerprint({"fingerprint": self.fingerprint, "pieces": shape})
+        layout: dict[str, Any] = {"fingerprint": self.fingerprint, "pieces": shape}
+        tasks = self.tasks
+        if len(tasks) != len(self.pieces):  # pieces read together (a partition of persons per task)
+            layout["tasks"] = [list(t) for t in tasks]
+        return _fingerprint(layout)
 
 
 def _is_numeric(t: pa.DataType) -> bool:
@@ -194,7 +250,7 @@ def _open_memory(source: Any, column: str | None, target: int, value_kind: str =
     dtype = str(values.type) if isinstance(values, pa.Array) else values.dtype.str
     fp = _fingerprint({"kind": "memory", "column": name, "dtype": dtype, "n": n})
     return Dataset("memory", name, pieces, n, fp, f"in-memory {type(source).__name__}", None, values, value_kind,
-                   root=f"memory:{fp}")
+                   root=f"memory:{fp}", target_rows=target)
 
 
 def _memory_values(source: Any, column: str | None, value_kind: str = "numeric") -> tuple[Any, str]:
@@ -305,7 +361,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     if unit is not None:
         shape["unit"] = unit
     return Dataset("parquet", column, tuple(pieces), n, _fingerprint(shape), url, fs, None, value_kind,
-                   root=population, unit=unit)
+                   root=population, unit=unit, target_rows=target)
 
 
 def _population_root(fs: Any, path: str) -> str:
@@ -358,15 +414,15 @@ def _fingerprint(structure: dict[str, Any]) -> str:
 
 
 # --- worker side --------------------------------------------------------------------
-def read_units(dataset: Dataset, piece: Piece) -> pa.Array:
+def read_units(reader: Reader, piece: Piece) -> pa.Array:
     """Read one piece's privacy unit values (a pyarrow array; nulls are refused where they are used)."""
-    if dataset.kind == "memory":
-        return dataset.unit_values[piece.start : piece.stop]
-    return _read_columns(dataset, piece, dataset.unit).column(0).combine_chunks()
+    if reader.kind == "memory":
+        return reader.unit_values[piece.start : piece.stop]
+    return _read_columns(reader, piece, reader.unit).column(0).combine_chunks()
 
 
-def _read_columns(dataset: Dataset, piece: Piece, column: str | None) -> pa.Table:
-    fs = dataset.fs
+def _read_columns(reader: Reader, piece: Piece, column: str | None) -> pa.Table:
+    fs = reader.fs
     try:
         if _is_local(fs):
             pf = pq.ParquetFile(piece.path, memory_map=False)
@@ -383,22 +439,22 @@ def _no_values(exc: BaseException) -> str:
     return f"{type(exc).__name__}: the file's content does not decode as its schema says"
 
 
-def read_piece(dataset: Dataset, piece: Piece) -> Any:
+def read_piece(reader: Reader, piece: Piece) -> Any:
     """Read one piece's values: a numpy array (numeric), or a pyarrow Array (categorical).
 
-    No copy for in-memory data.
+    ``reader`` is :attr:`Dataset.reader`. No copy for in-memory data.
     """
-    if dataset.kind == "memory":
-        assert dataset.values is not None
-        return dataset.values[piece.start : piece.stop]
-    table = _read_columns(dataset, piece, dataset.column)
+    if reader.kind == "memory":
+        assert reader.values is not None
+        return reader.values[piece.start : piece.stop]
+    table = _read_columns(reader, piece, reader.column)
     # OSError (a transient I/O failure) propagates, so Dask retries the task
     col = table.column(0)
     if col.null_count:
         raise InputDataError(
-            f"column {dataset.column!r} contains null values; drop or fill them first"
+            f"column {reader.column!r} contains null values; drop or fill them first"
         )
-    if dataset.value_kind == "categorical":
+    if reader.value_kind == "categorical":
         return col.combine_chunks()
     if col.num_chunks == 1:
         return col.chunk(0).to_numpy()

@@ -31,7 +31,7 @@ import numpy as np
 from .._validation import InputDataError, LdpDaskError, check_int, error_value
 from ..channels.base import check_values
 from ..options import RunOptions
-from ..source import Dataset, Piece, read_piece
+from ..source import Dataset, Piece, Reader, read_piece
 
 __all__ = ["PrivateData", "collect", "DEFAULT_CELLS", "DEFAULT_EXACT_MAX"]
 
@@ -87,23 +87,31 @@ class PrivateData:
 
 
 @dataclass(frozen=True)
-class _HistTask:
-    dataset: Dataset
-    piece: Piece
+class _HistJob:
+    """What every histogram task shares (sent to the cluster once): the reader, the pieces, the grid and the
+    clipping."""
+
+    reader: Reader
+    pieces: tuple[Piece, ...]
     bounds: tuple[float, float]
     cells: int
     clip: bool
 
 
-def _hist_piece(task: _HistTask) -> dict[str, Any]:
-    where = task.piece.path or f"rows {task.piece.start}..{task.piece.stop}"
-    try:
-        x, n_clipped = check_values(read_piece(task.dataset, task.piece), task.bounds, task.clip)
-    except (OSError, MemoryError):  # transient: Dask retries the task
-        raise
-    except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
-        return error_value(where, exc)
-    return {"counts": _grid_counts(x, task.bounds, task.cells), "clipped": n_clipped}
+def _hist_piece(task: Any, job: _HistJob) -> dict[str, Any]:
+    """The grid counts of one task's pieces (``task.start`` to ``task.stop``), or ``{"error": ...}``."""
+    counts, clipped = None, 0
+    for piece in job.pieces[task.start:task.stop]:
+        try:
+            x, c = check_values(read_piece(job.reader, piece), job.bounds, job.clip)
+        except (OSError, MemoryError):  # transient: Dask retries the task
+            raise
+        except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
+            return error_value(piece.path or f"rows {piece.start}..{piece.stop}", exc)
+        part = _grid_counts(x, job.bounds, job.cells)
+        counts = part if counts is None else counts + part
+        clipped += c
+    return {"counts": counts, "clipped": clipped}
 
 
 def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -115,14 +123,16 @@ def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, options: RunOptions) -> dict[str, Any]:
-    from ..pipeline import connect, map_reduce
+    from ..pipeline import _Task, connect, map_reduce, task_rows
 
-    tasks = [_HistTask(dataset, p, bounds, cells, options.clip) for p in dataset.pieces]
+    job = _HistJob(dataset.reader, dataset.pieces, bounds, cells, options.clip)
+    tasks = [_Task(a, b) for a, b in dataset.tasks]
     if options.in_process:
-        return _hist_combine(*[_hist_piece(t) for t in tasks])
+        return _hist_combine(*[_hist_piece(t, job) for t in tasks])
     with connect(options.client) as c:
-        return map_reduce(c, _hist_piece, tasks, _hist_combine, "ldp-hist", [t.piece.num_rows for t in tasks],
-                          options.split_every, options.retries, options.progress, "reduce")
+        return map_reduce(c, _hist_piece, tasks, job, _hist_combine, "ldp-hist",
+                          [task_rows(dataset.pieces, t) for t in tasks], options.split_every, options.retries,
+                          options.progress, "reduce")
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ class _KeptBucket:
     clip: bool
     cells: int | None = None
 
-    def __call__(self, values: Any, where: str) -> dict[str, Any]:
+    def __call__(self, values: Any, where: str, index: int = 0, key: bytes | None = None) -> dict[str, Any]:
         try:
             x, c = check_values(values, self.bounds, self.clip)
         except InputDataError as exc:
@@ -167,9 +177,8 @@ def _collect_units(dataset: Dataset, bounds: tuple[float, float], options: RunOp
         raise LdpDaskError("collecting data with a privacy unit needs the release key (secret=)")
     context = {"v": 1, "kind": "central-units", "fingerprint": dataset.fingerprint, "column": dataset.column,
                "unit": dataset.unit, "k": options.max_contributions}
-    count = len(dataset.pieces)
     handler = _KeptBucket(bounds, options.clip, None if exact else cells)
-    res = map_units(dataset, secret, context, [handler] * count, _values_combine if exact else _hist_combine,
+    res = map_units(dataset, secret, context, handler, _values_combine if exact else _hist_combine,
                     options, in_process=exact)
     if "error" in res:
         raise InputDataError(res["error"])
@@ -199,7 +208,7 @@ def collect(dataset: Dataset, bounds: tuple[float, float], options: RunOptions |
         parts, clipped = [], 0
         for p in dataset.pieces:
             try:
-                x, c = check_values(read_piece(dataset, p), bounds, clip)
+                x, c = check_values(read_piece(dataset.reader, p), bounds, clip)
             except (OSError, MemoryError):
                 raise
             except Exception as exc:

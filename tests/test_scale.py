@@ -1,0 +1,116 @@
+"""Scale: a task's payload does not grow with the number of partitions; 10^4 partitions run end to end."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ldp_dask import privatize
+from ldp_dask.channels import build_channel
+from ldp_dask.noise import partition_base_keys, resolve_secret
+from ldp_dask.options import RunOptions
+from ldp_dask.pipeline import _Job, _Task
+from ldp_dask.release import plan
+
+#: The issue's bound on what one task carries to the scheduler.
+MAX_TASK_BYTES = 4096
+
+
+def _one_file(path: Path, rows: int) -> Path:
+    """One file of ``rows`` rows, one row per row group: planning with ``partition_rows=1`` gives ``rows`` pieces."""
+    rng = np.random.default_rng(rows)
+    pq.write_table(pa.table({"x": rng.beta(2, 5, rows), "c": rng.integers(0, 10, rows)}), path, row_group_size=1)
+    return path
+
+
+def _tiny_files(directory: Path, files: int, rows: int) -> Path:
+    directory.mkdir(parents=True)
+    rng = np.random.default_rng(files)
+    x = rng.beta(2, 5, files * rows)
+    for f in range(files):
+        pq.write_table(pa.table({"x": x[f * rows:(f + 1) * rows]}), directory / f"part-{f:05d}.parquet")
+    return directory
+
+
+@pytest.mark.parametrize("name", ["histogram", "mean", "wavelet", "haar", "rr"])
+def test_task_payload_is_the_same_at_10_and_10000_pieces(tmp_path: Path, name: str) -> None:
+    """A task names a range of pieces; what all tasks share (reader, pieces, keys, channel) travels once."""
+    options = RunOptions(seed=1, partition_rows=1)  # one task per piece: nothing is grouped
+    sizes = {}
+    for rows in (10, 10_000):
+        ds = plan(str(_one_file(tmp_path / f"{rows}.parquet", rows)), "c" if name == "rr" else "x",
+                  "categorical" if name == "rr" else "numeric", options)
+        assert len(ds.pieces) == len(ds.tasks) == rows
+        # many categories: the channel is shared by the job, not repeated in every task
+        extra = {"categories": list(range(10_000))} if name == "rr" else {"domain": (0.0, 1.0)}
+        ch = build_channel(name, 1.0, n=rows, **extra)
+        tasks = [_Task(a, b) for a, b in ds.tasks]
+        sizes[rows] = max(len(pickle.dumps(t)) for t in tasks)
+        # the tasks' shared part: reader, pieces, keys and channel, pickled once per job (scattered)
+        keys = tuple(partition_base_keys(resolve_secret(seed=1), {"v": 1}, len(ds.pieces)))
+        assert all(b".parquet" not in pickle.dumps(t) for t in tasks[:10])  # no path in a task
+        assert pickle.loads(pickle.dumps(_Job(ds.reader, ds.pieces, keys, ch, False, "summary"))).pieces == ds.pieces
+    # equal but for the integers' own width (at most 3 more bytes for each of start and stop)
+    assert sizes[10_000] - sizes[10] <= 6 and sizes[10_000] < MAX_TASK_BYTES, sizes
+
+
+def test_small_pieces_are_read_together_and_the_release_does_not_change(tmp_path: Path) -> None:
+    """Grouping pieces into tasks is a matter of speed: the summary is bit-identical either way."""
+    data = _tiny_files(tmp_path / "tiny", 600, 50)
+    grouped = plan(str(data), "x", "numeric", RunOptions())
+    single = plan(str(data), "x", "numeric", RunOptions(partition_rows=50))
+    assert len(grouped.pieces) == len(single.pieces) == 600
+    assert [b - a for a, b in grouped.tasks] == [256, 256, 88]  # TASK_PIECES at most per task
+    assert len(single.tasks) == 600
+    ch = build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=16)
+    a = privatize(grouped, "x", ch, client="local", seed=3)
+    b = privatize(single, "x", ch, client="local", seed=3)
+    for k in a.sums:
+        np.testing.assert_array_equal(a.sums[k], b.sums[k])
+    assert a.content_tag == b.content_tag
+
+
+class _RunSpecSizes:
+    """A scheduler plugin recording the pickled size of every task of a graph as the scheduler holds it."""
+
+    name = "ldp-test-run-spec-sizes"
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, int] = {}
+
+    def update_graph(self, scheduler, *, tasks=(), **kwargs) -> None:
+        for key in tasks:
+            ts = scheduler.tasks.get(key)
+            if ts is not None and str(key).startswith("ldp-piece"):
+                self.sizes[str(key)] = len(pickle.dumps(ts.run_spec))
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_ten_thousand_partitions_end_to_end(tmp_path: Path, cluster) -> None:
+    """10^4 tiny files on a LocalCluster, one task per piece (``partition_rows``): every task's payload as the
+    scheduler holds it is small, and the release equals the in-process one, and the one grouping pieces."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    data = _tiny_files(tmp_path / "tiny", 10_000, 20)
+    plugin = type("Sizes", (_RunSpecSizes, SchedulerPlugin), {})()
+    scheduler = cluster.cluster.scheduler
+    scheduler.add_plugin(plugin)
+    try:
+        ch = build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=16)
+        on_cluster = privatize(str(data), "x", ch, client=cluster, seed=7, partition_rows=20)
+    finally:
+        scheduler.remove_plugin(name=plugin.name)
+    assert on_cluster.n == 200_000 and on_cluster.metadata["partitions"] == 10_000
+    assert len(plugin.sizes) == 10_000
+    assert max(plugin.sizes.values()) < MAX_TASK_BYTES, max(plugin.sizes.values())
+    grouped = privatize(str(data), "x", ch, client=cluster, seed=7)
+    local = privatize(str(data), "x", ch, client="local", seed=7)
+    for k in local.sums:
+        np.testing.assert_array_equal(on_cluster.sums[k], local.sums[k])
+        np.testing.assert_array_equal(grouped.sums[k], local.sums[k])

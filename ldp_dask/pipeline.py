@@ -530,6 +530,8 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
     if dataset.value_kind != channel.value_kind:
         raise LdpDaskError(f"the dataset was planned as {dataset.value_kind!r} values but the {channel.name!r} "
                            f"channel needs {channel.value_kind!r} values")
+    if getattr(channel, "domain", None) is not None:  # the footers may prove the release would be refused
+        dataset.check_range(channel.domain, opts.clip)
     rows = None if rows_path is None else os.fspath(rows_path)
 
     mac: list[bytes] = []

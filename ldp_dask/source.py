@@ -24,6 +24,7 @@ from typing import Any
 import fsspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ._validation import InputDataError, LdpDaskError, check_int
@@ -92,6 +93,14 @@ class Dataset:
     unit_values: Any = field(default=None, repr=False, compare=False)
     #: the planned rows per partition (``partition_rows``), which also bounds how many rows one task reads
     target_rows: int = DEFAULT_PARTITION_ROWS
+    #: what the Parquet footers prove (driver memory only; see :class:`FooterStatistics`)
+    footer_statistics: Any = field(default=None, repr=False, compare=False)
+
+    def check_range(self, domain: tuple[float, float], clip: bool = False) -> None:
+        """Refuse, before any row is read, what the footers' statistics prove the workers would refuse: an
+        infinite value, or a value outside ``domain`` (unless ``clip``: then it is clamped where it is read)."""
+        if self.footer_statistics is not None:
+            self.footer_statistics.check_range(self.column, domain, clip)
 
     @property
     def tasks(self) -> tuple[tuple[int, int], ...]:
@@ -294,25 +303,79 @@ def _memory_values(source: Any, column: str | None, value_kind: str = "numeric")
 
 # --- Parquet -----------------------------------------------------------------------
 def _list_files(fs: Any, path: str) -> list[str]:
+    """The Parquet files of a glob, a directory (recursively, hive partitions included; names starting with
+    ``_`` or ``.`` skipped, as Spark and pyarrow do) or a file, sorted."""
     if any(c in path for c in "*?["):
-        files = sorted(fs.glob(path))
+        found = fs.glob(path, detail=True)
     elif fs.isdir(path):
-        files = sorted(
-            p for p in fs.find(path)
-            if not any(part.startswith(("_", ".")) for part in p[len(path):].split("/") if part)
-        )
+        found = {p: info for p, info in fs.find(path, detail=True).items()
+                 if not any(part.startswith(("_", ".")) for part in p[len(path):].split("/") if part)}
     elif fs.exists(path):
-        files = [path]
+        found = {path: {"type": "file"}}
     else:
         raise InputDataError(f"no such file or directory: {path!r}")
-    files = [f for f in files if not fs.isdir(f)]
+    files = sorted(p for p, info in found.items() if info.get("type") != "directory")
     if not files:
         raise InputDataError(f"no Parquet files found at {path!r}")
     return files
 
 
+class FooterStatistics:
+    """What the Parquet footers prove about a column: nulls, and its smallest and largest value, per file.
+
+    Exact facts about raw data, so they live in driver memory only: they
+    never print, and pickling (a task runner persisting a planned dataset,
+    say) drops them. Used to refuse a release before a cluster starts where
+    the statistics prove the workers would refuse it.
+    """
+
+    __slots__ = ("nulls", "low", "high")
+
+    def __init__(self) -> None:
+        self.nulls: str | None = None  # a file with nulls in the column
+        self.low: tuple[float, str] | None = None  # the smallest min of a row group, and its file
+        self.high: tuple[float, str] | None = None
+
+    def __repr__(self) -> str:
+        return "FooterStatistics(...)"
+
+    def __reduce__(self) -> Any:
+        return (FooterStatistics, ())
+
+    def add(self, low: Any, high: Any, nulls: int, where: str) -> None:
+        if nulls and self.nulls is None:
+            self.nulls = where
+        if low is not None and (self.low is None or low < self.low[0]):
+            self.low = (low, where)
+        if high is not None and (self.high is None or high > self.high[0]):
+            self.high = (high, where)
+
+    def check_range(self, column: str, domain: tuple[float, float], clip: bool) -> None:
+        """Raise :class:`InputDataError` if a row group's statistics prove an infinite value, or (unless
+        ``clip``) a value outside ``domain``: what the workers would refuse."""
+        for seen in (self.low, self.high):
+            if seen is not None and np.isinf(seen[0]):
+                raise InputDataError(f"column {column!r} contains infinite values (the Parquet statistics of "
+                                     f"{seen[1]!r} show it); ldp_dask does not impute: drop or fill them first")
+        if clip:
+            return
+        lo, hi = domain
+        for seen, out in ((self.low, lambda v: v < lo), (self.high, lambda v: v > hi)):
+            if seen is not None and out(seen[0]):
+                raise InputDataError(
+                    f"column {column!r} contains values outside the declared domain [{lo:g}, {hi:g}] (the Parquet "
+                    f"statistics of {seen[1]!r} prove it, before any row is read); widen the domain or pass "
+                    "clip=True (--clip) to clamp them")
+
+
+#: Footers are read by this many threads where the file system is remote (a footer costs a round trip there).
+FOOTER_THREADS = 16
+
+
 def _open_parquet(url: str, column: str | None, target: int, storage_options: dict[str, Any],
                   value_kind: str = "numeric", unit: str | None = None) -> Dataset:
+    """Plan Parquet files with ``pyarrow.dataset``: discovery (directories, hive partitions, globs, any fsspec
+    file system), then one footer per file (row groups, schema, statistics), read by threads where remote."""
     if column is None:
         raise LdpDaskError("The 'column' parameter is required for a Parquet source.")
     try:
@@ -322,16 +385,36 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     files = _list_files(fs, path)
     root = path if fs.isdir(path) else os.path.dirname(path)
     population = _population_root(fs, path)
+    parquet, arrow_fs = pads.ParquetFileFormat(), _arrow_filesystem(fs)
+    fragments = [parquet.make_fragment(f, filesystem=arrow_fs) for f in files]  # footers are read below
+    check, need = _KIND_CHECK[value_kind]
+    wanted = [column] if unit is None else [column, unit]
+
+    def footer(fragment: Any) -> tuple[str, pq.FileMetaData, pa.Schema]:
+        try:
+            return fragment.path, fragment.metadata, fragment.physical_schema
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError) as exc:
+            raise InputDataError(f"{fragment.path!r} is not a readable Parquet file ({exc})") from None
+
+    if _is_local(fs) or len(fragments) < 2:  # local footers: threads measured no faster
+        footers = list(map(footer, fragments))
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(FOOTER_THREADS, thread_name_prefix="ldp-footers") as pool:
+            footers = list(pool.map(footer, fragments))
+    stats = FooterStatistics()
     pieces: list[Piece] = []
     structure: list[tuple[str, int]] = []
     col_type: str | None = None
-    for f in files:
-        meta = _read_metadata(fs, f)
-        schema = meta.schema.to_arrow_schema()
+    for f, meta, schema in footers:
+        for name in wanted:
+            if name not in schema.names and f"/{name}=" in "/" + _relative(f, root):
+                raise InputDataError(f"column {name!r} is a hive partition key of {url!r} (it is in the directory "
+                                     "names, not in the files); only columns stored in the files can be released")
         if column not in schema.names:
             raise InputDataError(_missing(column, schema.names, f"file {f!r}"))
         t = schema.field(column).type
-        check, need = _KIND_CHECK[value_kind]
         if not check(t):
             raise InputDataError(f"column {column!r} in file {f!r} has type {t}; {need}")
         col_type = col_type or str(t)
@@ -341,8 +424,8 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
             if not _is_unit_type(schema.field(unit).type):
                 raise InputDataError(f"the privacy unit column {unit!r} in file {f!r} has type "
                                      f"{schema.field(unit).type}; an integer or string id is required")
-        rel = os.path.relpath(f, root) if root else f
-        structure.append((rel, meta.num_rows))
+        _footer_statistics(meta, wanted, value_kind == "numeric", stats, f)
+        structure.append((_relative(f, root), meta.num_rows))
         group: list[int] = []
         rows = 0
         for rg in range(meta.num_row_groups):
@@ -354,6 +437,9 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
             rows += r
         if rows:
             pieces.append(Piece(len(pieces), rows, f, tuple(group)))
+    if stats.nulls is not None:
+        raise InputDataError(f"column {column!r}{'' if unit is None else f' or {unit!r}'} contains null values "
+                             f"(the Parquet statistics of {stats.nulls!r} show it); drop or fill them first")
     n = sum(p.num_rows for p in pieces)
     if n == 0:
         raise InputDataError(f"the dataset at {url!r} is empty (0 rows)")
@@ -361,7 +447,41 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     if unit is not None:
         shape["unit"] = unit
     return Dataset("parquet", column, tuple(pieces), n, _fingerprint(shape), url, fs, None, value_kind,
-                   root=population, unit=unit, target_rows=target)
+                   root=population, unit=unit, target_rows=target, footer_statistics=stats)
+
+
+def _arrow_filesystem(fs: Any) -> Any:
+    """The pyarrow file system for an fsspec one: Arrow's own for local files, else a wrapper of ``fs``."""
+    import pyarrow.fs as pafs
+
+    if _is_local(fs):
+        return pafs.LocalFileSystem()
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+
+
+def _relative(path: str, root: str) -> str:
+    """``os.path.relpath`` for a path under ``root`` (the common case, without its per-call cost)."""
+    head = root.rstrip("/") + "/"
+    if root and path.startswith(head) and "/../" not in path and "/./" not in path:
+        return path[len(head):]
+    return os.path.relpath(path, root) if root else path
+
+
+def _footer_statistics(meta: pq.FileMetaData, columns: list[str], numeric: bool, stats: FooterStatistics,
+                       where: str) -> None:
+    """Fold a footer's statistics of ``columns`` (the first is the released one) into ``stats``."""
+    names = meta.schema.names
+    for c, name in enumerate(columns):
+        if name not in names:
+            continue
+        j = names.index(name)
+        for rg in range(meta.num_row_groups):
+            st = meta.row_group(rg).column(j).statistics
+            if st is None:
+                continue
+            nulls = st.null_count if st.has_null_count else 0
+            bounded = c == 0 and numeric and st.has_min_max
+            stats.add(st.min if bounded else None, st.max if bounded else None, nulls, where)
 
 
 def _population_root(fs: Any, path: str) -> str:
@@ -391,14 +511,6 @@ def resolve_root(url: str) -> str:
         local = url[len("file://"):] if url.startswith("file://") else url
         return "file://" + os.path.realpath(local)
     return url.rstrip("/")
-
-
-def _read_metadata(fs: Any, path: str) -> pq.FileMetaData:
-    try:
-        with fs.open(path, "rb") as fh:
-            return pq.ParquetFile(fh).metadata
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError) as exc:
-        raise InputDataError(f"{path!r} is not a readable Parquet file ({exc})") from None
 
 
 def _missing(column: str | None, names: list[Any], where: str, what: str = "column") -> str:

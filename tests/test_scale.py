@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ldp_dask import privatize
+from ldp_dask import InputDataError, privatize
 from ldp_dask.channels import build_channel
 from ldp_dask.noise import partition_base_keys, resolve_secret
 from ldp_dask.options import RunOptions
@@ -114,3 +114,84 @@ def test_ten_thousand_partitions_end_to_end(tmp_path: Path, cluster) -> None:
     for k in local.sums:
         np.testing.assert_array_equal(on_cluster.sums[k], local.sums[k])
         np.testing.assert_array_equal(grouped.sums[k], local.sums[k])
+
+
+# --- planning: pyarrow.dataset, hive partitions, globs, footer statistics --------------------------------------
+def _hive(root: Path) -> Path:
+    rng = np.random.default_rng(5)
+    for region in ("eu", "us"):
+        for day in (1, 2):
+            d = root / f"region={region}" / f"day={day}"
+            d.mkdir(parents=True)
+            pq.write_table(pa.table({"x": rng.beta(2, 5, 1000), "user": rng.integers(0, 50, 1000)}), d / "p.parquet")
+    (root / "_SUCCESS").write_text("")
+    (root / ".hidden").mkdir()
+    (root / ".hidden" / "junk.parquet").write_bytes(b"not parquet")
+    return root
+
+
+def test_hive_partitioned_directories_and_globs_plan(tmp_path: Path) -> None:
+    root = _hive(tmp_path / "hive")
+    ds = plan(str(root), "x", "numeric", RunOptions())
+    assert ds.n == 4000 and [p.path.split("hive/")[1] for p in ds.pieces] == [
+        "region=eu/day=1/p.parquet", "region=eu/day=2/p.parquet", "region=us/day=1/p.parquet",
+        "region=us/day=2/p.parquet"]
+    glob = plan(str(root / "region=us" / "*" / "*.parquet"), "x", "numeric", RunOptions())
+    assert glob.n == 2000 and glob.root == ds.root + "/region=us"
+    with pytest.raises(InputDataError, match="'region' is a hive partition key"):
+        plan(str(root), "region", "categorical", RunOptions())
+    s = privatize(str(root), "x", build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=8), client="local",
+                  seed=1)
+    assert s.n == 4000
+
+
+def _with_stats(path: Path, x: pa.Array, user: pa.Array | None = None) -> Path:
+    path.mkdir()
+    cols = {"x": x} if user is None else {"x": x, "user": user}
+    pq.write_table(pa.table(cols), path / "a.parquet")
+    pq.write_table(pa.table({k: v.slice(0, 10) for k, v in cols.items()}), path / "b.parquet")  # the first 10
+    return path
+
+
+#: A scheduler nobody listens on: a release refused at planning never tries to reach it.
+NOWHERE = "tcp://127.0.0.1:9"
+
+
+def test_footer_statistics_refuse_before_any_cluster(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    ch = build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=8)
+    big = _with_stats(tmp_path / "big", pa.array(np.r_[rng.random(99), 1.5]))
+    with pytest.raises(InputDataError, match=r"outside the declared domain \[0, 1\] \(the Parquet statistics of "
+                                             r"'.*big/a.parquet' prove it"):
+        privatize(str(big), "x", ch, client=NOWHERE, seed=1)
+    nulls = _with_stats(tmp_path / "nulls", pa.array([0.5] * 50 + [None] * 50))
+    with pytest.raises(InputDataError, match="'x' contains null values \\(the Parquet statistics of"):
+        plan(str(nulls), "x", "numeric", RunOptions())
+    users = _with_stats(tmp_path / "users", pa.array(rng.random(100)), pa.array([1] * 99 + [None]))
+    with pytest.raises(InputDataError, match="'x' or 'user' contains null values"):
+        plan(str(users), "x", "numeric", RunOptions(privacy_unit="user"))
+    inf = _with_stats(tmp_path / "inf", pa.array(np.r_[rng.random(99), np.inf]))
+    with pytest.raises(InputDataError, match="infinite values \\(the Parquet statistics"):
+        privatize(str(inf), "x", ch, client=NOWHERE, seed=1, clip=True)
+    # what the statistics do not prove is left to the workers: with clip the release runs, clamping
+    s = privatize(str(big), "x", ch, client="local", seed=1, clip=True)
+    assert s.n == 110 and s.n_clipped == 1
+    # central quantiles and goodness-of-fit tests refuse the same way, with their own bounds
+    from ldp_dask.central import quantiles
+    from ldp_dask.gof import run as gof_run
+
+    with pytest.raises(InputDataError, match="statistics of"):
+        quantiles(str(big), "x", epsilon=1.0, bounds=(0.0, 1.0), client=NOWHERE, seed=1)
+    with pytest.raises(InputDataError, match="statistics of"):
+        gof_run(str(big), "uniform", column="x", domain=(0.0, 1.0), epsilon=1.0, client=NOWHERE, seed=1)
+
+
+def test_footer_statistics_stay_on_the_driver(tmp_path: Path) -> None:
+    big = _with_stats(tmp_path / "big", pa.array(np.r_[np.full(99, 0.25), 0.75]))
+    ds = plan(str(big), "x", "numeric", RunOptions())
+    assert "0.75" not in repr(ds) and "0.75" not in repr(ds.footer_statistics)
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.footer_statistics.high is None and ds.footer_statistics.high[0] == 0.75
+    copy.check_range((0.0, 0.5))  # nothing proven after a pickle round trip: the workers check
+    with pytest.raises(InputDataError):
+        ds.check_range((0.0, 0.5))

@@ -70,7 +70,8 @@ def test_a_release_per_person_is_the_same_on_a_cluster_and_in_process(tmp_path, 
     for i in range(3):  # a person's rows spread over several files
         pq.write_table(pa.Table.from_pandas(df.iloc[i::3], preserve_index=False), d / f"part-{i}.parquet")
     ch = build_channel("histogram", 1.0, (0, 1), bins=16)
-    common = dict(seed=3, privacy_unit="user", max_contributions=2)
+    per_file = -(-len(df) // 3)  # one task, so one bucket of persons, per file: a real shuffle
+    common = dict(seed=3, privacy_unit="user", max_contributions=2, partition_rows=per_file)
     on_cluster = ldp_dask.privatize(str(d), "x", ch, client=cluster.scheduler.address, **common)
     in_process = ldp_dask.privatize(str(d), "x", ch, client="local", **common)
     assert on_cluster.same_release(in_process)
@@ -80,8 +81,8 @@ def test_a_release_per_person_is_the_same_on_a_cluster_and_in_process(tmp_path, 
     # categories, string ids, rows mode: the same path
     rr = build_channel("rr", 1.0, None, categories=["a", "b", "c"])
     a = ldp_dask.privatize(str(d), "c", rr, client=cluster.scheduler.address, seed=3, privacy_unit="name",
-                           mode="rows", rows_path=tmp_path / "rows")
-    b = ldp_dask.privatize(str(d), "c", rr, client="local", seed=3, privacy_unit="name")
+                           mode="rows", rows_path=tmp_path / "rows", partition_rows=per_file)
+    b = ldp_dask.privatize(str(d), "c", rr, client="local", seed=3, privacy_unit="name", partition_rows=per_file)
     assert a.n == b.n == df["name"].nunique() and len(list((tmp_path / "rows").iterdir())) == 3
 
 

@@ -96,6 +96,7 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
     max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
     opts = RunOptions.of(options, **run)
     dataset = plan(source, column, "numeric", opts)
+    dataset.check_range(bounds, opts.clip)
     resolved = best_method(dataset.n, max_intervals) if method == "best" else method
     params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
               "max_intervals": max_intervals, "cells": cells}

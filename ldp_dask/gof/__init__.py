@@ -240,6 +240,7 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
     else:
         ch = build_channel("haar", epsilon, domain, n=dataset.n, level=J, smoothness=smoothness)  # type: ignore[arg-type]
     # everything that can be checked before spending the budget is checked now
+    dataset.check_range(ch.domain, opts.clip)
     _check_common(level, B, dataset.n)
     parse_null(null).bin_probabilities(ch.domain, ch.finest if isinstance(ch, HaarAdaptive) else ch.level)
     if statistic not in ("summary", "U"):

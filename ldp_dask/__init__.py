@@ -13,15 +13,51 @@ The public surface::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from . import bases, central, channels, estimators, exactsum, gof, noise
-from ._validation import InputDataError, LdpDaskError
-from .channels import Channel, HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, WaveletLaplace
-from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
-from .options import RunOptions
-from .pipeline import connect, privatize
-from .ledger import BudgetExceeded, Ledger
-from .summary import Summary, read_summary, verify_summary
+
+#: Where each public name lives. Imported on first use (PEP 562), so that ``import ldp_dask`` and the
+#: command line's ``--help`` do not load scipy, Dask, Prefect or matplotlib before they are needed.
+_PUBLIC = {
+    "privatize": "pipeline", "connect": "pipeline", "RunOptions": "options",
+    "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
+    "Ledger": "ledger", "BudgetExceeded": "ledger",
+    "Channel": "channels", "LaplaceHistogram": "channels", "LaplaceMean": "channels", "WaveletLaplace": "channels",
+    "HaarLaplace": "channels", "HaarAdaptive": "channels",
+    "estimate": "estimators", "histogram_density": "estimators", "wavelet_density": "estimators",
+    "mean": "estimators", "DensityEstimate": "estimators", "MeanEstimate": "estimators",
+    "LdpDaskError": "_validation", "InputDataError": "_validation",
+}
+_SUBMODULES = ("bases", "central", "gof", "channels", "estimators", "exactsum", "noise")
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from . import bases, central, channels, estimators, exactsum, gof, noise
+    from ._validation import InputDataError, LdpDaskError
+    from .channels import Channel, HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, WaveletLaplace
+    from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
+    from .ledger import BudgetExceeded, Ledger
+    from .options import RunOptions
+    from .pipeline import connect, privatize
+    from .summary import Summary, read_summary, verify_summary
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'ldp_dask' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "__version__",

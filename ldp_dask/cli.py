@@ -19,8 +19,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ldp_dask.options import DEFAULT_SPLIT_EVERY
-    from ldp_dask.source import DEFAULT_PARTITION_ROWS
+    from ldp_dask.options import DEFAULT_PARTITION_ROWS, DEFAULT_SPLIT_EVERY
 
     p = argparse.ArgumentParser(prog="ldp-dask", description="Locally private statistics over Parquet with Dask.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -29,8 +29,26 @@ __all__ = ["RunOptions", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES"]
 
 #: Fan-in of the tree reduction: few levels, small combine tasks.
 DEFAULT_SPLIT_EVERY = 8
+#: Target rows per partition: large, because a Dask task costs milliseconds.
+DEFAULT_PARTITION_ROWS = 1 << 22
+#: With no cluster named (``client=None`` and none in the environment), sources of at most this many rows run in
+#: this process: starting a LocalCluster costs seconds, more than the work (336,776 rows: 14.1 s with a new
+#: cluster, 3.9 s in process; ``benchmarks/scaling.py`` measures it).
+DEFAULT_IN_PROCESS_ROWS = 2_000_000
+#: Seconds to reach a named scheduler before giving up with one line.
+DEFAULT_CONNECT_TIMEOUT = 10.0
 #: Dask retries per task; a retried task reproduces its output exactly (keyed noise).
 DEFAULT_RETRIES = 2
+
+
+def cluster_in_environment() -> bool:
+    """Whether the environment names a cluster: ``DASK_SCHEDULER_ADDRESS`` (Dask's ``scheduler-address``
+    setting) or ``LDP_DASK_CLUSTER``."""
+    if os.environ.get("DASK_SCHEDULER_ADDRESS") or os.environ.get("LDP_DASK_CLUSTER"):
+        return True
+    import dask
+
+    return bool(dask.config.get("scheduler-address", None))
 
 
 @dataclass(frozen=True, repr=False)
@@ -41,10 +59,18 @@ class RunOptions:
     ----------
     client : None, "local", str or distributed.Client
         Where partitions are processed. ``None``: the environment's cluster
-        (``DASK_SCHEDULER_ADDRESS``, ``LDP_DASK_CLUSTER``), else a LocalCluster
+        (``DASK_SCHEDULER_ADDRESS``, ``LDP_DASK_CLUSTER``), else this process
+        for sources of at most ``in_process_rows`` rows, else a LocalCluster
         of worker processes started for the run; ``"local"``: in this process,
-        without Dask; an address or a Client: that running cluster. In-memory
-        sources always run in this process.
+        without Dask; an address or a Client: that running cluster (reached
+        within ``connect_timeout`` seconds, else an error). In-memory sources
+        always run in this process. The result is the same wherever it runs.
+    in_process_rows : int
+        With ``client=None`` and no cluster in the environment, sources of at
+        most this many rows run in this process (default 2,000,000; 0: always
+        start a LocalCluster).
+    connect_timeout : float
+        Seconds to reach a named scheduler (default 10).
     secret, seed, secret_file :
         The key, at most one of them: key material (≥ 16 bytes), an insecure
         integer seed for simulations and tests, or a file holding the key.
@@ -95,6 +121,8 @@ class RunOptions:
     flow_run_id: str | None = None
     privacy_unit: str | None = None
     max_contributions: int = 1
+    in_process_rows: int = DEFAULT_IN_PROCESS_ROWS
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
 
     def __post_init__(self) -> None:
         check_int(self.max_contributions, "max_contributions", 1, 1_000_000)
@@ -104,6 +132,10 @@ class RunOptions:
             raise LdpDaskError("The 'max_contributions' parameter needs 'privacy_unit' (the column naming a person).")
         check_int(self.split_every, "split_every", 2, 1 << 16)
         check_int(self.retries, "retries", 0, 100)
+        check_int(self.in_process_rows, "in_process_rows", 0)
+        if not (isinstance(self.connect_timeout, (int, float)) and 0 < self.connect_timeout <= 3600):
+            raise LdpDaskError(f"The 'connect_timeout' parameter must be a number of seconds in (0, 3600]. "
+                               f"Got {self.connect_timeout!r} instead.")
         if self.partition_rows is not None:
             check_int(self.partition_rows, "partition_rows", 1)
         for name in ("clip", "progress"):
@@ -141,6 +173,13 @@ class RunOptions:
     def in_process(self) -> bool:
         """Whether partitions run in this process (``client="local"``)."""
         return isinstance(self.client, str) and self.client == "local"
+
+    def runs_in_process(self, rows: int) -> bool:
+        """Whether a source of ``rows`` rows runs in this process: ``client="local"``, or no cluster named (here or
+        in the environment) and at most ``in_process_rows`` rows."""
+        if self.in_process:
+            return True
+        return self.client is None and rows <= self.in_process_rows and not cluster_in_environment()
 
     def key(self) -> Secret:
         """The run's key, resolved on the driver (see :func:`ldp_dask.noise.resolve_secret`)."""

@@ -41,7 +41,7 @@ from ._validation import InputDataError, LdpDaskError, error_value
 from .channels import Channel
 from .noise import (TAG_MODULUS, Secret, bind_key, content_tag, digest_arrays, generator, hidden_from_children,
                     partition_base_keys)
-from .options import RunOptions
+from .options import DEFAULT_CONNECT_TIMEOUT, RunOptions
 from .release import Charge, Outputs, Released, plan, release
 from .ledger import ROW_UNIT
 from .source import Dataset, Piece, Reader, read_piece, read_units
@@ -244,7 +244,8 @@ def _run_dask(client: Any, tasks: list[_Task], job: _Job, split_every: int, prog
 
 
 @contextmanager
-def connect(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
+def connect(client: Any = None, n_workers: int | None = None,
+            timeout: float = DEFAULT_CONNECT_TIMEOUT) -> Iterator[Any]:
     """A ``distributed.Client``: the one given, one for an address, or one for the environment's cluster.
 
     ``client=None`` looks at the environment, so that deployments choose their
@@ -258,6 +259,9 @@ def connect(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
       ``LDP_DASK_CLUSTER_OPTIONS`` (a JSON object), scaled to
       ``LDP_DASK_CLUSTER_WORKERS`` workers (default 2) and closed at the end;
     * otherwise a LocalCluster of worker processes (one thread each).
+
+    A scheduler named by address that does not answer within ``timeout``
+    seconds raises :class:`~ldp_dask.LdpDaskError` in one line.
     """
     import dask
     from distributed import Client, LocalCluster
@@ -277,7 +281,13 @@ def connect(client: Any = None, n_workers: int | None = None) -> Iterator[Any]:
                 Client(cluster) as c:
             yield c
     elif isinstance(client, str):
-        with Client(client) as c:
+        try:
+            c = Client(client, timeout=timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise LdpDaskError(f"cannot reach the Dask scheduler at {client!r} within {timeout:g} s (--scheduler, "
+                               f"DASK_SCHEDULER_ADDRESS or client=): {type(exc).__name__}; is it running and "
+                               "reachable from here?") from None
+        with c:
             yield c
     else:
         yield client
@@ -336,10 +346,10 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
         keys = tuple(partition_base_keys(secret, context, len(dataset.pieces)))
         job = _Job(dataset.reader, dataset.pieces, keys, channel, options.clip, mode, rows_dir, rows_fs)
         tasks = [_Task(a, b) for a, b in dataset.tasks]
-        if dataset.kind == "memory" or options.in_process:
+        if dataset.kind == "memory" or options.runs_in_process(dataset.n):
             acc = _run_local(tasks, job, options.split_every, options.progress)
         else:
-            with connect(options.client) as c:
+            with connect(options.client, timeout=options.connect_timeout) as c:
                 acc = _run_dask(c, tasks, job, options.split_every, options.progress, options.retries)
     if "error" in acc:
         raise InputDataError(acc["error"])
@@ -424,7 +434,7 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     There is one bucket per task of ``dataset`` (:attr:`~ldp_dask.source.Dataset.tasks`); ``keys`` (optional) gives
     each bucket its noise key (None is passed without). The bucket and rank
     keys are derived here, on the driver, from the secret and ``context``. In
-    process (in-memory data, ``client="local"`` or ``in_process``) the rows are
+    process (in-memory data, :meth:`RunOptions.runs_in_process` or ``in_process``) the rows are
     grouped with numpy; on Dask they are shuffled by bucket, the handler is
     sent to the cluster once, and nothing but error strings and the final
     result comes back to the driver. A handler returns a dict, or ``{"error": ...}``.
@@ -438,7 +448,7 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     firsts = np.concatenate([[0], np.cumsum([p.num_rows for p in dataset.pieces])[:-1]]).astype(int).tolist()
     tagging = _Tagging(dataset.reader, dataset.pieces, tuple(firsts), ukeys, count)
     k = options.max_contributions
-    if dataset.kind == "memory" or options.in_process or in_process:
+    if dataset.kind == "memory" or options.runs_in_process(dataset.n) or in_process:
         frames = [_tag_piece(t, tagging) for t in tasks]
         error = next((e for e in map(_error_of, frames) if e), None)
         if error:
@@ -455,7 +465,7 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
         while len(level) > 1:
             level = [combine(*level[i : i + options.split_every]) for i in range(0, len(level), options.split_every)]
         return level[0]
-    with connect(options.client) as client:
+    with connect(options.client, timeout=options.connect_timeout) as client:
         return _shuffle_units(client, tasks, tagging, handler, bucket_keys, combine, k, categorical, options)
 
 

@@ -24,15 +24,13 @@ from typing import Any
 import fsspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from ._validation import InputDataError, LdpDaskError, check_int
+from .options import DEFAULT_PARTITION_ROWS
 
 __all__ = ["Piece", "Dataset", "Reader", "open_source", "read_piece", "read_units", "source_root", "DEFAULT_PARTITION_ROWS"]
 
-#: Target rows per partition: large, because a Dask task costs milliseconds.
-DEFAULT_PARTITION_ROWS = 1 << 22
 #: Consecutive pieces smaller than this many rows (or the planned partition size, if smaller) are read by one
 #: task, up to :data:`TASK_PIECES` of them: a task then costs tens of milliseconds of work against Dask's few
 #: milliseconds of overhead, however small the files.
@@ -385,6 +383,8 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     files = _list_files(fs, path)
     root = path if fs.isdir(path) else os.path.dirname(path)
     population = _population_root(fs, path)
+    import pyarrow.dataset as pads
+
     parquet, arrow_fs = pads.ParquetFileFormat(), _arrow_filesystem(fs)
     fragments = [parquet.make_fragment(f, filesystem=arrow_fs) for f in files]  # footers are read below
     check, need = _KIND_CHECK[value_kind]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 
@@ -195,3 +196,59 @@ def test_footer_statistics_stay_on_the_driver(tmp_path: Path) -> None:
     copy.check_range((0.0, 0.5))  # nothing proven after a pickle round trip: the workers check
     with pytest.raises(InputDataError):
         ds.check_range((0.0, 0.5))
+
+
+# --- a responsive command line ------------------------------------------------------------------------------
+def test_help_loads_none_of_the_heavy_libraries() -> None:
+    """``ldp-dask --help`` builds every parser without scipy, Dask, Prefect, matplotlib or pandas
+    (their import is most of a second; benchmarks/scaling.py times --help itself)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, contextlib, io\nfrom ldp_dask.cli import main\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['--help'])\n"
+            "for c in ('privatize', 'gof', 'quantiles', 'estimate', 'budget', 'report', 'verify', 'demo'):\n"
+            "    with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "        main([c, '--help'])\n"
+            "heavy = ('scipy', 'dask', 'distributed', 'prefect', 'matplotlib', 'pandas', 'pyarrow.dataset')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+
+
+def test_small_sources_run_in_process_by_default(tmp_path: Path, monkeypatch) -> None:
+    """No cluster named: a small source runs in this process (Dask is not even imported), a large one would not;
+    the release is the same either way."""
+    import json
+    import subprocess
+    import sys
+
+    data = _one_file(tmp_path / "d.parquet", 2000)
+    env = {k: v for k, v in os.environ.items() if k not in ("DASK_SCHEDULER_ADDRESS", "LDP_DASK_CLUSTER")}
+    code = ("import sys, json\nfrom ldp_dask import privatize\nfrom ldp_dask.channels import build_channel\n"
+            f"s = privatize({str(data)!r}, 'x', build_channel('histogram', 1.0, domain=(0.0, 1.0), bins=8), seed=4)\n"
+            "print(json.dumps({'distributed': 'distributed' in sys.modules, 'sum': s.sums['sum'].tolist()}))")
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                    env=env).stdout)
+    local = privatize(str(data), "x", build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=8), client="local",
+                      seed=4)
+    assert out["distributed"] is False and out["sum"] == local.sums["sum"].tolist()
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    monkeypatch.delenv("LDP_DASK_CLUSTER", raising=False)
+    assert RunOptions().runs_in_process(2_000_000) and not RunOptions().runs_in_process(2_000_001)
+    assert not RunOptions(in_process_rows=0).runs_in_process(1)
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", NOWHERE)  # the environment names a cluster: it is used
+    assert not RunOptions().runs_in_process(1)
+
+
+def test_an_unreachable_scheduler_fails_in_one_line(capsys, tmp_path: Path) -> None:
+    from ldp_dask.cli import main
+
+    data = _one_file(tmp_path / "d.parquet", 100)
+    code = main(["privatize", str(data), "--column", "x", "--channel", "histogram", "--epsilon", "1", "--domain",
+                 "0", "1", "--out", str(tmp_path / "s.parquet"), "--scheduler", NOWHERE, "--no-ledger"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert f"cannot reach the Dask scheduler at '{NOWHERE}' within 10 s" in err[0]
+    assert not (tmp_path / "s.parquet").exists()

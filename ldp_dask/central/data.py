@@ -127,9 +127,9 @@ def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, option
 
     job = _HistJob(dataset.reader, dataset.pieces, bounds, cells, options.clip)
     tasks = [_Task(a, b) for a, b in dataset.tasks]
-    if options.in_process:
+    if options.runs_in_process(dataset.n):
         return _hist_combine(*[_hist_piece(t, job) for t in tasks])
-    with connect(options.client) as c:
+    with connect(options.client, timeout=options.connect_timeout) as c:
         return map_reduce(c, _hist_piece, tasks, job, _hist_combine, "ldp-hist",
                           [task_rows(dataset.pieces, t) for t in tasks], options.split_every, options.retries,
                           options.progress, "reduce")

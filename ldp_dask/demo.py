@@ -77,8 +77,16 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
     """Run the whole demo; returns the paths and key numbers it wrote.
 
     Releases are recorded in ``<out>/ledger.sqlite``, the demo's own ledger (a new one each run).
+    ``rows`` is 1,000–10^9, ``files`` 1–10,000 (at most one per row), ``workers`` 1–256.
     """
     import logging
+
+    from ._validation import check_epsilon, check_int
+
+    rows = check_int(rows, "rows", 1_000, 10**9)
+    files = check_int(files, "files", 1, min(10_000, rows))
+    workers = check_int(workers, "workers", 1, 256)
+    epsilon = check_epsilon(epsilon)
 
     for key, value in PREFECT_SETTINGS.items():  # before Prefect is imported: its settings read them
         os.environ.setdefault(key, value)

@@ -92,7 +92,7 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
     if not (math.isfinite(rho) and rho >= 0):
         raise LdpDaskError(f"The 'rho' parameter must be a finite number >= 0. Got {rho!r} instead.")
     if steps is not None:
-        steps = check_int(steps, "steps", 1, 1 << 31)
+        steps = check_int(steps, "steps", 1, MAX_STEPS)
     max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
     opts = RunOptions.of(options, **run)
     dataset = plan(source, column, "numeric", opts)
@@ -110,6 +110,10 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
     return release(dataset, Charge("central", "central-quantiles", params, epsilon),
                    compute, opts, targets={"json": out, "plot": plot}, write=write_result_files, overwrite=overwrite,
                    content_tag=lambda _: tags.get("content"))
+
+
+#: The histogram method's intervals, at most: finer than the default 2^20-cell grid is noise only.
+MAX_STEPS = 1 << 20
 
 
 def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,

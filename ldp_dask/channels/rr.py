@@ -42,6 +42,9 @@ ENCODINGS = ("kary", "unary", "warner")
 #: Label of the extra category of ``other=True``.
 OTHER = "__other__"
 MAX_CATEGORIES = 100_000
+#: Up to this many categories the k-ary summary draws one multinomial per true category (O(d²), cheap for small
+#: d); above it, one uniform draw per moved row (O(rows + d)).
+MULTINOMIAL_MAX_CATEGORIES = 1024
 
 
 def _check_categories(categories: Any) -> list[Any]:
@@ -200,6 +203,13 @@ class RandomizedResponse(Channel):
         kept = rng.binomial(N, self.keep)
         moved = N - kept
         out = kept.astype(np.int64)
+        if d > MULTINOMIAL_MAX_CATEGORIES:
+            # each moved row draws its report uniformly among the d − 1 other categories: O(rows + d) in time
+            # and memory, the same law as the multinomials below, which cost O(d²)
+            true = np.repeat(np.arange(d), moved)
+            slot = rng.integers(0, d - 1, size=len(true))
+            out += np.bincount(slot + (slot >= true), minlength=d)
+            return {"sum": out.astype(np.float64)}
         uniform = np.full(d - 1, 1.0 / (d - 1))
         for start in range(0, d, 1024):  # bound memory at 1024 × (d − 1) counts
             stop = min(d, start + 1024)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import DECILES, LdpDaskError, check_int, check_probability, check_q
+from .._validation import DECILES, LdpDaskError, check_draws, check_int, check_probability, check_q
 from ..channels import HaarLaplace, LaplaceHistogram, WaveletLaplace
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
@@ -72,6 +72,14 @@ def _hist_quantiles(p: np.ndarray, edges: np.ndarray, q: np.ndarray) -> np.ndarr
     return np.interp(q, knots[keep], edges[keep])
 
 
+def _multinomial_rows(gen: np.random.Generator, n: int, p: np.ndarray, B: int) -> Any:
+    """B multinomial(n, p) rows, drawn in blocks of at most 2^22 values (one block, so the same draws as before,
+    up to 10^4 bins at B = 400)."""
+    block = max(1, min(B, (1 << 22) // len(p)))
+    for start in range(0, B, block):
+        yield from gen.multinomial(n, p, size=min(block, B - start))
+
+
 def local_quantiles(summary: Summary | str, q: Any = DECILES,
                     level: float = 0.95, B: int = 400, rng: np.random.Generator | int | None = None,
                     **estimator_kwargs: Any) -> QuantileEstimate:
@@ -84,17 +92,19 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     n = s.n
     if isinstance(ch, (LaplaceHistogram, HaarLaplace)):
+        check_draws(B, ch.dim, f"the bootstrap of a {ch.dim:,}-bin summary", "lower B (--B)")
         est: DensityEstimate = histogram_density(s, **estimator_kwargs)
         c = getattr(ch, "c", 1.0)
         p_fit = np.clip(est.masses, 0, None)
         p_fit /= p_fit.sum()
-        counts = gen.multinomial(n, p_fit, size=B)
-        # the channel's own summary-mode noise, continuous or lattice, around the fitted counts
-        S = np.array([ch.add_noise({"sum": c * row}, n, gen)["sum"] for row in counts])
         project = estimator_kwargs.get("projection", "simplex") == "simplex"
-        reps = np.array([_hist_quantiles(project_simplex(row / (c * n)) if project else row / (c * n), est.edges, qs)
-                         for row in S])
+        reps = np.empty((B, len(qs)))
+        for b, row in enumerate(_multinomial_rows(gen, n, p_fit, B)):  # memory: a block of rows, not B × bins
+            # the channel's own summary-mode noise, continuous or lattice, around the fitted counts
+            S = ch.add_noise({"sum": c * row}, n, gen)["sum"]
+            reps[b] = _hist_quantiles(project_simplex(S / (c * n)) if project else S / (c * n), est.edges, qs)
     elif isinstance(ch, WaveletLaplace):
+        check_draws(B, ch.dim, f"the bootstrap of a {ch.dim:,}-coefficient summary", "lower B (--B)")
         est = wavelet_density(s, **estimator_kwargs)
         center = np.concatenate([cf for cf in est.evaluator.coefs]) * n  # type: ignore[union-attr]
         reps = np.empty((B, len(qs)))

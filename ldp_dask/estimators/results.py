@@ -18,6 +18,9 @@ __all__ = ["DensityEstimate", "MeanEstimate"]
 
 #: Quantiles of an estimated density shown with it.
 SHOWN_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+#: Tables show at most this many bins of a histogram estimate (evenly spaced); plots at most PLOTTED_BINS steps.
+SHOWN_BINS = 64
+PLOTTED_BINS = 4096
 
 
 @dataclass(frozen=True)
@@ -151,11 +154,14 @@ class DensityEstimate(Described):
                           fmt(float(np.interp(x, mid, hi)), 4)) for x in xs)
             table = Table(("x", "density", "band low", "band high"), rows, "the density on 21 points")
         else:
-            shape = f"{len(self.density)} bins"
+            K = len(self.density)
+            shape = f"{K} bins"
+            shown = np.unique(np.linspace(0, K - 1, min(K, SHOWN_BINS)).astype(np.intp))
             rows = tuple((fmt(self.edges[j], 5), fmt(self.edges[j + 1], 5), fmt(self.density[j], 4), fmt(lo[j], 4),
-                          fmt(hi[j], 4)) for j in range(len(self.density)))
-            table = Table(("from", "to", "density", "band low", "band high"), rows,
-                          f"the density on its {len(self.density)} bins")
+                          fmt(hi[j], 4)) for j in shown)
+            caption = (f"the density on its {K} bins" if len(shown) == K else
+                       f"{len(shown)} of its {K:,} bins, evenly spaced (every bin is in the JSON output)")
+            table = Table(("from", "to", "density", "band low", "band high"), rows, caption)
         return Description(
             title=f"Locally private density of {i.get('column', 'value')}",
             headline=f"density estimate ({self.method}): 10/50/90% quantiles {fmt(qs[0])} / {fmt(qs[2])} / "
@@ -181,6 +187,16 @@ class DensityEstimate(Described):
             mid = (e[:-1] + e[1:]) / 2
             ax.fill_between(mid, lo, hi, alpha=0.25, color="tab:blue", label=f"{self.level:.0%} pointwise band")
             ax.plot(mid, self.density, color="tab:blue", label=f"estimate ({self.method})")
+        elif len(self.density) > PLOTTED_BINS:  # a picture has no more pixels: bin means of groups of bins
+            g = -(-len(self.density) // PLOTTED_BINS)
+            cut = np.append(np.arange(0, len(self.density), g), len(self.density))
+            w = np.diff(e)
+            avg = [np.add.reduceat(v * w, cut[:-1]) / np.add.reduceat(w, cut[:-1]) for v in (self.density, lo, hi)]
+            ex = e[cut]
+            ax.fill_between(ex, np.append(avg[1], avg[1][-1]), np.append(avg[2], avg[2][-1]), step="post",
+                            alpha=0.25, color="tab:blue", label=f"{self.level:.0%} pointwise band (means of {g} bins)")
+            ax.step(ex, np.append(avg[0], avg[0][-1]), where="post", color="tab:blue",
+                    label=f"estimate ({self.method}; means of {g} bins)")
         else:
             ax.fill_between(e, np.append(lo, lo[-1]), np.append(hi, hi[-1]), step="post", alpha=0.25,
                             color="tab:blue", label=f"{self.level:.0%} pointwise band")

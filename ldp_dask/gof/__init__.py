@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import LdpDaskError, check_int, check_probability
+from .._validation import LdpDaskError, check_draws, check_int, check_probability
 from ..channels import HaarAdaptive, HaarLaplace, build_channel
 from ..noise import Secret
 from ..options import RunOptions
@@ -59,9 +59,12 @@ def _calibration_rng(rng: np.random.Generator | int | None) -> tuple[np.random.G
     raise LdpDaskError(f"The 'rng' parameter must be a numpy Generator, an integer seed or None. Got {rng!r} instead.")
 
 
-def _check_common(level: float, B: int, n: int) -> tuple[float, int]:
+def _check_common(level: float, B: int, n: int, cells: int = 1) -> tuple[float, int]:
+    """Check the level, B and n, and that the calibration's work (B replicates of ``cells`` cells) is within
+    :data:`~ldp_dask._validation.MAX_DRAWS` (the U-statistic's direct simulation has its own budget)."""
     level = check_probability(level, "level")
     B = check_int(B, "B", 1, 10**7)
+    check_draws(B, cells, f"the Monte-Carlo calibration at {cells:,} cells", "lower B, or the Haar level J")
     if (B + 1) * level < 1:
         raise LdpDaskError(
             f"The 'B' parameter must be at least {math.ceil(1 / level) - 1} at level {level:g}: "
@@ -115,7 +118,7 @@ def test(summary: Summary | str, null: Any, level: float = 0.05, *, statistic: s
     if not isinstance(ch, HaarLaplace):
         raise LdpDaskError(f"gof.test needs a summary of the 'haar' channel; got {ch.name!r}"
                            + (" (use gof.adaptive_test)." if isinstance(ch, HaarAdaptive) else "."))
-    level, B = _check_common(level, B, s.n)
+    level, B = _check_common(level, B, s.n, 1 << ch.level)
     if statistic not in ("summary", "U"):
         raise LdpDaskError(f"The 'statistic' parameter must be 'summary' or 'U'. Got {statistic!r} instead.")
     nul = parse_null(null)
@@ -165,7 +168,7 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
     ch = s.channel
     if not isinstance(ch, HaarAdaptive):
         raise LdpDaskError(f"gof.adaptive_test needs a summary of the 'haar-adaptive' channel; got {ch.name!r}.")
-    level, B = _check_common(level, B, s.n)
+    level, B = _check_common(level, B, s.n, 1 << ch.finest)
     nul = parse_null(null)
     p0_fine = nul.bin_probabilities(ch.domain, ch.finest)
     gen, seed = _calibration_rng(rng)
@@ -241,7 +244,7 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
         ch = build_channel("haar", epsilon, domain, n=dataset.n, level=J, smoothness=smoothness)  # type: ignore[arg-type]
     # everything that can be checked before spending the budget is checked now
     dataset.check_range(ch.domain, opts.clip)
-    _check_common(level, B, dataset.n)
+    _check_common(level, B, dataset.n, 1 << (ch.finest if isinstance(ch, HaarAdaptive) else ch.level))
     parse_null(null).bin_probabilities(ch.domain, ch.finest if isinstance(ch, HaarAdaptive) else ch.level)
     if statistic not in ("summary", "U"):
         raise LdpDaskError(f"The 'statistic' parameter must be 'summary' or 'U'. Got {statistic!r} instead.")

@@ -36,7 +36,8 @@ __all__ = [
     "simulate_u_statistic", "pooled_p_values", "critical_value",
 ]
 
-_CHUNK = 1024  # replicates per chunk
+_CHUNK = 1024  # replicates per chunk, at most
+_CHUNK_VALUES = 1 << 22  # values per chunk, at most (32 MiB of float64 per thread, whatever the level)
 
 
 def summary_statistic(S: np.ndarray, n: int, a: np.ndarray, law: HaarNoise) -> np.ndarray:
@@ -55,8 +56,12 @@ def u_statistic(Z: np.ndarray, a: np.ndarray) -> float:
     return float((S**2 - Q).sum() / (n * (n - 1.0)))
 
 
-def _chunked(B: int, rng: np.random.Generator, fn: Callable[[np.random.Generator, int], np.ndarray]) -> np.ndarray:
-    sizes = [min(_CHUNK, B - s) for s in range(0, B, _CHUNK)]
+def _chunked(B: int, rng: np.random.Generator, fn: Callable[[np.random.Generator, int], np.ndarray],
+             cells: int = 1) -> np.ndarray:
+    """``fn(generator, b)`` over chunks of ``b`` replicates of ``cells`` values each (chunks are the same as
+    before for up to 4,096 cells, so calibrations there are unchanged)."""
+    chunk = max(1, min(_CHUNK, _CHUNK_VALUES // cells))
+    sizes = [min(chunk, B - s) for s in range(0, B, chunk)]
     gens = rng.spawn(len(sizes))
     with ThreadPoolExecutor(max_workers=2) as ex:
         parts = list(ex.map(fn, gens, sizes))
@@ -73,7 +78,7 @@ def simulate_summary_statistic(n: int, p0: np.ndarray, law: HaarNoise, B: int,
         S = law.c * N + law.sums(g, n, N.shape)
         return summary_statistic(S, n, a, law)
 
-    return _chunked(B, rng, one)
+    return _chunked(B, rng, one, len(p0))
 
 
 def simulate_joint_statistics(n: int, p0_fine: np.ndarray, levels: list[int], laws: list[HaarNoise], B: int,
@@ -95,7 +100,7 @@ def simulate_joint_statistics(n: int, p0_fine: np.ndarray, levels: list[int], la
             out[:, i] = summary_statistic(S, n, law.c * p0, law)
         return out
 
-    return _chunked(B, rng, one)
+    return _chunked(B, rng, one, D)
 
 
 def simulate_u_statistic(n: int, p0: np.ndarray, law: HaarNoise, B: int,

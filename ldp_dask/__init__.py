@@ -44,11 +44,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 
 def __getattr__(name: str) -> Any:
     import importlib
+    import importlib.util
 
     if name in _PUBLIC:
         value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f".{name}", __name__)
+    elif name in _SUBMODULES or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f".{name}", __name__)  # any module of the package, as before
     else:
         raise AttributeError(f"module 'ldp_dask' has no attribute {name!r}")
     globals()[name] = value

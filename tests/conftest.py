@@ -42,6 +42,26 @@ def postgres():
 
 
 @pytest.fixture(scope="session")
+def s3():
+    """A real S3-compatible server on 127.0.0.1 (moto's, tests/s3_server.py), credentials and endpoint in the
+    environment as a deployment would set them; yields ``(endpoint, storage_options)``."""
+    from s3_server import CREDENTIALS, s3_server
+
+    with s3_server() as endpoint:
+        saved = {k: os.environ.get(k) for k in [*CREDENTIALS, "FSSPEC_S3_ENDPOINT_URL"]}
+        os.environ.update(CREDENTIALS)
+        os.environ["FSSPEC_S3_ENDPOINT_URL"] = endpoint  # fsspec's own configuration by environment
+        try:
+            yield endpoint, {"endpoint_url": endpoint}
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
 def prefect_harness():
     """One temporary Prefect API (own database) for the whole session, given the time a busy machine needs."""
     from prefect.testing.utilities import prefect_test_harness

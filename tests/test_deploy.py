@@ -191,7 +191,7 @@ def test_dockerfile():
             for src in sources:
                 assert (ROOT / src).exists(), f"COPY source {src} missing (build context is the project root)"
     runs = " ".join(rest for op, rest in ins if op == "RUN")
-    assert 'pip install ".[postgres]" asyncpg' in runs  # psycopg for the PostgreSQL ledger
+    assert 'pip install ".[postgres,s3]" asyncpg' in runs  # psycopg for the PostgreSQL ledger, s3fs for s3:// data
     env = " ".join(rest for op, rest in ins if op == "ENV")
     assert "LDP_DASK_PROJECT_DIR=/opt/ldp_dask" in env
     assert ("WORKDIR", "/opt/ldp_dask") in ins

@@ -58,7 +58,7 @@ ROWS_BLOCK_VALUES = 1 << 22
 
 @dataclass(frozen=True)
 class _Job:
-    """What every task of one release shares: reader, pieces and their noise keys, channel, clipping, mode,
+    """What every task of one release shares: reader, pieces, the tasks' noise keys, channel, clipping, mode,
     where rows go.
 
     Sent to the cluster once (scattered); a task carries only the range of pieces it reads.
@@ -76,8 +76,10 @@ class _Job:
 
 @dataclass(frozen=True)
 class _Task:
-    """One task: the pieces ``[start, stop)`` of the job (a few dozen bytes, whatever the number of pieces)."""
+    """Task ``index`` of a release: the pieces ``[start, stop)`` of the job, released as one partition (a few
+    dozen bytes, whatever the number of pieces)."""
 
+    index: int
     start: int
     stop: int
 
@@ -91,20 +93,27 @@ def _where(piece: Piece) -> str:
 
 
 def _run_piece(task: _Task, job: _Job) -> dict[str, Any]:
-    """Process one task's pieces on a worker; returns a small accumulator dict (each piece keeps its own key)."""
-    accs = []
+    """Release one task's rows on a worker: its pieces are read and validated one by one (an error names its
+    file), then released together as one partition, under the task's key; returns a small accumulator."""
+    parts, clipped = [], 0
     for i in task.rows:
         piece = job.pieces[i]
         try:
-            acc = _release_values(read_piece(job.reader, piece), job, job.keys[i], piece.index, _where(piece))
+            x, c = job.channel.prepare(read_piece(job.reader, piece), clip=job.clip)
         except (OSError, MemoryError):  # transient: Dask retries the task
             raise
         except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
-            acc = error_value(_where(piece), exc)
-        if "error" in acc:
-            return acc
-        accs.append(acc)
-    return _combine(*accs)
+            return error_value(_where(piece), exc)
+        parts.append(x)
+        clipped += c
+    x = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    del parts
+    try:
+        return _release_prepared(x, clipped, job, job.keys[task.index], task.index)
+    except (OSError, MemoryError):
+        raise
+    except Exception as exc:
+        return error_value(_where(job.pieces[task.start]), exc)
 
 
 def _release_values(x: Any, job: _Job, key: bytes, index: int, where: str) -> dict[str, Any]:
@@ -113,6 +122,11 @@ def _release_values(x: Any, job: _Job, key: bytes, index: int, where: str) -> di
         x, n_clipped = job.channel.prepare(x, clip=job.clip)
     except InputDataError as exc:
         return error_value(where, exc)
+    return _release_prepared(x, n_clipped, job, key, index)
+
+
+def _release_prepared(x: np.ndarray, n_clipped: int, job: _Job, key: bytes, index: int) -> dict[str, Any]:
+    """A partition's validated values → noisy sums drawn once for its ``len(x)`` rows (or privatized rows)."""
     m = len(x)
     if job.mode == "summary":
         exact = job.channel.exact_stats(x)
@@ -193,6 +207,11 @@ def _run_local(tasks: list[_Task], job: _Job, split_every: int, progress: bool) 
             if bar is not None:
                 bar.update(task_rows(job.pieces, t))
     return _tree_reduce_local(accs, split_every)
+
+
+def _tasks(dataset: Dataset) -> list[_Task]:
+    """The release's tasks, in the plan's order (:attr:`~ldp_dask.source.Dataset.tasks`)."""
+    return [_Task(i, a, b) for i, (a, b) in enumerate(dataset.tasks)]
 
 
 def task_rows(pieces: tuple[Piece, ...], task: Any) -> int:
@@ -343,9 +362,9 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
         context = {**context, "unit": dataset.unit, "k": k}
         acc = _run_units(dataset, channel, mode, secret, options, context, rows_fs, rows_dir)
     else:
-        keys = tuple(partition_base_keys(secret, context, len(dataset.pieces)))
+        tasks = _tasks(dataset)
+        keys = tuple(partition_base_keys(secret, context, len(tasks)))
         job = _Job(dataset.reader, dataset.pieces, keys, channel, options.clip, mode, rows_dir, rows_fs)
-        tasks = [_Task(a, b) for a, b in dataset.tasks]
         if dataset.kind == "memory" or options.runs_in_process(dataset.n):
             acc = _run_local(tasks, job, options.split_every, options.progress)
         else:
@@ -439,7 +458,7 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     sent to the cluster once, and nothing but error strings and the final
     result comes back to the driver. A handler returns a dict, or ``{"error": ...}``.
     """
-    tasks = [_Task(a, b) for a, b in dataset.tasks]
+    tasks = _tasks(dataset)
     count = len(tasks)
     bucket_keys: list[bytes | None] = list(keys) if keys is not None else [None] * count
     if len(bucket_keys) != count:  # pragma: no cover - a caller's bug

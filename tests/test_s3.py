@@ -8,6 +8,7 @@ FSSPEC_S3_ENDPOINT_URL); the Python API is also given the endpoint through ``sto
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,16 @@ from ldp_dask.channels import build_channel
 from ldp_dask.cli import main
 
 pytestmark = [pytest.mark.s3]
+
+
+@pytest.fixture(scope="module")
+def s3_cluster(s3):
+    """Workers started with the credentials in their environment, as a deployment's workers are."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as lc, Client(lc) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +53,11 @@ def bucket(s3, beta_dataset):
     return fs, options
 
 
-def test_python_api_reads_s3_and_writes_the_summary_there(bucket, beta_dataset, cluster):
+def test_python_api_reads_s3_and_writes_the_summary_there(bucket, beta_dataset, s3_cluster):
     fs, options = bucket
     ch = build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=16)
     released = ldp_dask.pipeline.release_summary(
-        "s3://ldp-test/beta", "x", ch, client=cluster, seed=11, storage_options=options,
+        "s3://ldp-test/beta", "x", ch, client=s3_cluster, seed=11, storage_options=options,
         out="s3://ldp-test/out/beta.summary.parquet", ledger=None)
     on_s3 = released.result
     # the same files on a local disk give the very same release: the plan names files relative to the root
@@ -83,11 +94,11 @@ def test_cli_privatize_estimate_and_budget_on_s3(bucket, capsys, tmp_path):
 
 
 @pytest.mark.prefect
-def test_flow_reads_and_writes_s3(bucket, cluster, prefect_harness):
+def test_flow_reads_and_writes_s3(bucket, s3_cluster, prefect_harness):
     from flows import privatize_flow
 
     out = privatize_flow(source="s3://ldp-test/beta", column="x", out="s3://ldp-test/flow/beta.summary.parquet",
                          domain=[0.0, 1.0], channel="histogram", epsilon=1.0, bins=16, seed=3,
-                         scheduler=cluster.scheduler.address, ledger=False)
+                         scheduler=s3_cluster.scheduler.address, ledger=False)
     s = ldp_dask.read_summary("s3://ldp-test/flow/beta.summary.parquet")
     assert s.n == 210_000 and out["n"] == 210_000

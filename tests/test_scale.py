@@ -15,7 +15,7 @@ from ldp_dask import InputDataError, privatize
 from ldp_dask.channels import build_channel
 from ldp_dask.noise import partition_base_keys, resolve_secret
 from ldp_dask.options import RunOptions
-from ldp_dask.pipeline import _Job, _Task
+from ldp_dask.pipeline import _Job, _tasks
 from ldp_dask.release import plan
 
 #: The issue's bound on what one task carries to the scheduler.
@@ -50,7 +50,7 @@ def test_task_payload_is_the_same_at_10_and_10000_pieces(tmp_path: Path, name: s
         # many categories: the channel is shared by the job, not repeated in every task
         extra = {"categories": list(range(10_000))} if name == "rr" else {"domain": (0.0, 1.0)}
         ch = build_channel(name, 1.0, n=rows, **extra)
-        tasks = [_Task(a, b) for a, b in ds.tasks]
+        tasks = _tasks(ds)
         sizes[rows] = max(len(pickle.dumps(t)) for t in tasks)
         # the tasks' shared part: reader, pieces, keys and channel, pickled once per job (scattered)
         keys = tuple(partition_base_keys(resolve_secret(seed=1), {"v": 1}, len(ds.pieces)))
@@ -60,20 +60,28 @@ def test_task_payload_is_the_same_at_10_and_10000_pieces(tmp_path: Path, name: s
     assert sizes[10_000] - sizes[10] <= 6 and sizes[10_000] < MAX_TASK_BYTES, sizes
 
 
-def test_small_pieces_are_read_together_and_the_release_does_not_change(tmp_path: Path) -> None:
-    """Grouping pieces into tasks is a matter of speed: the summary is bit-identical either way."""
+def test_small_pieces_are_released_together_with_noise_for_all_their_rows(tmp_path: Path) -> None:
+    """Consecutive small pieces form one task, released as one partition: its noise is drawn once, for all its
+    rows (the law of the summary is that of a sum of one noise per row, whatever the grouping)."""
     data = _tiny_files(tmp_path / "tiny", 600, 50)
     grouped = plan(str(data), "x", "numeric", RunOptions())
     single = plan(str(data), "x", "numeric", RunOptions(partition_rows=50))
     assert len(grouped.pieces) == len(single.pieces) == 600
     assert [b - a for a, b in grouped.tasks] == [256, 256, 88]  # TASK_PIECES at most per task
     assert len(single.tasks) == 600
-    ch = build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=16)
-    a = privatize(grouped, "x", ch, client="local", seed=3)
-    b = privatize(single, "x", ch, client="local", seed=3)
-    for k in a.sums:
-        np.testing.assert_array_equal(a.sums[k], b.sums[k])
-    assert a.content_tag == b.content_tag
+    small = plan(str(_tiny_files(tmp_path / "few", 20, 50)), "x", "numeric", RunOptions())
+    assert len(small.tasks) == 1
+    ch = build_channel("mean", 1.0, domain=(0.0, 1.0))
+    sums = np.array([privatize(small, "x", ch, client="local", seed=s).sums["sum"][0] for s in range(300)])
+    exact = pq.read_table(str(tmp_path / "few")).column("x").to_numpy()
+    # S = Σ lattice(x_i) + noise of 1,000 rows: mean within 4.5 standard errors, variance within the chi-square
+    # (299 df) band at 1e-5 each way (false failure < 1e-4 in all); noise for one piece only would be 20x smaller
+    var = 1000 * ch.noise_variance
+    assert abs(sums.mean() - exact.sum()) < 4.5 * np.sqrt(var / 300)
+    from scipy import stats
+
+    lo, hi = stats.chi2.ppf([1e-5, 1 - 1e-5], 299) / 299
+    assert lo < sums.var(ddof=1) / var < hi, sums.var(ddof=1) / var
 
 
 class _RunSpecSizes:
@@ -110,11 +118,10 @@ def test_ten_thousand_partitions_end_to_end(tmp_path: Path, cluster) -> None:
     assert on_cluster.n == 200_000 and on_cluster.metadata["partitions"] == 10_000
     assert len(plugin.sizes) == 10_000
     assert max(plugin.sizes.values()) < MAX_TASK_BYTES, max(plugin.sizes.values())
-    grouped = privatize(str(data), "x", ch, client=cluster, seed=7)
-    local = privatize(str(data), "x", ch, client="local", seed=7)
-    for k in local.sums:
-        np.testing.assert_array_equal(on_cluster.sums[k], local.sums[k])
-        np.testing.assert_array_equal(grouped.sums[k], local.sums[k])
+    assert on_cluster.same_release(privatize(str(data), "x", ch, client="local", seed=7, partition_rows=20))
+    grouped = privatize(str(data), "x", ch, client=cluster, seed=7)  # 40 tasks of 256 files
+    assert grouped.metadata["partitions"] == 10_000 and grouped.n == 200_000
+    assert grouped.same_release(privatize(str(data), "x", ch, client="local", seed=7))
 
 
 # --- planning: pyarrow.dataset, hive partitions, globs, footer statistics --------------------------------------

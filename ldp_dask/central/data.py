@@ -123,10 +123,10 @@ def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, options: RunOptions) -> dict[str, Any]:
-    from ..pipeline import _Task, connect, map_reduce, task_rows
+    from ..pipeline import _tasks, connect, map_reduce, task_rows
 
     job = _HistJob(dataset.reader, dataset.pieces, bounds, cells, options.clip)
-    tasks = [_Task(a, b) for a, b in dataset.tasks]
+    tasks = _tasks(dataset)
     if options.runs_in_process(dataset.n):
         return _hist_combine(*[_hist_piece(t, job) for t in tasks])
     with connect(options.client, timeout=options.connect_timeout) as c:

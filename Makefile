@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/lattice.py
 	$(PY) benchmarks/units.py
 	$(PY) benchmarks/scale.py
+	$(PY) benchmarks/scaling.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

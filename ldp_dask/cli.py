@@ -45,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--clip", action="store_true", help="clamp out-of-domain values instead of failing")
     r.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     r.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="attach to a running Dask scheduler (default: start a LocalCluster)")
+                   help="attach to a running Dask scheduler (default: $DASK_SCHEDULER_ADDRESS, else this process "
+                        "for up to 2,000,000 rows, else a new LocalCluster)")
     r.add_argument("--local", action="store_true", help="run in this process, without Dask")
     r.add_argument("--secret-file", default=None, help="file with the secret key (else $LDP_DASK_SECRET, else random)")
     r.add_argument("--seed", type=int, default=None, help="insecure integer seed, for simulations only")

@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -82,11 +83,12 @@ def _floor_task(args: tuple[Any, Any, int, int]) -> np.ndarray:
 
 def floor_job(client: Any, source: str) -> Callable[[], Any]:
     """The non-private floor, planned and grouped into tasks as a release is (so only privacy differs)."""
+    from ldp_dask.pipeline import share
     from ldp_dask.source import open_source
 
     def run() -> Any:
         ds = open_source(source, "x")
-        shared = client.scatter((ds.reader, ds.pieces), hash=False)
+        shared = share(client, (ds.reader, ds.pieces), f"floor-job-{time.perf_counter_ns()}")
         futs = client.map(lambda t, s: _floor_task((*s, *t)), ds.tasks, s=shared, pure=False)
         return tree_sum(client, futs)
 

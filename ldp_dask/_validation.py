@@ -40,16 +40,26 @@ class InputDataError(LdpDaskError):
 DEBUG_ENV = "LDP_DASK_DEBUG"
 
 
+#: Modules of object-storage clients: their errors are about credentials, buckets and endpoints, never about the
+#: data's values, so their messages are shown.
+STORAGE_MODULES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google.auth", "google.api_core", "adlfs", "azure")
+
+
 def error_value(where: str, exc: BaseException) -> dict[str, str]:
     """An error met while reading or privatizing a partition, as a value for the driver (never retried).
 
     Our own :class:`InputDataError` messages describe the problem without quoting
-    the data. Any other exception's message is withheld, since libraries quote
+    the data, and so do object-storage clients (:data:`STORAGE_MODULES`: a
+    worker without credentials, say). Any other exception's message is withheld, since libraries quote
     the offending value (e.g. Arrow's "Integer value … not in range"); its type
     is kept, and ``LDP_DASK_DEBUG=1`` shows the message.
     """
     if isinstance(exc, InputDataError):
         return {"error": f"{where}: {exc}"}
+    if type(exc).__module__.startswith(STORAGE_MODULES):  # credentials, buckets, endpoints: not the data
+        text = " ".join(str(exc).split())[:300]
+        return {"error": f"{where}: the storage refused the read ({type(exc).__name__}: {text}); check the "
+                         "credentials and endpoint in the environment of every Dask worker"}
     detail = (" ".join(str(exc).split()) if os.environ.get(DEBUG_ENV)
               else f"its message is withheld because it may quote the data; set {DEBUG_ENV}=1 to see it")
     return {"error": f"{where}: {type(exc).__name__} while reading or privatizing this partition ({detail})"}

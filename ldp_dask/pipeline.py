@@ -61,7 +61,7 @@ class _Job:
     """What every task of one release shares: reader, pieces, the tasks' noise keys, channel, clipping, mode,
     where rows go.
 
-    Sent to the cluster once (scattered); a task carries only the range of pieces it reads.
+    Sent to the cluster once (:func:`share`); a task carries only the range of pieces it reads.
     """
 
     reader: Reader
@@ -219,12 +219,26 @@ def task_rows(pieces: tuple[Piece, ...], task: Any) -> int:
     return sum(pieces[i].num_rows for i in range(task.start, task.stop))
 
 
+def _identity(value: Any) -> Any:
+    return value
+
+
+def share(client: Any, value: Any, key: str) -> Any:
+    """A future of ``value`` for many tasks to depend on, sent to the scheduler once.
+
+    A task that returns ``value``, not ``client.scatter``: scattered data has
+    no lineage, so a worker dying with the only copy would fail every task
+    that needs it, while a task's result is recomputed where it was lost.
+    """
+    return client.submit(_identity, value, key=key, pure=False)
+
+
 def map_reduce(client: Any, fn: Any, tasks: list[Any], shared: Any, combine: Any, prefix: str, rows: list[int],
                split_every: int, retries: int, progress: bool, desc: str) -> Any:
     """``fn(task, shared)`` on every task, then a ``split_every``-ary tree of ``combine``; returns the root.
 
-    ``shared`` (what every task needs: the reader, the channel, ...) is
-    scattered to the cluster once, so a task's payload is its own small
+    ``shared`` (what every task needs: the reader, the channel, ...) goes to
+    the cluster once (:func:`share`), so a task's payload is its own small
     description whatever the number of partitions. Keys are ``{prefix}-piece-{token}-{i}`` and ``{prefix}-combine-{token}-…``. No
     reference to a partition's future is kept once the tree is submitted (the
     progress bar holds each only until it completes), so the cluster frees a
@@ -233,7 +247,7 @@ def map_reduce(client: Any, fn: Any, tasks: list[Any], shared: Any, combine: Any
     by ``rows`` as partitions complete.
     """
     token = uuid.uuid4().hex[:12]
-    job = client.scatter(shared, hash=False)
+    job = share(client, shared, f"{prefix}-job-{token}")
     level = client.map(fn, tasks, job=job, key=[f"{prefix}-piece-{token}-{i}" for i in range(len(tasks))],
                        retries=retries, pure=False)
     del job  # the tasks hold it until they have run
@@ -385,7 +399,7 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
 # --- privacy units: tag rows by person, shuffle by bucket, keep k rows per person, release per bucket ------
 @dataclass(frozen=True)
 class _Tagging:
-    """What every tagging task shares (scattered once): the reader, the pieces and the row number each starts
+    """What every tagging task shares (sent once): the reader, the pieces and the row number each starts
     at, the person keys, the number of buckets."""
 
     reader: Reader
@@ -497,7 +511,7 @@ def _shuffle_units(client: Any, tasks: list[_Task], tagging: _Tagging, handler: 
     import dask.dataframe as dd
 
     token = uuid.uuid4().hex[:12]
-    shared = client.scatter(tagging, hash=False)
+    shared = share(client, tagging, f"ldp-units-job-{token}")
     tagged = client.map(_tag_piece, tasks, job=shared, key=[f"ldp-units-tag-{token}-{i}" for i in range(len(tasks))],
                         retries=options.retries, pure=False)
     del shared
@@ -513,7 +527,7 @@ def _shuffle_units(client: Any, tasks: list[_Task], tagging: _Tagging, handler: 
                          "value": pd.Series([], dtype="object" if categorical else "float64")})
     frame = dd.from_delayed(tagged, meta=meta, verify_meta=False)
     by_bucket = frame.set_index("bucket", divisions=list(range(len(keys) + 1)), sorted=False)
-    release = client.scatter(handler, hash=False)
+    release = share(client, handler, f"ldp-units-release-{token}")
     buckets = client.compute([dask.delayed(_run_bucket, pure=False)(part, release, j, key, k, categorical)
                               for j, (part, key) in enumerate(zip(by_bucket.to_delayed(), keys))],
                              retries=options.retries)

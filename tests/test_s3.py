@@ -102,3 +102,28 @@ def test_flow_reads_and_writes_s3(bucket, s3_cluster, prefect_harness):
                          scheduler=s3_cluster.scheduler.address, ledger=False)
     s = ldp_dask.read_summary("s3://ldp-test/flow/beta.summary.parquet")
     assert s.n == 210_000 and out["n"] == 210_000
+
+
+def test_workers_without_credentials_are_told_so(bucket, tmp_path):
+    """The driver can read the bucket but the workers cannot: one line that names the storage's refusal (its
+    message quotes no data), instead of a withheld message."""
+    import os
+
+    from distributed import Client, LocalCluster
+
+    from s3_server import CREDENTIALS
+
+    saved = {k: os.environ.pop(k) for k in CREDENTIALS if k in os.environ}
+    try:  # workers inherit this environment: no credentials
+        lc = LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                          silence_logs=logging.ERROR)
+    finally:
+        os.environ.update(saved)
+    _, options = bucket
+    ch = build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=8)
+    with lc, Client(lc) as client:
+        with pytest.raises(ldp_dask.InputDataError) as info:
+            ldp_dask.privatize("s3://ldp-test/beta", "x", ch, client=client, seed=1, storage_options=options,
+                               retries=0)
+    msg = str(info.value)
+    assert "the storage refused the read (NoCredentialsError" in msg and "withheld" not in msg, msg

@@ -133,7 +133,7 @@ def check_draws(replicates: int, per_replicate: int, what: str, remedy: str) -> 
     total = replicates * per_replicate
     if total > MAX_DRAWS:
         raise LdpDaskError(f"{what} would draw {replicates:,} replicates × {per_replicate:,} values = {total:.3g} "
-                           f"random values; the limit is 2^27 ({MAX_DRAWS:.3g}): {remedy}.")
+                           f"random values; the limit is 2^{MAX_DRAWS.bit_length() - 1} ({MAX_DRAWS:.3g}): {remedy}.")
 
 
 DECILES = tuple(round(0.1 * i, 1) for i in range(1, 10))

@@ -83,30 +83,34 @@ class _Task:
     start: int
     stop: int
 
-    @property
-    def rows(self) -> Any:
-        return range(self.start, self.stop)
-
 
 def _where(piece: Piece) -> str:
     return piece.path or f"rows {piece.start}..{piece.stop}"
 
 
+def each_piece(pieces: tuple[Piece, ...], task: Any, fn: Any) -> list[Any] | dict[str, str]:
+    """``fn(piece)`` for the pieces ``task.start`` to ``task.stop``, in order (worker side): their results, or
+    the first deterministic error as ``{"error": ...}`` naming its file, never retried and never quoting the
+    data. ``OSError`` and ``MemoryError`` propagate: transient, Dask retries the task."""
+    out = []
+    for piece in pieces[task.start:task.stop]:
+        try:
+            out.append(fn(piece))
+        except (OSError, MemoryError):
+            raise
+        except Exception as exc:
+            return error_value(_where(piece), exc)
+    return out
+
+
 def _run_piece(task: _Task, job: _Job) -> dict[str, Any]:
     """Release one task's rows on a worker: its pieces are read and validated one by one (an error names its
     file), then released together as one partition, under the task's key; returns a small accumulator."""
-    parts, clipped = [], 0
-    for i in task.rows:
-        piece = job.pieces[i]
-        try:
-            x, c = job.channel.prepare(read_piece(job.reader, piece), clip=job.clip)
-        except (OSError, MemoryError):  # transient: Dask retries the task
-            raise
-        except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
-            return error_value(_where(piece), exc)
-        parts.append(x)
-        clipped += c
-    x = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    parts = each_piece(job.pieces, task, lambda p: job.channel.prepare(read_piece(job.reader, p), clip=job.clip))
+    if isinstance(parts, dict):
+        return parts
+    x = parts[0][0] if len(parts) == 1 else np.concatenate([v for v, _ in parts])
+    clipped = sum(c for _, c in parts)
     del parts
     try:
         return _release_prepared(x, clipped, job, job.keys[task.index], task.index)
@@ -239,7 +243,8 @@ def map_reduce(client: Any, fn: Any, tasks: list[Any], shared: Any, combine: Any
 
     ``shared`` (what every task needs: the reader, the channel, ...) goes to
     the cluster once (:func:`share`), so a task's payload is its own small
-    description whatever the number of partitions. Keys are ``{prefix}-piece-{token}-{i}`` and ``{prefix}-combine-{token}-…``. No
+    description whatever the number of partitions. Keys are
+    ``{prefix}-piece-{token}-{i}`` and ``{prefix}-combine-{token}-…``. No
     reference to a partition's future is kept once the tree is submitted (the
     progress bar holds each only until it completes), so the cluster frees a
     partition's result as soon as its combine has run: worker memory follows
@@ -411,16 +416,10 @@ class _Tagging:
 
 def _tag_piece(task: _Task, job: _Tagging) -> Any:
     """A task's rows tagged (bucket, person, rank, value), or ``{"error": ...}`` (worker side)."""
-    frames = []
-    for i in task.rows:
-        piece = job.pieces[i]
-        try:
-            frames.append(tagged_frame(read_piece(job.reader, piece), read_units(job.reader, piece),
-                                       job.first_rows[i], job.keys, job.buckets))
-        except (OSError, MemoryError):
-            raise
-        except Exception as exc:
-            return error_value(_where(piece), exc)
+    frames = each_piece(job.pieces, task, lambda p: tagged_frame(
+        read_piece(job.reader, p), read_units(job.reader, p), job.first_rows[p.index], job.keys, job.buckets))
+    if isinstance(frames, dict):
+        return frames
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
@@ -439,7 +438,8 @@ class _ReleaseBucket:
         return _release_values(values, self.job, key, index, where)
 
 
-def _run_bucket(frame: Any, handler: Any, index: int, key: bytes | None, k: int, categorical: bool) -> dict[str, Any]:
+def _run_bucket(frame: Any, handler: Any, index: int, key: bytes | None, k: int,
+                categorical: bool) -> dict[str, Any]:
     """Keep at most ``k`` rows per person of bucket ``index`` and hand them to ``handler`` (worker side)."""
     where = f"the rows of bucket {index} (grouped by person)"
     try:
@@ -512,8 +512,8 @@ def _shuffle_units(client: Any, tasks: list[_Task], tagging: _Tagging, handler: 
 
     token = uuid.uuid4().hex[:12]
     shared = share(client, tagging, f"ldp-units-job-{token}")
-    tagged = client.map(_tag_piece, tasks, job=shared, key=[f"ldp-units-tag-{token}-{i}" for i in range(len(tasks))],
-                        retries=options.retries, pure=False)
+    tagged = client.map(_tag_piece, tasks, job=shared, retries=options.retries, pure=False,
+                        key=[f"ldp-units-tag-{token}-{i}" for i in range(len(tasks))])
     del shared
     if options.progress:
         _follow(tagged, [task_rows(tagging.pieces, t) for t in tasks], "row", "tag by person")

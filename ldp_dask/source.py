@@ -15,6 +15,7 @@ values would break differential privacy.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -29,7 +30,8 @@ import pyarrow.parquet as pq
 from ._validation import InputDataError, LdpDaskError, check_int
 from .options import DEFAULT_PARTITION_ROWS
 
-__all__ = ["Piece", "Dataset", "Reader", "open_source", "read_piece", "read_units", "source_root", "DEFAULT_PARTITION_ROWS"]
+__all__ = ["Piece", "Dataset", "Reader", "open_source", "read_piece", "read_units", "source_root",
+           "DEFAULT_PARTITION_ROWS"]
 
 #: Consecutive pieces smaller than this many rows (or the planned partition size, if smaller) are read by one
 #: task, up to :data:`TASK_PIECES` of them: a task then costs tens of milliseconds of work against Dask's few
@@ -54,9 +56,9 @@ class Piece:
 class Reader:
     """What a worker needs to read any piece of a dataset, and nothing more.
 
-    A task carries its own :class:`Piece`; the reader is shared by every task
-    of a job (sent to the cluster once), and it holds no list of pieces, so a
-    task's payload does not grow with the number of partitions.
+    Shared by every task of a release and sent to the cluster once with the
+    plan's pieces; a task names only the range of pieces it reads, so its
+    payload does not grow with the number of partitions.
     """
 
     kind: str
@@ -100,7 +102,7 @@ class Dataset:
         if self.footer_statistics is not None:
             self.footer_statistics.check_range(self.column, domain, clip)
 
-    @property
+    @functools.cached_property
     def tasks(self) -> tuple[tuple[int, int], ...]:
         """The pieces each task reads, as ``[start, stop)`` ranges of :attr:`pieces`, in order.
 

@@ -100,18 +100,17 @@ class _HistJob:
 
 def _hist_piece(task: Any, job: _HistJob) -> dict[str, Any]:
     """The grid counts of one task's pieces (``task.start`` to ``task.stop``), or ``{"error": ...}``."""
-    counts, clipped = None, 0
-    for piece in job.pieces[task.start:task.stop]:
-        try:
-            x, c = check_values(read_piece(job.reader, piece), job.bounds, job.clip)
-        except (OSError, MemoryError):  # transient: Dask retries the task
-            raise
-        except Exception as exc:  # deterministic: one clear error, never retried, never quoting the data
-            return error_value(piece.path or f"rows {piece.start}..{piece.stop}", exc)
-        part = _grid_counts(x, job.bounds, job.cells)
-        counts = part if counts is None else counts + part
-        clipped += c
-    return {"counts": counts, "clipped": clipped}
+    from ..pipeline import each_piece
+
+    acc = {"counts": np.zeros(job.cells, dtype=np.int64), "clipped": 0}
+
+    def add(piece: Piece) -> None:  # one piece at a time: memory holds one grid, however many pieces
+        x, c = check_values(read_piece(job.reader, piece), job.bounds, job.clip)
+        acc["counts"] += _grid_counts(x, job.bounds, job.cells)
+        acc["clipped"] += c
+
+    error = each_piece(job.pieces, task, add)
+    return error if isinstance(error, dict) else acc
 
 
 def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +118,7 @@ def _hist_combine(*parts: dict[str, Any]) -> dict[str, Any]:
         if "error" in p:
             return p
     counts = np.array(parts[0]["counts"], dtype=np.int64)  # a copy: the parts may be a worker's stored results
-    for p in parts[1:]:  # in place, not np.sum of a stacked (parts × 2^20) copy: 16 parts 250 ms -> 10 ms
+    for p in parts[1:]:  # in place, not np.sum of a stacked (parts × 2^20) copy: 16 parts 250 ms -> 21 ms
         counts += p["counts"]
     return {"counts": counts, "clipped": sum(p["clipped"] for p in parts)}
 

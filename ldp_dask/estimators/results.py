@@ -187,21 +187,19 @@ class DensityEstimate(Described):
             mid = (e[:-1] + e[1:]) / 2
             ax.fill_between(mid, lo, hi, alpha=0.25, color="tab:blue", label=f"{self.level:.0%} pointwise band")
             ax.plot(mid, self.density, color="tab:blue", label=f"estimate ({self.method})")
-        elif len(self.density) > PLOTTED_BINS:  # a picture has no more pixels: bin means of groups of bins
-            g = -(-len(self.density) // PLOTTED_BINS)
-            cut = np.append(np.arange(0, len(self.density), g), len(self.density))
-            w = np.diff(e)
-            avg = [np.add.reduceat(v * w, cut[:-1]) / np.add.reduceat(w, cut[:-1]) for v in (self.density, lo, hi)]
-            ex = e[cut]
-            ax.fill_between(ex, np.append(avg[1], avg[1][-1]), np.append(avg[2], avg[2][-1]), step="post",
-                            alpha=0.25, color="tab:blue", label=f"{self.level:.0%} pointwise band (means of {g} bins)")
-            ax.step(ex, np.append(avg[0], avg[0][-1]), where="post", color="tab:blue",
-                    label=f"estimate ({self.method}; means of {g} bins)")
         else:
+            dens, g = self.density, 1
+            if len(dens) > PLOTTED_BINS:  # a picture has no more pixels: bin means of groups of g bins
+                g = -(-len(dens) // PLOTTED_BINS)
+                cut = np.append(np.arange(0, len(dens), g), len(dens))
+                w = np.diff(e)
+                dens, lo, hi = (np.add.reduceat(v * w, cut[:-1]) / np.add.reduceat(w, cut[:-1]) for v in (dens, lo, hi))
+                e = e[cut]
+            means = "" if g == 1 else f" (means of {g} bins)"
             ax.fill_between(e, np.append(lo, lo[-1]), np.append(hi, hi[-1]), step="post", alpha=0.25,
-                            color="tab:blue", label=f"{self.level:.0%} pointwise band")
-            ax.step(e, np.append(self.density, self.density[-1]), where="post", color="tab:blue",
-                    label=f"estimate ({self.method})")
+                            color="tab:blue", label=f"{self.level:.0%} pointwise band{means}")
+            ax.step(e, np.append(dens, dens[-1]), where="post", color="tab:blue",
+                    label=f"estimate ({self.method}){means}")
         if truth is not None:
             x = np.linspace(e[0], e[-1], 1000)
             ax.plot(x, truth(x), color="black", lw=1.2, ls="--", label="true density")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["wavelet_accumulate", "joint_exp_transition"]
+__all__ = ["wavelet_accumulate", "fine_histogram", "joint_exp_transition"]
 
 _ONE_MINUS = float(np.nextafter(1.0, 0.0))
 
@@ -35,8 +35,9 @@ def wavelet_accumulate(
     interpolation (``difs`` is zero for step tables). ``tabs[kind]`` is the
     table of φ (kind 0) or ψ (kind 1). The caller multiplies each level's
     block by 2^{j/2}. Same arithmetic as :meth:`WaveletBasis.accumulate`,
-    different summation order. With ``quantum`` > 0 each value is first rounded
-    to the lattice, floor(v·quantum + 0.5), and the sums are exact integers.
+    different summation order. With ``quantum`` > 0 the value is the table at the
+    midpoint of the row's cell, rounded to the lattice, floor(v(½)·quantum + 0.5),
+    and the sums are exact integers.
     """
     nlev = level_j.shape[0]
     for i in range(t.shape[0]):
@@ -49,6 +50,8 @@ def wavelet_accumulate(
             q = (u - fl) * per_unit
             i0 = int(q)
             w = q - i0
+            if quantum > 0.0:
+                w = 0.5
             base = level_offset[lev] + int(fl) + support - 1
             kind = level_kind[lev]
             for m in range(support):
@@ -57,6 +60,26 @@ def wavelet_accumulate(
                 if quantum > 0.0:
                     v = np.floor(v * quantum + 0.5)
                 out[base - m] += v
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def fine_histogram(t: np.ndarray, bits: int, counts: np.ndarray, offsets: np.ndarray) -> None:
+    """``counts[g] += 1`` and ``offsets[g] += u − g`` for u = 2^bits·t_i, g = ⌊u⌋ (t_i < 1 clamped below 1).
+
+    One pass, two ``bincount``s fused (``offsets`` may have length 0: counts only).
+    The numpy reference is ``np.bincount(g)`` and ``np.bincount(g, weights=u − g)``.
+    """
+    scale = float(1 << bits)
+    with_offsets = offsets.shape[0] > 0
+    for i in range(t.shape[0]):
+        ti = t[i]
+        if ti > _ONE_MINUS:
+            ti = _ONE_MINUS
+        u = ti * scale
+        g = int(u)
+        counts[g] += 1.0
+        if with_offsets:
+            offsets[g] += u - g
 
 
 @njit(cache=True, nogil=True)

@@ -96,14 +96,20 @@ def test_estimators_and_cli_with_lattice_noise(tmp_path, capsys):
     capsys.readouterr()
 
 
-def test_wavelet_lattice_sums_match_the_rounded_rows():
-    # the fused kernel's rounded sums equal the sums of the rows' rounded coordinates exactly
+@pytest.mark.parametrize("rows", [300, 300000])  # the per-row kernel, then the histogram path
+def test_wavelet_lattice_sums_match_the_rounded_rows(rows):
+    # the summary's integer sums equal the sums of the rows' coordinates: the table at the midpoint of
+    # each row's cell, rounded (evaluated here by snapping t to that midpoint)
     ch = WaveletLaplace(1.0, (0.0, 1.0), 2, 5, wavelet="sym4", noise="lattice")
-    x = np.random.default_rng(7).random(3000)
+    x = np.random.default_rng(7).random(rows)
     t = ch.to_unit(x)
-    rows = np.concatenate([np.floor(ch.basis.design(t, j, k, scaled=False) * 4096 + 0.5).sum(axis=0)
-                           for k, j in ch.levels])
-    assert np.array_equal(ch.exact_stats(x)["sum"], rows)
+    blocks = []
+    for k, j in ch.levels:
+        res = 2.0 ** (j + ch.basis.table_level)
+        mid = (np.floor(t * res) + 0.5) / res
+        v = ch.basis.design(mid, j, k, scaled=False)
+        blocks.append(np.floor(v * 4096 + 0.5).sum(axis=0))
+    assert np.array_equal(ch.exact_stats(x)["sum"], np.concatenate(blocks))
 
 
 def test_lattice_costs_no_accuracy():

@@ -78,6 +78,58 @@ def test_sparse_accumulation_matches_dense_design_and_kernel():
     assert np.abs(fused - dense).max() < 1e-12 * scale * len(t)
 
 
+def _both_paths(monkeypatch, b, t, levels, quantum):
+    import ldp_dask.bases as bases
+
+    monkeypatch.setattr(bases, "HISTOGRAM_CELLS_PER_LOOKUP", 1 << 30)
+    histogram = b.accumulate_levels(t, levels, quantum=quantum)
+    monkeypatch.setattr(bases, "HISTOGRAM_MAX_BITS", 0)
+    per_row = b.accumulate_levels(t, levels, quantum=quantum)
+    monkeypatch.undo()
+    return histogram, per_row
+
+
+@pytest.mark.parametrize("name", ["haar", "db2", "db4", "sym4", "coif3"])
+def test_histogram_path_gives_the_per_row_sums(monkeypatch, name):
+    # rows per table cell, then two matrix products per level: the same sums as evaluating every row
+    b = get_basis(name)
+    t = np.random.default_rng(11).beta(2.0, 5.0, 20000)
+    t[:4] = [0.0, 1.0, np.nextafter(1.0, 0.0), 0.5]
+    levels = [("phi", 2), ("psi", 2), ("psi", 3), ("psi", 7)]
+    lattice_h, lattice_r = _both_paths(monkeypatch, b, t, levels, 4096.0)
+    assert np.array_equal(lattice_h, lattice_r)  # integers: exact in any order
+    cont_h, cont_r = _both_paths(monkeypatch, b, t, levels, 0.0)
+    dense = np.concatenate([b.design(t, j, k).sum(axis=0) for k, j in levels])
+    scale = np.abs(dense).max()
+    assert np.abs(cont_h - dense).max() < 1e-12 * scale * len(t)
+    assert np.abs(cont_r - dense).max() < 1e-12 * scale * len(t)
+
+
+@pytest.mark.parametrize("name", ["haar", "db4", "sym4", "coif3"])
+def test_lattice_coordinates_are_the_table_at_cell_midpoints(name):
+    # independent route: snap t to the midpoint of its table cell and evaluate the interpolated table there
+    b = get_basis(name)
+    j, q = 5, 4096.0
+    t = np.random.default_rng(12).random(3000)
+    cells = np.floor(t * 2.0 ** (j + b.table_level))
+    mid = (cells + 0.5) / 2.0 ** (j + b.table_level)
+    expect = np.floor(b.design(mid, j, "psi", scaled=False) * q + 0.5)  # zero off the row's S columns
+    assert np.array_equal(b.design(t, j, "psi", quantum=q), expect)
+    # and within half a cell's change of the interpolated value, plus the rounding
+    slope = np.abs(np.diff(b._tab["psi"])).max()
+    assert np.abs(expect / q - b.design(t, j, "psi", scaled=False)).max() <= slope / 2 + 0.5 / q + 1e-12
+
+
+@pytest.mark.parametrize("name", ["haar", "db2", "db4", "sym4", "coif3"])
+def test_lattice_sensitivity_holds_for_every_table_cell(name):
+    # a row's lattice coordinates depend only on its cell within the unit interval: check all 2^L of them
+    ch = WaveletLaplace(1.0, (0.0, 1.0), 3, 4, wavelet=name, noise="lattice")
+    b = ch.basis
+    for g, (kind, _) in enumerate(ch.levels):
+        norms = np.abs(b._by_shift(kind, "lattice", 4096.0)).sum(axis=1)  # Σ_m |coordinate| per cell
+        assert 2.0 * norms.max() <= ch.lattice_sensitivities[g]
+
+
 def _beta_coefficients(b, levels, a=2.0, c=3.0, n=1 << 17):
     t = _grid(n)
     f = stats.beta(a, c).pdf(t)

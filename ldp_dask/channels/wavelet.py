@@ -28,18 +28,24 @@ Two calibrations of the σ's:
     whole budget α is spent on the finite set of levels. Noise is 4–10×
     smaller than the paper's (16–100× in variance).
 
-``noise="lattice"`` (docs/privacy.md): each value 2^{j/2}ψ̃(u) is rounded to the public
-lattice g_j·ℤ, g_j = 2^{j/2}/2^12 — the lattice coordinate is
-floor(ψ̃(u)·2^12 + 0.5) — and gets discrete Laplace noise of scale t_ℓ in lattice
-units. Rounding moves each of the ≤ S nonzero coordinates of a row by at most
-one unit, so the integer sensitivity is Δ_{g,ℓ} = ⌈Δ_ℓ/g_ℓ⌉ + 2S, and
-t_ℓ = Δ_{g,ℓ}/(w_ℓ α) (tight) or σ_ℓ Δ_{g,ℓ}/Δ_ℓ (paper: the same ε share per
-level). Sums are g_ℓ·(Σ coordinates + NB − NB).
+``noise="lattice"`` (docs/privacy.md): a row's level-j values are those of the
+table at the midpoint u_c of the row's table cell (width 2^−L in u = 2^j t),
+2^{j/2}ψ̃(u_c − k), rounded to the public lattice g_j·ℤ, g_j = 2^{j/2}/2^12 — the
+lattice coordinate is floor(ψ̃(u_c − k)·2^12 + 0.5) — and get discrete Laplace
+noise of scale t_ℓ in lattice units. Σ_k |ψ̃(u − k)| is convex on each cell, so
+the midpoint values do not exceed the sup Δ_ℓ is computed from; rounding moves
+each of the ≤ S nonzero coordinates of a row by at most one unit, so the
+integer sensitivity is Δ_{g,ℓ} = ⌈Δ_ℓ/g_ℓ⌉ + 2S, and t_ℓ = Δ_{g,ℓ}/(w_ℓ α)
+(tight) or σ_ℓ Δ_{g,ℓ}/Δ_ℓ (paper: the same ε share per level). Sums are
+g_ℓ·(Σ coordinates + NB − NB). A lattice value is constant on each table cell,
+within half a cell's change of the interpolated one.
 
-Summary mode: the exact coefficient sums of a block are accumulated sparsely
-(S scatter-adds per level, :meth:`ldp_dask.bases.WaveletBasis.accumulate`) and
-the sum of the block's m Laplace vectors is drawn as σ_ℓ(Gamma(m) − Gamma(m))
-per coefficient (docs/privacy.md): O(m × S × levels + dim), never O(m × dim).
+Summary mode: the exact coefficient sums of a block come from the rows per
+table cell of the finest level (two matrix products per level), or for small
+blocks from S table lookups per row and level
+(:meth:`ldp_dask.bases.WaveletBasis.accumulate_levels`); the sum of the block's m
+noise vectors is drawn as σ_ℓ(Gamma(m) − Gamma(m)) or NB(m) − NB(m) per
+coefficient (docs/privacy.md): O(m + 2^{j1+L}·S + dim), never O(m × dim).
 """
 
 from __future__ import annotations
@@ -252,7 +258,7 @@ class WaveletLaplace(NumericChannel):
         if self.noise == "lattice":
             z = np.empty((len(t), self.dim))
             for (kind, j), sl, g, sc in zip(self.levels, self.slices, self.granularities, self.lattice_scales):
-                coords = np.floor(self.basis.design(t, j, kind, scaled=False) * LATTICE_QUANTUM + 0.5)  # type: ignore[arg-type]
+                coords = self.basis.design(t, j, kind, quantum=LATTICE_QUANTUM)  # type: ignore[arg-type]
                 z[:, sl] = g * (coords + discrete_laplace(rng, sc, coords.shape))
             return z
         z = rng.laplace(0.0, 1.0, size=(len(t), self.dim))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["wavelet_accumulate", "fine_histogram", "joint_exp_transition"]
+__all__ = ["wavelet_accumulate", "fine_histogram", "split_to_levels", "joint_exp_transition"]
 
 _ONE_MINUS = float(np.nextafter(1.0, 0.0))
 
@@ -80,6 +80,30 @@ def fine_histogram(t: np.ndarray, bits: int, counts: np.ndarray, offsets: np.nda
         counts[g] += 1.0
         if with_offsets:
             offsets[g] += u - g
+
+
+@njit(cache=True, nogil=True)
+def split_to_levels(counts: np.ndarray, row_level: np.ndarray, alloc: np.ndarray, shifts: np.ndarray,
+                    offsets: np.ndarray, out: np.ndarray) -> None:
+    """Per-level bin counts of the rows of each finest bin, split among the levels.
+
+    The rows of bin b (``counts[b]`` of them, taken in order) go to levels
+    ``row_level[pos]``; or, when ``row_level`` is empty, ``alloc[b, g]`` rows of
+    bin b go to level g. A row of bin b at level g lands in
+    ``out[offsets[g] + (b >> shifts[g])]`` (its dyadic parent at that level).
+    The numpy reference is a ``bincount`` over (level, bin) then dyadic sums.
+    """
+    pos = 0
+    per_row = row_level.shape[0] > 0
+    for b in range(counts.shape[0]):
+        if per_row:
+            for _ in range(counts[b]):
+                g = row_level[pos]
+                pos += 1
+                out[offsets[g] + (b >> shifts[g])] += 1
+        else:
+            for g in range(alloc.shape[1]):
+                out[offsets[g] + (b >> shifts[g])] += alloc[b, g]
 
 
 @njit(cache=True, nogil=True)

@@ -46,6 +46,41 @@ def _event_log_ratio(ch, rng, n):
     return math.log(p1 / p2), math.sqrt((1 - p1) / (n * p1) + (1 - p2) / (n * p2))
 
 
+def test_adaptive_counts_use_the_bins_of_the_rows():
+    # the fused counting kernel bins exactly as a row's view does: edges, 0 and the domain's top included
+    from ldp_dask.channels.haar import _bin_index
+
+    ch = HaarAdaptive(1.0, [1, 4, 9], (-2.0, 3.0))
+    rng = np.random.default_rng(8)
+    x = np.concatenate([rng.uniform(-2, 3, 5000), -2 + 5 * np.arange(513) / 512, [3.0, -2.0]])
+    D = 1 << 9
+    expect = np.bincount(_bin_index(ch.to_unit(x), D), minlength=D)
+    assert np.array_equal(ch.exact_stats(x)["counts"], expect)
+
+
+@pytest.mark.parametrize("per_row", [True, False])
+def test_split_kernel_matches_the_numpy_split(per_row):
+    # the fused split puts each row (or each multinomial cell) in its bin's dyadic parent at its level
+    from ldp_dask._kernels import split_to_levels
+
+    rng = np.random.default_rng(5)
+    levels, finest = [1, 3, 4, 6], 6
+    D, k = 1 << finest, 4
+    counts = rng.integers(0, 9, D)
+    shifts = np.array([finest - j for j in levels])
+    offsets = np.concatenate([[0], np.cumsum([1 << j for j in levels])])
+    out = np.zeros(offsets[-1], dtype=np.int64)
+    if per_row:
+        row_level = rng.integers(0, k, counts.sum(), dtype=np.uint8)
+        alloc = np.bincount(np.repeat(np.arange(D) * k, counts) + row_level, minlength=D * k).reshape(D, k)
+        split_to_levels(counts, row_level, np.zeros((0, k), dtype=np.int64), shifts, offsets, out)
+    else:
+        alloc = rng.multinomial(counts, np.full(k, 1 / k))
+        split_to_levels(counts, np.zeros(0, dtype=np.uint8), alloc, shifts, offsets, out)
+    expect = np.concatenate([alloc[:, g].reshape(1 << j, -1).sum(axis=1) for g, j in enumerate(levels)])
+    assert np.array_equal(out, expect) and out.sum() == counts.sum()
+
+
 def test_density_ratio_on_the_worst_case_event():
     ch = HaarLaplace(1.0, 2, (0.0, 1.0))
     lr, se = _event_log_ratio(ch, np.random.default_rng(1), 300_000)

@@ -569,7 +569,7 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
         raise LdpDaskError("Rows mode needs 'rows_path' (--rows-out), the directory for privatized rows.")
     if mode != "rows" and rows_path is not None:
         raise LdpDaskError("'rows_path' is only used with mode='rows'.")
-    dataset = plan(source, column, channel.value_kind, opts)
+    dataset = plan(source, column, channel.value_kind, opts).for_noise_cells(channel.dim)
     if dataset.value_kind != channel.value_kind:
         raise LdpDaskError(f"the dataset was planned as {dataset.value_kind!r} values but the {channel.name!r} "
                            f"channel needs {channel.value_kind!r} values")

@@ -31,13 +31,22 @@ from ._validation import InputDataError, LdpDaskError, check_int
 from .options import DEFAULT_PARTITION_ROWS
 
 __all__ = ["Piece", "Dataset", "Reader", "open_source", "read_piece", "read_units", "source_root",
-           "DEFAULT_PARTITION_ROWS"]
+           "DEFAULT_PARTITION_ROWS", "task_rows_for"]
 
 #: Consecutive pieces smaller than this many rows (or the planned partition size, if smaller) are read by one
 #: task, up to :data:`TASK_PIECES` of them: a task then costs tens of milliseconds of work against Dask's few
 #: milliseconds of overhead, however small the files.
 TASK_ROWS = 1 << 20
 TASK_PIECES = 256
+#: A release with d noisy coordinates draws d noise values per task, whatever its rows: its tasks read at least
+#: ROWS_PER_NOISE_CELL·d rows (up to the planned partition size), so that the noise stays a small part of a
+#: task's work (adaptive Haar's 2^17 coordinates: 2^21 rows; about 230 ns per lattice coordinate, measured).
+ROWS_PER_NOISE_CELL = 16
+
+
+def task_rows_for(noise_cells: int) -> int:
+    """Rows a task reads before it is cut, for a release of ``noise_cells`` noisy coordinates per partition."""
+    return max(TASK_ROWS, ROWS_PER_NOISE_CELL * int(noise_cells))
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,14 @@ class Dataset:
     target_rows: int = DEFAULT_PARTITION_ROWS
     #: what the Parquet footers prove (driver memory only; see :class:`FooterStatistics`)
     footer_statistics: Any = field(default=None, repr=False, compare=False)
+    #: rows a task reads before it is cut (at most ``target_rows``): None for :data:`TASK_ROWS`, or more for a
+    #: release with many noisy coordinates (:meth:`for_noise_cells`)
+    task_rows: int | None = None
+
+    def for_noise_cells(self, cells: int) -> "Dataset":
+        """This plan with tasks sized for a release of ``cells`` noisy coordinates per partition (:func:`task_rows_for`)."""
+        rows = task_rows_for(cells)
+        return self if rows == (self.task_rows or TASK_ROWS) else dataclasses.replace(self, task_rows=rows)
 
     def check_range(self, domain: tuple[float, float], clip: bool = False) -> None:
         """Refuse, before any row is read, what the footers' statistics prove the workers would refuse: an
@@ -107,12 +124,13 @@ class Dataset:
         """The pieces each task reads, as ``[start, stop)`` ranges of :attr:`pieces`, in order.
 
         Consecutive pieces are grouped while the group has fewer than
-        ``min(TASK_ROWS, target_rows)`` rows and fewer than ``TASK_PIECES``
+        ``min(task_rows, target_rows)`` rows and fewer than ``TASK_PIECES``
         pieces; a piece that large is a task of its own. A function of the
-        plan alone (never of the cluster), so a release is the same on any
+        plan (and of the release's number of noisy coordinates, through
+        ``task_rows``), never of the cluster, so a release is the same on any
         number of workers.
         """
-        limit = min(TASK_ROWS, self.target_rows)
+        limit = min(self.task_rows or TASK_ROWS, self.target_rows)
         out: list[tuple[int, int]] = []
         start, rows = 0, 0
         for i, p in enumerate(self.pieces):

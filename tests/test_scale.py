@@ -84,6 +84,23 @@ def test_small_pieces_are_released_together_with_noise_for_all_their_rows(tmp_pa
     assert lo < sums.var(ddof=1) / var < hi, sums.var(ddof=1) / var
 
 
+def test_a_release_with_many_noisy_coordinates_reads_more_rows_per_task(tmp_path: Path, monkeypatch) -> None:
+    """Noise costs per coordinate and per task: a wide release (adaptive Haar: 2^17 coordinates) groups
+    ROWS_PER_NOISE_CELL rows per coordinate into a task, still capped by the planned partition size."""
+    import ldp_dask.source as source
+
+    monkeypatch.setattr(source, "TASK_ROWS", 200)
+    data = _tiny_files(tmp_path / "t", 40, 50)
+    ds = plan(str(data), "x", "numeric", RunOptions())
+    assert [b - a for a, b in ds.tasks] == [4] * 10
+    assert ds.for_noise_cells(10) is ds  # 16 × 10 rows: under TASK_ROWS, nothing changes
+    wide = ds.for_noise_cells(50)  # 16 × 50 = 800 rows per task
+    assert [b - a for a, b in wide.tasks] == [16, 16, 8] and wide.layout != ds.layout
+    capped = plan(str(data), "x", "numeric", RunOptions(partition_rows=300)).for_noise_cells(50)
+    assert [b - a for a, b in capped.tasks] == [6] * 6 + [4]
+    assert source.task_rows_for(1 << 17) == 1 << 21
+
+
 class _RunSpecSizes:
     """A scheduler plugin recording the pickled size of every task of a graph as the scheduler holds it."""
 

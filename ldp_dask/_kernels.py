@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["wavelet_accumulate", "fine_histogram", "split_to_levels", "joint_exp_transition"]
+__all__ = ["wavelet_accumulate", "fine_histogram", "split_to_levels", "float_limbs", "joint_exp_transition"]
 
 _ONE_MINUS = float(np.nextafter(1.0, 0.0))
 
@@ -62,24 +62,44 @@ def wavelet_accumulate(
                 out[base - m] += v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
-def fine_histogram(t: np.ndarray, bits: int, counts: np.ndarray, offsets: np.ndarray) -> None:
-    """``counts[g] += 1`` and ``offsets[g] += u − g`` for u = 2^bits·t_i, g = ⌊u⌋ (t_i < 1 clamped below 1).
+#: Scatter kernels compute a chunk of indices, then add: a store whose address hangs on the load before it
+#: stalls the next loads (measured: 8.4 ns a row in one loop, 2.4 ns chunked, at 2^16 bins).
+_CHUNK = 1024
 
-    One pass, two ``bincount``s fused (``offsets`` may have length 0: counts only).
-    The numpy reference is ``np.bincount(g)`` and ``np.bincount(g, weights=u − g)``.
+
+@njit(cache=True, nogil=True, fastmath=False)
+def fine_histogram(x: np.ndarray, lo: float, width: float, bits: int, counts: np.ndarray,
+                   offsets: np.ndarray) -> None:
+    """``counts[g] += 1`` and ``offsets[g] += u − g`` for u = 2^bits·t_i, g = ⌊u⌋.
+
+    t_i = (x_i − lo)/width clipped to [0, 1] (as the channels' ``to_unit``), then held below 1, so
+    g < 2^bits. ``offsets`` may have length 0: counts only. The numpy reference is
+    ``np.bincount(g)`` and ``np.bincount(g, weights=u − g)``.
     """
     scale = float(1 << bits)
     with_offsets = offsets.shape[0] > 0
-    for i in range(t.shape[0]):
-        ti = t[i]
-        if ti > _ONE_MINUS:
-            ti = _ONE_MINUS
-        u = ti * scale
-        g = int(u)
-        counts[g] += 1.0
+    n = x.shape[0]
+    idx = np.empty(_CHUNK, np.int64)
+    frac = np.empty(_CHUNK)
+    for s in range(0, n, _CHUNK):
+        e = min(n, s + _CHUNK)
+        for i in range(s, e):
+            t = (x[i] - lo) / width
+            if t < 0.0:
+                t = 0.0
+            if t > _ONE_MINUS:
+                t = _ONE_MINUS
+            u = t * scale
+            g = int(u)
+            idx[i - s] = g
+            frac[i - s] = u - g
         if with_offsets:
-            offsets[g] += u - g
+            for i in range(e - s):
+                counts[idx[i]] += 1.0
+                offsets[idx[i]] += frac[i]
+        else:
+            for i in range(e - s):
+                counts[idx[i]] += 1.0
 
 
 @njit(cache=True, nogil=True)
@@ -93,17 +113,51 @@ def split_to_levels(counts: np.ndarray, row_level: np.ndarray, alloc: np.ndarray
     ``out[offsets[g] + (b >> shifts[g])]`` (its dyadic parent at that level).
     The numpy reference is a ``bincount`` over (level, bin) then dyadic sums.
     """
+    k = shifts.shape[0]
+    base = np.empty(k, np.int64)
+    buf = np.empty(_CHUNK, np.int64)
+    nb = 0
     pos = 0
     per_row = row_level.shape[0] > 0
     for b in range(counts.shape[0]):
-        if per_row:
-            for _ in range(counts[b]):
-                g = row_level[pos]
-                pos += 1
-                out[offsets[g] + (b >> shifts[g])] += 1
-        else:
-            for g in range(alloc.shape[1]):
-                out[offsets[g] + (b >> shifts[g])] += alloc[b, g]
+        if counts[b] == 0:
+            continue
+        for g in range(k):
+            base[g] = offsets[g] + (b >> shifts[g])
+        if not per_row:
+            for g in range(k):
+                out[base[g]] += alloc[b, g]
+            continue
+        for _ in range(counts[b]):
+            buf[nb] = base[row_level[pos]]
+            pos += 1
+            nb += 1
+            if nb == _CHUNK:
+                for i in range(nb):
+                    out[buf[i]] += 1
+                nb = 0
+    for i in range(nb):
+        out[buf[i]] += 1
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def float_limbs(v: np.ndarray, out: np.ndarray) -> None:
+    """Canonical fixed-point limbs of each float (shape (n, 4), limb 3 first in value): the operations of
+    :func:`ldp_dask.exactsum.from_float` (truncations by powers of two, exact), then its carries, per value.
+
+    The numpy reference is ``exactsum._from_float_numpy``; every step is exact, so both give the same integers.
+    """
+    for i in range(v.shape[0]):
+        r = v[i]
+        for j in range(4):
+            scale = 2.0 ** (50 - 50 * j)
+            q = np.trunc(r / scale)
+            out[i, 3 - j] = np.int64(q)
+            r = r - q * scale
+        for j in range(3):
+            carry = out[i, j] >> 50
+            out[i, j] -= carry << 50
+            out[i, j + 1] += carry
 
 
 @njit(cache=True, nogil=True)

@@ -225,8 +225,12 @@ class WaveletBasis:
         return np.floor((self._tab[kind] + 0.5 * self._dif[kind]) * quantum + 0.5)
 
     def accumulate_levels(self, t: np.ndarray, levels: list[tuple[str, int]], out: np.ndarray | None = None,
-                          quantum: float = 0.0) -> np.ndarray:
+                          quantum: float = 0.0, lo: float = 0.0, width: float = 1.0) -> np.ndarray:
         """All blocks at once: the concatenation of :meth:`accumulate` over ``levels``.
+
+        ``t`` may be given as raw values with ``lo`` and ``width``: each is then
+        mapped to clip((t − lo)/width, 0, 1) first (as a channel's ``to_unit``,
+        fused into the pass over the rows).
 
         With ``quantum`` = 0 the sums of the interpolated values, scaled by 2^{j/2};
         with ``quantum`` > 0 the sums of the lattice coordinates
@@ -254,10 +258,12 @@ class WaveletBasis:
         bits = max(j for _, j in levels) + self.table_level
         lookups = len(t) * self.support * len(levels)
         if bits <= HISTOGRAM_MAX_BITS and (1 << bits) <= HISTOGRAM_CELLS_PER_LOOKUP * lookups:
-            acc = self._histogram_sums(t, levels, offsets, bits, quantum)
+            acc = self._histogram_sums(t, levels, offsets, bits, quantum, lo, width)
         else:
             from ._kernels import wavelet_accumulate
 
+            if (lo, width) != (0.0, 1.0):
+                t = np.clip((t - lo) / width, 0.0, 1.0)
             acc = np.zeros(int(offsets[-1]))
             wavelet_accumulate(
                 t, np.array([j for _, j in levels], dtype=np.int64),
@@ -269,7 +275,7 @@ class WaveletBasis:
         return out
 
     def _histogram_sums(self, t: np.ndarray, levels: list[tuple[str, int]], offsets: np.ndarray, bits: int,
-                        quantum: float) -> np.ndarray:
+                        quantum: float, lo: float, width: float) -> np.ndarray:
         """Unscaled per-level sums from the rows' table cells at 2^bits resolution (see :meth:`accumulate_levels`).
 
         Counts are below 2^53 and, in lattice mode, so is every partial sum of
@@ -281,7 +287,7 @@ class WaveletBasis:
         S, P = self.support, self.per_unit
         counts = np.zeros(1 << bits)
         offs = np.zeros(0 if quantum > 0 else 1 << bits)
-        fine_histogram(t, bits, counts, offs)
+        fine_histogram(t, lo, width, bits, counts, offs)
         by_bits = {bits: (counts, offs)}
         for b in range(bits - 1, min(j for _, j in levels) + self.table_level - 1, -1):
             c, o = by_bits[b + 1]

@@ -27,6 +27,8 @@ LIMBS = 4
 _BASE_BITS = 50
 _SCALES = (2.0**50, 1.0, 2.0**-50, 2.0**-100)  # limb 3 .. limb 0 (value = Σ limb_i · 2^(50(i-2)))
 MAX_ABS = 2.0**99
+#: From this many values on, :func:`from_float` uses the fused kernel (compiled once per process).
+_KERNEL_MIN = 4096
 
 
 def from_float(values: np.ndarray) -> np.ndarray:
@@ -40,6 +42,17 @@ def from_float(values: np.ndarray) -> np.ndarray:
     v = np.asarray(values, dtype=np.float64)
     if not np.all(np.isfinite(v)) or np.any(np.abs(v) >= MAX_ABS):
         raise OverflowError("exact summation needs finite values below 2^99 in magnitude")
+    if v.size < _KERNEL_MIN:
+        return _from_float_numpy(v)
+    from ._kernels import float_limbs  # the same exact steps, fused per value (a tenth of the time at 2^17)
+
+    out = np.empty((v.size, LIMBS), dtype=np.int64)
+    float_limbs(np.ascontiguousarray(v).reshape(-1), out)
+    return out.reshape(v.shape + (LIMBS,))
+
+
+def _from_float_numpy(v: np.ndarray) -> np.ndarray:
+    """:func:`from_float` for checked finite values, in numpy (the reference of the fused kernel)."""
     out = np.empty(v.shape + (LIMBS,), dtype=np.int64)
     r = v.copy()
     for i, scale in enumerate(_SCALES):

@@ -62,3 +62,15 @@ def test_values_that_are_not_floats_round_to_nearest_even():
     for parts, expected in cases.items():
         total = exactsum.to_float(exactsum.add(*(exactsum.from_float(np.array([v])) for v in parts)))
         assert total[0] == expected == math.fsum(parts), parts
+
+
+def test_fused_limbs_equal_the_numpy_limbs():
+    # the kernel repeats the numpy steps value by value: the same canonical integers, signs and scales mixed
+    rng = np.random.default_rng(4)
+    v = np.concatenate([rng.normal(0, 1, 3000) * 10.0 ** rng.integers(-40, 29, 3000), [0.0, -0.0, 2.0**-1074,
+                        -(2.0**98), 2.0**50, -(2.0**50), 1 - 2.0**-53, -1.5 * 2.0**-100], rng.integers(-9, 9, 2000)])
+    fused = exactsum.from_float(np.tile(v, 2))  # over _KERNEL_MIN values: the kernel
+    assert len(v) * 2 >= exactsum._KERNEL_MIN
+    assert np.array_equal(fused, np.tile(exactsum._from_float_numpy(v), (2, 1)))
+    ints = v[-2000:]  # exact to 2^-100: integers come back as they went in
+    assert np.array_equal(exactsum.to_float(fused[len(v) - 2000: len(v)]), ints)

@@ -294,8 +294,9 @@ class HaarAdaptive(_HaarBase):
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         from .._kernels import fine_histogram
 
+        lo, hi = self.domain
         counts = np.zeros(1 << self.finest)  # floor(2^J t) per row, t = 1 in the last bin (as _bin_index)
-        fine_histogram(self.to_unit(x), self.finest, counts, np.zeros(0))
+        fine_histogram(np.ascontiguousarray(x, dtype=np.float64), lo, hi - lo, self.finest, counts, np.zeros(0))
         return {"counts": counts.astype(np.int64)}
 
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:

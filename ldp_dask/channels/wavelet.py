@@ -233,7 +233,9 @@ class WaveletLaplace(NumericChannel):
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         quantum = LATTICE_QUANTUM if self.noise == "lattice" else 0.0
-        return {"sum": self.basis.accumulate_levels(self.to_unit(x), self.levels, quantum=quantum)}
+        lo, hi = self.domain
+        return {"sum": self.basis.accumulate_levels(np.asarray(x, dtype=np.float64), self.levels, quantum=quantum,
+                                                    lo=lo, width=hi - lo)}
 
     def add_noise(
         self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator

@@ -105,6 +105,16 @@ def test_histogram_path_gives_the_per_row_sums(monkeypatch, name):
     assert np.abs(cont_r - dense).max() < 1e-12 * scale * len(t)
 
 
+@pytest.mark.parametrize("rows", [200, 200_000])  # the per-row kernel, then the histogram path
+def test_the_domain_map_fused_into_the_sums_is_to_unit(rows):
+    # exact_stats maps x to t inside the pass over the rows: the same sums as mapping first, edges included
+    ch = WaveletLaplace(1.0, (-5.0, 5.0), 3, 6, wavelet="db4", noise="lattice")
+    x = np.clip(np.random.default_rng(13).normal(0, 2, rows), -5, 5)
+    x[:3] = [-5.0, 5.0, 0.0]
+    expect = ch.basis.accumulate_levels(ch.to_unit(x), ch.levels, quantum=4096.0)
+    assert np.array_equal(ch.exact_stats(x)["sum"], expect)
+
+
 @pytest.mark.parametrize("name", ["haar", "db4", "sym4", "coif3"])
 def test_lattice_coordinates_are_the_table_at_cell_midpoints(name):
     # independent route: snap t to the midpoint of its table cell and evaluate the interpolated table there

@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/quantiles.py
 	$(PY) benchmarks/frequencies.py
 	$(PY) benchmarks/local_vs_central.py
+	$(PY) benchmarks/quantile_coverage.py
 	$(PY) benchmarks/audit.py
 	$(PY) benchmarks/lattice.py
 	$(PY) benchmarks/units.py

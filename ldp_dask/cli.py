@@ -113,7 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--bounds", nargs=2, type=float, default=None, metavar=("LO", "HI"),
                    help="public bounds (raw data)")
     c.add_argument("--epsilon", type=float, default=None, help="total ε for all the quantiles (raw data)")
-    c.add_argument("--level", type=float, default=0.95, help="summary: level of the bootstrap intervals")
+    c.add_argument("--level", type=float, default=0.95, help="summary: level of the intervals (default 0.95)")
+    c.add_argument("--interval", choices=["bins", "band", "bootstrap"], default=None,
+                   help="summary: CDF band at the bin edges (default for histogram/haar), interpolated within "
+                        "bins, or parametric bootstrap (the only one for wavelet)")
     c.add_argument("--B", type=int, default=400, help="summary: bootstrap replicates (default 400)")
     c.add_argument("--q", type=float, nargs="+", default=None, help="probabilities in (0, 1), increasing")
     c.add_argument("--deciles", action="store_true", help="the nine deciles (the default when --q is absent)")
@@ -313,7 +316,8 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
         if a.plot:
             raise LdpDaskError("--plot applies to central releases; plot the density with 'ldp-dask estimate'.")
         lq = publish({"json": a.out}, lambda outputs: _written(local_quantiles(
-            a.source, q=a.q or DECILES, level=a.level, B=a.B, rng=a.seed), outputs), overwrite=a.overwrite)[0]
+            a.source, q=a.q or DECILES, level=a.level, B=a.B, rng=a.seed, interval=a.interval), outputs),
+            overwrite=a.overwrite)[0]
         print(json.dumps(lq.to_dict()) if a.json else lq)
         return 0
     missing = [f"--{k}" for k in ("column", "bounds", "epsilon") if getattr(a, k) is None]

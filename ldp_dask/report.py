@@ -60,6 +60,10 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
         if hasattr(est, "plot"):
             picture = f'<img alt="the estimate with its uncertainty" src="data:image/png;base64,{_png(est.plot())}">'
         body = picture + "\n" + est.to_html(heading="")
+        if s.channel.name in ("histogram", "haar"):  # quantiles with intervals that need no bootstrap
+            from .estimators import local_quantiles
+
+            body += "\n<h2>Quantiles</h2>\n" + local_quantiles(s, level=level).to_html(heading="")
     title = f"Private release of {s.metadata.get('column', 'a column')}"
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return f"""<!doctype html>

@@ -74,6 +74,11 @@ def test_report_of_a_density(summaries, capsys):
     # interpolation error and the noise in the CDF at the median is ~0.014 (5 bins × sd 0.0063), i.e. ~0.006 in x
     median = float(page.text[page.text.index("quantile 50% of the estimate") + 1])
     assert abs(median - stats.beta(2, 5).median()) < 0.02
+    # the deciles with their intervals (CDF band at the bin edges): the true median lies in the one shown
+    assert "Quantiles" in text and "CDF band at the bin edges" in text
+    at = page.text.index("0.5", page.text.index("Quantiles"))
+    lo, hi = (float(v) for v in page.text[at + 2].strip("[]").split(","))
+    assert lo <= stats.beta(2, 5).median() <= hi
 
 
 def test_report_of_a_mean_frequencies_and_adaptive(summaries, tmp_path):

@@ -190,8 +190,8 @@ def test_wrong_column_types_are_refused():
 
 # --- local-DP quantiles ---------------------------------------------------------------------------------------
 def test_local_quantiles_from_a_histogram_summary():
-    # (coverage: test_local_quantile_intervals_cover_the_median). Widths: the CDF noise at x sums the
-    # noise of ~K·x bins, sd ∝ √(K/n) with K ∝ n^(1/4), so 64× the rows gives 64^(3/8) = 4.8× narrower
+    # (coverage: test_default_local_quantile_intervals_cover_every_decile). Bootstrap widths: the CDF noise at x
+    # sums the noise of ~K·x bins, sd ∝ √(K/n) with K ∝ n^(1/4), so 64× the rows gives 64^(3/8) = 4.8× narrower
     # intervals for the raw estimate; the simplex projection is nonlinear at small n and B = 2000
     # replicates estimate a 95% width to ~10%, so ≥ 2.5× is required.
     rng = np.random.default_rng(5)
@@ -199,7 +199,7 @@ def test_local_quantiles_from_a_histogram_summary():
     for n in (20_000, 1_280_000):
         x = rng.random(n)
         s = ldp_dask.privatize(x, channel=build_channel("histogram", 1.0, (0, 1), n=n), seed=int(n))
-        r = local_quantiles(s, q=[0.25, 0.5, 0.75], level=0.95, B=2000, rng=2)
+        r = local_quantiles(s, q=[0.25, 0.5, 0.75], level=0.95, B=2000, rng=2, interval="bootstrap")
         assert np.all((r.ci_low <= r.values) & (r.values <= r.ci_high))
         widths.append(r.ci_high - r.ci_low)
     assert np.all(widths[1] < widths[0] / 2.5), widths
@@ -225,16 +225,77 @@ def test_frequency_intervals_cover(encoding):
     assert hits / (5 * reps) >= 0.95 - 3.3 * np.sqrt(0.95 * 0.05 / reps), hits / (5 * reps)
 
 
+def test_local_quantile_interval_choices(tmp_path, capsys):
+    import json
+
+    from ldp_dask.channels import WaveletLaplace
+    from ldp_dask.cli import main
+
+    x = np.random.default_rng(6).beta(2, 5, 5000)
+    path = tmp_path / "h.parquet"
+    ldp_dask.privatize(x, channel=build_channel("histogram", 1.0, (0, 1), 10), seed=1, out=str(path))
+    assert main(["quantiles", str(path), "--q", "0.5", "--interval", "band", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["interval"] == "band" and out["ci_low"][0] < out["values"][0] < out["ci_high"][0]
+    bins = local_quantiles(str(path), q=[0.5])
+    edges = np.linspace(0, 1, 11)  # the default interval's ends are bin edges
+    assert bins.interval == "bins"
+    assert np.isclose(edges, bins.ci_low[0]).any() and np.isclose(edges, bins.ci_high[0]).any()
+    with pytest.raises(LdpDaskError, match="'interval' parameter must be one of bins, band, bootstrap"):
+        local_quantiles(str(path), interval="exact")
+    w = ldp_dask.privatize(x, channel=WaveletLaplace(1.0, (0, 1), 2, 3), seed=1)
+    with pytest.raises(LdpDaskError, match="wavelet summaries support 'bootstrap' only"):
+        local_quantiles(w, interval="bins")
+    assert local_quantiles(w, q=[0.5], B=20, rng=1).interval == "bootstrap"
+
+
+def test_cdf_band_is_unbiased_with_the_bridge_variance():
+    # 2,000 releases of one data set: F̂ at every edge has mean F_emp (the data's own CDF) and variance
+    # v·k(K − k)/K / n (the noise part; the data are fixed). Mean within 4.5 standard errors per edge, variance
+    # ratio within the chi-square (1999 df) band at 1e-5 each way: false failure < 3e-4 over the 11 inner edges.
+    from scipy import stats
+
+    from ldp_dask.estimators.local_quantiles import cdf_band
+    from ldp_dask.summary import Summary
+
+    rng = np.random.default_rng(21)
+    n, R = 5000, 2000
+    ch = build_channel("histogram", 1.0, (0, 1), 12)
+    x = rng.beta(2, 5, n)
+    exact = ch.exact_stats(x)
+    F_emp = np.array([np.mean(x < e) for e in ch.edges])
+    draws = np.array([cdf_band(Summary(ch, n, ch.add_noise(exact, n, rng), {}))[1] for _ in range(R)])
+    k = np.arange(13)
+    v = ch.noise_variance * k * (12 - k) / 12 / n
+    inner = slice(1, 12)
+    assert np.all(np.abs(draws.mean(axis=0)[inner] - F_emp[inner]) < 4.5 * np.sqrt(v[inner] / R))
+    lo, hi = stats.chi2.ppf([1e-5, 1 - 1e-5], R - 1) / (R - 1)
+    ratio = draws.var(axis=0, ddof=1)[inner] / v[inner]
+    assert np.all((lo < ratio) & (ratio < hi)), ratio
+    assert np.all(draws[:, 0] == 0) and np.all(draws[:, -1] == 1)
+
+
 @pytest.mark.slow
-def test_local_quantile_intervals_cover_the_median():
-    # The bootstrap interval of the median of a histogram estimate, over 200 uniform data sets: coverage
-    # ≥ 95% up to 3.3 sd of 200 data sets (one-sided, false failure < 5e-4). (Tail quantiles are known to
-    # under-cover: docs/estimators.md, "Local-DP quantiles".)
-    rng = np.random.default_rng(14)
-    n, reps, hits = 20_000, 200, 0
-    ch = build_channel("histogram", 1.0, (0, 1), n=n)
+@pytest.mark.parametrize("name", ["Beta(5, 2)", "truncated exponential"])
+def test_default_local_quantile_intervals_cover_every_decile(name):
+    # Distributions the coverage benchmark does not use. 200 data sets of 20,000 rows, ε = 1, the histogram's
+    # automatic K, the default ("bins") intervals: each decile's coverage ≥ 95% − 3.9 sd of 200 data sets
+    # (one-sided; at a true 95% the nine checks fail together with probability < 4.5e-4, and the method
+    # over-covers, measured ≥ 0.98 in benchmarks/RESULTS.md).
+    from scipy import stats
+
+    rng = np.random.default_rng(15)
+    n, reps = 20_000, 200
+    if name == "Beta(5, 2)":
+        dist, domain = stats.beta(5, 2), (0.0, 1.0)
+    else:  # Exp(1) on [0, 3], clipped: 5% of the mass sits at 3
+        dist, domain = stats.expon(), (0.0, 3.0)
+    truth = np.minimum(dist.ppf(np.arange(1, 10) / 10), domain[1])
+    ch = build_channel("histogram", 1.0, domain, n=n)
+    hits = np.zeros(9)
     for r in range(reps):
-        s = ldp_dask.privatize(rng.random(n), channel=ch, seed=r)
-        q = local_quantiles(s, q=[0.5], level=0.95, B=200, rng=r)
-        hits += int(q.ci_low[0] <= 0.5 <= q.ci_high[0])
-    assert hits / reps >= 0.95 - 3.3 * np.sqrt(0.95 * 0.05 / reps), hits / reps
+        x = np.clip(dist.rvs(size=n, random_state=rng), *domain)
+        q = local_quantiles(ldp_dask.privatize(x, channel=ch, seed=r))
+        assert q.interval == "bins"
+        hits += (q.ci_low <= truth) & (truth <= q.ci_high)
+    assert np.all(hits / reps >= 0.95 - 3.9 * np.sqrt(0.95 * 0.05 / reps)), hits / reps

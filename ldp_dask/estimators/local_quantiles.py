@@ -2,14 +2,33 @@
 
 Quantiles of a histogram (or Haar) or wavelet summary are read off the
 estimated CDF (:meth:`DensityEstimate.quantile`): post-processing of the
-summary, so they cost no further privacy. Their uncertainty comes from a
-parametric bootstrap around the estimate: B replicate summaries are drawn
-from the law the released sums would have if the estimate were the truth —
-for histograms multinomial counts plus the exact Laplace-sum noise
-σ(Gamma(n) − Gamma(n)); for wavelets the estimate's coefficients plus the same
-noise (the privacy noise dominates the sampling noise by orders of magnitude
-at any ε ≤ 4) — re-estimated with the same estimator, and the percentile
-interval of each quantile is reported.
+summary, so they cost no further privacy.
+
+Intervals (``interval=``):
+
+``"bins"`` (default for histogram and Haar summaries)
+    A confidence band for the CDF at the bin edges, inverted. The CDF at edge
+    k is estimated without bias by the bridge F̂_k = L_k − (k/K)(L_K − 1), L_k the
+    cumulative noisy bin sums over n (F(e_K) = 1 exactly, so the total noise is
+    known and is taken out in proportion): its variance is
+    (v·k(K − k)/K + F(1 − F))/n, v the variance of one row's noise on one bin, a
+    Brownian bridge that is smallest in the tails. F nondecreasing gives, with
+    the pointwise bounds U_k, L_k at level 1 − (1 − level)/2 each side,
+    θ_q ≥ e_k wherever U_k < q and θ_q ≤ e_k wherever L_k > q: the interval
+    is [max{e_k : U_k < q}, min{e_k : L_k > q}]. No assumption about the
+    density within a bin, so its width is at least one bin.
+``"band"``
+    The same band, linearly interpolated between edges and inverted: narrower,
+    but it assumes the CDF is close to linear within each bin (the binning bias
+    is ignored) and under-covers where the density changes fast within a bin.
+``"bootstrap"`` (the only one for wavelet summaries)
+    A parametric bootstrap around the estimate: B replicate summaries drawn
+    from the law the released sums would have if the estimate were the truth
+    — for histograms multinomial counts plus the channel's own summary-mode
+    noise; for wavelets the estimate's coefficients plus the same noise —
+    re-estimated with the same estimator; the percentile interval of each
+    quantile. It ignores the binning bias and the bias projection pushes into
+    the tails (measured coverage: ``benchmarks/quantile_coverage.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +46,14 @@ from ..outputs import Described, Description, Table, fmt, jsonable, save_json, s
 from .results import DensityEstimate
 from .wavelet import wavelet_density
 
-__all__ = ["local_quantiles", "QuantileEstimate"]
+__all__ = ["local_quantiles", "QuantileEstimate", "cdf_band", "INTERVALS"]
+
+#: The interval methods, described (module docstring).
+INTERVALS = {
+    "bins": "CDF band at the bin edges, inverted (no assumption within a bin)",
+    "band": "CDF band interpolated within bins, inverted (assumes a near-linear CDF within each bin)",
+    "bootstrap": "parametric bootstrap percentile",
+}
 
 
 @dataclass(frozen=True)
@@ -44,10 +70,13 @@ class QuantileEstimate(Described):
     n: int
     epsilon: float
     info: dict[str, Any] = field(default_factory=dict)
+    #: how the intervals were made: "bins", "band" or "bootstrap" (module docstring)
+    interval: str = "bootstrap"
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"kind": "local-quantiles", "q": self.q, "values": self.values, "ci_low": self.ci_low,
-                          "ci_high": self.ci_high, "level": self.level, "B": self.B, "method": self.method,
+                          "ci_high": self.ci_high, "level": self.level, "interval": self.interval,
+                          "B": self.B, "method": self.method,
                           "n": self.n, "epsilon": self.epsilon, "extra_epsilon": 0.0, **self.info})
 
     def save(self, path: Any, overwrite: bool = False) -> str:
@@ -58,10 +87,11 @@ class QuantileEstimate(Described):
                      for q, v, lo, hi in zip(self.q, self.values, self.ci_low, self.ci_high))
         return Description(
             title=f"Local-DP quantiles of {self.info.get('column', 'value')}",
-            headline=f"local-DP quantiles from a {self.method} estimate, {self.level:.0%} bootstrap intervals",
+            headline=f"local-DP quantiles from a {self.method} estimate, {self.level:.0%} {self.interval} intervals",
             facts=(("estimate", self.method), ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("extra ε", "0 (post-processing of the summary)"),
-                   ("intervals", f"{self.level:.0%} parametric bootstrap, B = {self.B}"), *summary_facts(self.info)),
+                   ("intervals", f"{self.level:.0%}, {INTERVALS[self.interval]}"
+                    + (f", B = {self.B}" if self.interval == "bootstrap" else "")), *summary_facts(self.info)),
             table=Table(("q", "value", f"{self.level:.0%} interval"), rows))
 
 
@@ -80,18 +110,99 @@ def _multinomial_rows(gen: np.random.Generator, n: int, p: np.ndarray, B: int) -
         yield from gen.multinomial(n, p, size=min(block, B - start))
 
 
+def cdf_band(summary: Summary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CDF at the bin edges of a histogram or Haar summary: ``(edges, F̂, variance)``.
+
+    F̂_k = L_k − (k/K)(L_K − 1) with L_k = Σ_{i<k} S_i/(c n) (the bridge: F(e_K) = 1 exactly), unbiased, with
+    variance (v·k(K − k)/K + F(1 − F))/n, v = Var of one row's noise on one bin (in count units), F(1 − F) the
+    sampling term (F clipped to [0, 1] in the plug-in). F̂_0 = 0 and F̂_K = 1 exactly.
+    """
+    ch = summary.channel
+    n, c = summary.n, getattr(ch, "c", 1.0)
+    p = summary.sums["sum"] / (c * n)
+    K = len(p)
+    k = np.arange(K + 1)
+    cum = np.concatenate([[0.0], np.cumsum(p)])
+    F = cum - k / K * (cum[-1] - 1.0)
+    F[0], F[-1] = 0.0, 1.0
+    Fc = np.clip(F, 0.0, 1.0)
+    var = (ch.noise_variance / c**2 * k * (K - k) / K + Fc * (1.0 - Fc)) / n
+    return ch.edges, F, var
+
+
+def _band_intervals(summary: Summary, qs: np.ndarray, level: float, within_bins: bool
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Invert the pointwise band F̂ ± z·sd at the bin edges (module docstring, "bins" and "band")."""
+    from scipy.stats import norm
+
+    edges, F, var = cdf_band(summary)
+    z = float(norm.ppf(0.5 + level / 2))
+    upper, lower = F + z * np.sqrt(var), F - z * np.sqrt(var)
+    K = len(F) - 1
+    if within_bins:
+        # θ_q ≥ e_k where U_k < q (then F(e_k) < q); θ_q ≤ e_k where L_k > q
+        lo = np.array([edges[np.flatnonzero(upper < qq).max(initial=0)] for qq in qs])
+        hi = np.array([edges[np.flatnonzero(lower > qq).min(initial=K)] for qq in qs])
+        return lo, hi
+    up, dn = np.maximum.accumulate(upper), np.maximum.accumulate(lower)  # nondecreasing, for the crossings
+    return _crossings(up, edges, qs), _crossings(dn, edges, qs)
+
+
+def _crossings(curve: np.ndarray, edges: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """For a nondecreasing curve given at the edges and linear between them: the first x where it reaches q."""
+    out = np.empty(len(qs))
+    for i, qq in enumerate(qs):
+        j = int(np.searchsorted(curve, qq, side="left"))
+        if j == 0 or j >= len(curve):
+            out[i] = edges[0] if j == 0 else edges[-1]
+            continue
+        a, b = curve[j - 1], curve[j]
+        out[i] = edges[j - 1] + (qq - a) / (b - a) * (edges[j] - edges[j - 1]) if b > a else edges[j]
+    return out
+
+
 def local_quantiles(summary: Summary | str, q: Any = DECILES,
                     level: float = 0.95, B: int = 400, rng: np.random.Generator | int | None = None,
-                    **estimator_kwargs: Any) -> QuantileEstimate:
-    """Quantiles of the LDP density estimate of ``summary`` with parametric-bootstrap intervals."""
+                    interval: str | None = None, **estimator_kwargs: Any) -> QuantileEstimate:
+    """Quantiles of the LDP density estimate of ``summary``, with intervals.
+
+    Parameters
+    ----------
+    summary : Summary or path
+        A ``histogram``, ``haar`` or ``wavelet`` summary.
+    q : quantile levels in (0, 1) (default: the deciles)
+    level : float
+        Confidence level of each interval (pointwise in q).
+    B : int
+        Bootstrap replicates (``interval="bootstrap"`` only).
+    rng : Generator or seed
+        Randomness of the bootstrap.
+    interval : {"bins", "band", "bootstrap"}
+        How intervals are made (module docstring). Default: "bins" for
+        histogram and Haar summaries (assumption-free), "bootstrap" for
+        wavelet summaries (the only one they support).
+    """
     s = read_summary(summary)
     ch = s.channel
     qs = check_q(q)
     level = check_probability(level, "level")
     B = check_int(B, "B", 10, 100_000)
+    binned = isinstance(ch, (LaplaceHistogram, HaarLaplace))
+    if interval is None:
+        interval = "bins" if binned else "bootstrap"
+    if interval not in INTERVALS:
+        raise LdpDaskError(f"The 'interval' parameter must be one of {', '.join(INTERVALS)}. Got {interval!r} instead.")
+    if interval != "bootstrap" and isinstance(ch, WaveletLaplace):
+        raise LdpDaskError(f"interval={interval!r} needs a histogram or Haar summary; wavelet summaries support "
+                           "'bootstrap' only.")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     n = s.n
-    if isinstance(ch, (LaplaceHistogram, HaarLaplace)):
+    if binned and interval != "bootstrap":
+        est = histogram_density(s, **estimator_kwargs)
+        lo, hi = _band_intervals(s, qs, level, within_bins=interval == "bins")
+        return QuantileEstimate(q=qs, values=np.asarray(est.quantile(qs)), ci_low=lo, ci_high=hi, level=level, B=0,
+                                method=est.method, n=n, epsilon=ch.epsilon, info=summary_info(s), interval=interval)
+    if binned:
         check_draws(B, ch.dim, f"the bootstrap of a {ch.dim:,}-bin summary", "lower B (--B)")
         est: DensityEstimate = histogram_density(s, **estimator_kwargs)
         c = getattr(ch, "c", 1.0)

@@ -87,6 +87,18 @@ def test_mean_interval_covers_at_nominal_rate():
     assert np.median(widths) < 0.2
 
 
+@pytest.mark.parametrize("eps, widest", [(1.0, 1.061), (2.0, 1.225)])
+def test_mean_interval_inflation_at_worst_is_as_documented(eps, widest):
+    # Var X = 0 at the middle of the domain: the Bhatia–Davis bound adds (b − a)²/4 to the privacy term
+    # v = 2(b − a)²/ε², so se / (true sd) = √(1 + ε²/8) (docs/estimators.md) on doubles; θ̂ moves the bound by
+    # O(1/n) only. 10^6 rows: the noise moves θ̂ by ~3e-3 at ε = 1, changing the ratio by < 1e-4.
+    ch = LaplaceMean(eps, (0.0, 1.0), noise="continuous")
+    n = 1_000_000
+    m = ldp_dask.mean(ldp_dask.privatize(np.full(n, 0.5), channel=ch, seed=1))
+    ratio = m.se / np.sqrt(ch.noise_variance / n)
+    assert abs(ratio - np.sqrt(1 + eps**2 / 8)) < 1e-3 and abs(ratio - widest) < 1e-3, ratio
+
+
 def test_mean_error_within_theory():
     # θ̂ − μ has sd sqrt((Var X + Var noise)/n) (docs/estimators.md; Var noise = 2b² on doubles, slightly less
     # on the lattice); |z| < 4.5 fails w.p. 6.8e-6.

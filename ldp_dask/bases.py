@@ -236,47 +236,53 @@ class WaveletBasis:
         with ``quantum`` > 0 the sums of the lattice coordinates
         (:meth:`lattice_values`, unscaled, exact integers).
 
-        Two paths, chosen by cost, with the same values (lattice: the same
-        integers; otherwise up to summation order):
+        Two paths, with the same values (lattice: the same integers; otherwise
+        up to summation order):
 
-        * **histogram** (the finest level has j + L ≤ ``HISTOGRAM_MAX_BITS`` and
-          no more cells than the per-row path makes lookups): one pass
-          counts the rows per table cell at the finest level, and
-          sums their offsets u − ⌊u⌋ in the cell; coarser cells are dyadic sums
-          (a coarse offset is (child index + fine offset)/2). A piecewise-linear
-          table then gives every level's sums exactly: Σ_rows f̃ = Σ_cells
-          (count·f̃(left end) + offset sum·slope), two small matrix products per
-          level. O(rows + 2^{j+L}·S).
-        * **per row** (numba kernel, :mod:`ldp_dask._kernels`): S table lookups
-          per row and level, O(rows·S·levels).
+        * **histogram**, for the levels with j + L ≤ ``HISTOGRAM_MAX_BITS``
+          when their finest level has no more cells than the per-row path would
+          make lookups for them: one pass counts the rows per table cell at
+          that level, and sums their offsets u − ⌊u⌋ in the cell; coarser cells
+          are dyadic sums (a coarse offset is (child index + fine offset)/2). A
+          piecewise-linear table then gives every level's sums exactly:
+          Σ_rows f̃ = Σ_cells (count·f̃(left end) + offset sum·slope), two small
+          matrix products per level. O(rows + 2^{j+L}·S).
+        * **per row** (numba kernel, :mod:`ldp_dask._kernels`), for the other
+          levels: S table lookups per row and level, O(rows·S·levels).
         """
         sizes = [self.n_coefs(j) for _, j in levels]
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         if out is None:
             out = np.zeros(int(offsets[-1]))
         t = np.ascontiguousarray(t, dtype=np.float64)
-        bits = max(j for _, j in levels) + self.table_level
-        lookups = len(t) * self.support * len(levels)
-        if bits <= HISTOGRAM_MAX_BITS and (1 << bits) <= HISTOGRAM_CELLS_PER_LOOKUP * lookups:
-            acc = self._histogram_sums(t, levels, offsets, bits, quantum, lo, width)
-        else:
+        acc = np.zeros(int(offsets[-1]))
+        L = self.table_level
+        near = [i for i, (_, j) in enumerate(levels) if j + L <= HISTOGRAM_MAX_BITS]
+        if near:
+            bits = max(levels[i][1] for i in near) + L
+            if (1 << bits) > HISTOGRAM_CELLS_PER_LOOKUP * len(t) * self.support * len(near):
+                near = []
+            else:
+                self._histogram_sums(t, [levels[i] for i in near], offsets[near], bits, quantum, lo, width, acc)
+        far = [i for i in range(len(levels)) if i not in near]
+        if far:
             from ._kernels import wavelet_accumulate
 
             if (lo, width) != (0.0, 1.0):
                 t = np.clip((t - lo) / width, 0.0, 1.0)
-            acc = np.zeros(int(offsets[-1]))
             wavelet_accumulate(
-                t, np.array([j for _, j in levels], dtype=np.int64),
-                np.array([0 if k == "phi" else 1 for k, _ in levels], dtype=np.int64),
-                offsets[:-1], self._stacked_tab, self._stacked_dif, self.support, self.per_unit, acc, float(quantum),
+                t, np.array([levels[i][1] for i in far], dtype=np.int64),
+                np.array([0 if levels[i][0] == "phi" else 1 for i in far], dtype=np.int64),
+                offsets[far], self._stacked_tab, self._stacked_dif, self.support, self.per_unit, acc, float(quantum),
             )
         for (_, j), a, c in zip(levels, offsets[:-1], offsets[1:]):
             out[a:c] += acc[a:c] if quantum > 0 else acc[a:c] * 2.0 ** (j / 2)
         return out
 
-    def _histogram_sums(self, t: np.ndarray, levels: list[tuple[str, int]], offsets: np.ndarray, bits: int,
-                        quantum: float, lo: float, width: float) -> np.ndarray:
-        """Unscaled per-level sums from the rows' table cells at 2^bits resolution (see :meth:`accumulate_levels`).
+    def _histogram_sums(self, t: np.ndarray, levels: list[tuple[str, int]], starts: np.ndarray, bits: int,
+                        quantum: float, lo: float, width: float, acc: np.ndarray) -> None:
+        """Add to ``acc`` (at ``starts``) the unscaled sums of ``levels`` from the rows' table cells at 2^bits
+        resolution (see :meth:`accumulate_levels`).
 
         Counts are below 2^53 and, in lattice mode, so is every partial sum of
         count × coordinate (|coordinate| < 2^14, rows < 2^39), so the float
@@ -293,8 +299,7 @@ class WaveletBasis:
             c, o = by_bits[b + 1]
             # a row in the right child has coarse offset (1 + fine offset)/2
             by_bits[b] = (c[0::2] + c[1::2], (o[0::2] + o[1::2] + c[1::2]) * 0.5 if len(o) else o)
-        acc = np.zeros(int(offsets[-1]))
-        for (kind, j), a in zip(levels, offsets[:-1]):
+        for (kind, j), a in zip(levels, starts):
             c, o = by_bits[j + self.table_level]
             n_cells = 1 << j
             if quantum > 0:
@@ -303,7 +308,6 @@ class WaveletBasis:
                 r = c.reshape(n_cells, P) @ self._by_shift(kind, "tab") + o.reshape(n_cells, P) @ self._by_shift(kind, "dif")
             for m in range(S):  # f_{jk}(t) with k = ⌊2^j t⌋ − m sits at index k + S − 1
                 acc[a + S - 1 - m: a + S - 1 - m + n_cells] += r[:, m]
-        return acc
 
     def _by_shift(self, kind: Kind, what: str, quantum: float = 0.0) -> np.ndarray:
         """(P, S) matrix M[i, m] = table value at argument m + i/P (``tab``, ``dif`` or ``lattice`` coordinates)."""

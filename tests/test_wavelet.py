@@ -105,6 +105,23 @@ def test_histogram_path_gives_the_per_row_sums(monkeypatch, name):
     assert np.abs(cont_r - dense).max() < 1e-12 * scale * len(t)
 
 
+def test_levels_beyond_the_histogram_are_evaluated_per_row(monkeypatch):
+    # with the cell count capped below the finest levels, those levels go row by row and the others by cells:
+    # the same integers as either path alone (lattice), so nothing depends on where the cap falls
+    import ldp_dask.bases as bases
+
+    b = get_basis("db4")
+    t = np.random.default_rng(17).beta(2.0, 5.0, 50_000)
+    levels = [("phi", 2), ("psi", 2), ("psi", 4), ("psi", 6), ("psi", 7)]
+    histogram, per_row = _both_paths(monkeypatch, b, t, levels, 4096.0)
+    monkeypatch.setattr(bases, "HISTOGRAM_MAX_BITS", 5 + b.table_level)  # levels 6 and 7 per row
+    mixed = b.accumulate_levels(t, levels, quantum=4096.0)
+    assert np.array_equal(mixed, per_row) and np.array_equal(mixed, histogram)
+    cont = b.accumulate_levels(t, levels)
+    dense = np.concatenate([b.design(t, j, k).sum(axis=0) for k, j in levels])
+    assert np.abs(cont - dense).max() < 1e-12 * np.abs(dense).max() * len(t)
+
+
 @pytest.mark.parametrize("rows", [200, 200_000])  # the per-row kernel, then the histogram path
 def test_the_domain_map_fused_into_the_sums_is_to_unit(rows):
     # exact_stats maps x to t inside the pass over the rows: the same sums as mapping first, edges included

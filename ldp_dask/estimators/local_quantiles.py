@@ -54,6 +54,7 @@ INTERVALS = {
     "band": "CDF band interpolated within bins, inverted (assumes a near-linear CDF within each bin)",
     "bootstrap": "parametric bootstrap percentile",
 }
+_SHORT = {"bins": "CDF-band", "band": "interpolated CDF-band", "bootstrap": "bootstrap"}
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ class QuantileEstimate(Described):
                      for q, v, lo, hi in zip(self.q, self.values, self.ci_low, self.ci_high))
         return Description(
             title=f"Local-DP quantiles of {self.info.get('column', 'value')}",
-            headline=f"local-DP quantiles from a {self.method} estimate, {self.level:.0%} {self.interval} intervals",
+            headline=f"local-DP quantiles from a {self.method} estimate, {self.level:.0%} "
+                     f"{_SHORT[self.interval]} intervals",
             facts=(("estimate", self.method), ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("extra ε", "0 (post-processing of the summary)"),
                    ("intervals", f"{self.level:.0%}, {INTERVALS[self.interval]}"

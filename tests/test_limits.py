@@ -40,9 +40,11 @@ def test_bootstrap_of_a_huge_histogram_is_refused_and_a_small_one_runs() -> None
     x = np.random.default_rng(1).beta(2, 5, 20_000)
     s = privatize(x, channel=build_channel("histogram", 1.0, (0, 1), bins=1 << 19), seed=1)
     with pytest.raises(LdpDaskError, match=r"400 replicates × 524,288 values .* the limit is 2\^27"):
-        local_quantiles(s)
-    q = local_quantiles(s, B=10)  # 5.2e6 values, drawn in blocks of 8 replicates
+        local_quantiles(s, interval="bootstrap")
+    q = local_quantiles(s, B=10, interval="bootstrap")  # 5.2e6 values, drawn in blocks of 8 replicates
     assert q.values.shape == (9,) and np.all(q.ci_low <= q.ci_high)
+    band = local_quantiles(s)  # the default interval draws nothing: one cumulative sum of the bins
+    assert band.interval == "bins" and np.all(band.ci_low <= band.ci_high)
 
 
 def test_report_of_a_million_bins_shows_a_readable_table() -> None:

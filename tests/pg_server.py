@@ -6,12 +6,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from local_process import free_port, stop
 
 
 def server_binaries() -> Path | None:
@@ -30,11 +31,6 @@ def server_binaries() -> Path | None:
     return d if (d / "initdb").exists() else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @contextmanager
 def postgres_server(workdir: Path) -> Iterator[str]:
@@ -51,7 +47,7 @@ def postgres_server(workdir: Path) -> Iterator[str]:
         os.chmod(workdir, 0o777)
     subprocess.run([*as_user, str(bins / "initdb"), "-D", str(data), "-U", "ldp", "--auth=trust", "-E", "UTF8",
                     "--no-sync"], check=True, capture_output=True)
-    port = _free_port()
+    port = free_port()
     log = open(workdir / "server.log", "wb")
     proc = subprocess.Popen([*as_user, str(bins / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port),
                              "-k", str(workdir), "-c", "fsync=off", "-c", "max_connections=200"],
@@ -71,11 +67,7 @@ def postgres_server(workdir: Path) -> Iterator[str]:
                 time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, 30)
         log.close()
 
 

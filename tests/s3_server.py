@@ -5,28 +5,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 
+from local_process import free_port, stop
+
 #: moto accepts any credentials; these are set in the environment for the session, as for a real bucket.
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "ldp-test", "AWS_SECRET_ACCESS_KEY": "ldp-test-secret",
                "AWS_DEFAULT_REGION": "us-east-1"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def s3_server(timeout: float = 60.0) -> Iterator[str]:
     """Start moto's S3 server on a free port of 127.0.0.1; yield its endpoint URL; stop it at the end."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **CREDENTIALS})
@@ -44,8 +39,4 @@ def s3_server(timeout: float = 60.0) -> Iterator[str]:
                 time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, 10)

@@ -104,7 +104,7 @@ def test_bad_data_gives_clear_error_and_writes_nothing(capsys, tmp_path, case):
         ([*WAVELET, "--wavelet", "bior2.2"], "not orthogonal"),
         ([*WAVELET, "--wavelet", "mexh"], "continuous wavelet"),
         ([*WAVELET, "--wavelet", "db99"], "not a PyWavelets wavelet"),
-        ([*WAVELET, "--j0", "5", "--j1", "2"], "'j1' parameter must be >= j0"),
+        ([*WAVELET, "--j0", "5", "--j1", "2"], "'j1' parameter must be >= j0 - 1"),
         ([*WAVELET, "--j0", "-1"], "'j0' parameter"),
         ([*WAVELET, "--nu", "1"], "'nu' parameter"),
         ([*WAVELET, "--j1", "40"], "beyond the resolution"),

@@ -92,10 +92,11 @@ def test_wavelet_flows_and_console_script(prefect_harness, cluster, beta_dataset
 
     out = tmp_path / "w.summary.parquet"
     facts = privatize_flow(source=str(beta_dataset), column="x", out=str(out), domain=[0.0, 1.0],
-                           channel="wavelet", epsilon=1.0, bins=None, options={"wavelet": "sym4"},
+                           channel="wavelet", epsilon=1.0, bins=None, options={"wavelet": "sym4", "calibration": "paper"},
                            scheduler=cluster.scheduler.address, seed=9)
     s = ldp_dask.read_summary(out)
-    # levels from n and ε (Butucea et al. 2020, Thm 4.1, N = 1): j0 = round(log2(n)/4), j1 = round(log2(n/log n)/2)
+    # the paper's levels from n and ε (Butucea et al. 2020, Thm 4.1, N = 1): j0 = round(log2(n)/4),
+    # j1 = round(log2(n/log n)/2)
     n = 210_000
     assert (s.channel.j0, s.channel.j1) == (round(np.log2(n) / 4), round(0.5 * np.log2(n / np.log(n))))
     assert s.channel.wavelet == "sym4" and facts["epsilon_spent"] <= 1.0

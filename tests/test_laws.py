@@ -34,6 +34,8 @@ CHANNELS = {
     "mean": lambda noise: LaplaceMean(1.0, (-2.0, 3.0), noise=noise),
     "wavelet-haar": lambda noise: WaveletLaplace(1.0, (0.0, 1.0), 1, 2, wavelet="haar", noise=noise),
     "wavelet-db2": lambda noise: WaveletLaplace(1.0, (-2.0, 3.0), 1, 2, wavelet="db2", noise=noise),
+    # the default release: the father level alone (j1 = j0 − 1), the whole ε on it
+    "wavelet-linear": lambda noise: WaveletLaplace(1.0, (-2.0, 3.0), 2, 1, wavelet="db2", noise=noise),
     "wavelet-paper": lambda noise: WaveletLaplace(1.0, (0.0, 1.0), 2, 4, calibration="paper", noise=noise),
     "haar": lambda noise: HaarLaplace(1.0, 3, (0.0, 1.0), noise=noise),
     "haar-adaptive-rows": lambda noise: HaarAdaptive(1.0, [1, 2, 3], (0.0, 1.0), "rows", noise),

@@ -368,9 +368,34 @@ def test_levels_follow_the_paper():
     assert wavelet_levels(10**6, 1.0, "db4", regularity=3)[0] == round(math.log2(1e6) / 8)
     assert j1 == round(0.5 * math.log2(1e6 / math.log(1e6)))
     assert wavelet_levels(2, 1.0) == (0, 0)  # nα² < e: no detail level beyond j0
-    ch = build_channel("wavelet", 1.0, (0, 1), n=10**6)
+    ch = build_channel("wavelet", 1.0, (0, 1), n=10**6, calibration="paper")
     assert (ch.j0, ch.j1) == (j0, j1)
-    assert build_channel("wavelet", 1.0, (0, 1), n=10**6, j0=5).j1 == max(5, j1)
+    assert build_channel("wavelet", 1.0, (0, 1), n=10**6, j0=5, calibration="paper").j1 == max(5, j1)
+    # an explicit j1 asks for details: j0 from the paper's rule, never above j1
+    assert (build_channel("wavelet", 1.0, (0, 1), n=10**6, j1=j1).j0, build_channel(
+        "wavelet", 1.0, (0, 1), n=10**6, j1=2).j0) == (j0, 2)
+
+
+@pytest.mark.parametrize("wavelet", ["haar", "db2", "db4", "sym4", "coif2"])
+def test_default_release_is_the_father_level_with_the_histograms_noise(wavelet):
+    # The default (tight) release is the father level alone, all of ε on it, at the level whose integrated
+    # noise variance dim·2σ²/n (read from channels built at every level) is nearest, on a log scale, the
+    # default histogram's K²·2b²/n (b its Laplace scale: the density's variance is K²·2b²/n on each of K
+    # bins of width 1/K).
+    for n, eps in [(100, 0.5), (10**4, 1.0), (10**5, 0.5), (10**6, 2.0), (10**8, 1.0)]:
+        ch = build_channel("wavelet", eps, (0, 1), n=n, wavelet=wavelet, noise="continuous")
+        assert ch.levels == [("phi", ch.j0)] and ch.j1 == ch.j0 - 1 and ch.linear
+        assert ch.epsilon_spent() <= eps and ch.epsilon_spent() > eps * (1 - 1e-12)
+        h = build_channel("histogram", eps, (0, 1), n=n, noise="continuous")
+        hist_var = h.bins**2 * 2 * h.noise_scale**2
+
+        def gap(J):
+            c = WaveletLaplace(eps, (0, 1), J, J - 1, wavelet=wavelet, noise="continuous")
+            return abs(math.log(c.dim * 2 * c.sigmas[0] ** 2 / hist_var))
+
+        assert all(gap(ch.j0) <= gap(J) for J in range(0, ch.j0 + 4)), (n, eps, ch.j0)
+    # an explicit j0 alone keeps the release linear at that level
+    assert build_channel("wavelet", 1.0, (0, 1), n=10**6, j0=2).levels == [("phi", 2)]
 
 
 # --- bad input ---------------------------------------------------------------------------------------
@@ -382,7 +407,7 @@ def test_levels_follow_the_paper():
         ({"wavelet": "mexh"}, "continuous wavelet"),
         ({"wavelet": "dmey"}, "Meyer"),
         ({"wavelet": 4}, "'wavelet' parameter"),
-        ({"j0": 3, "j1": 2}, "'j1' parameter must be >= j0"),
+        ({"j0": 3, "j1": 1}, "'j1' parameter must be >= j0 - 1"),
         ({"j0": -1}, "'j0' parameter"),
         ({"j1": 2.5}, "'j1' parameter"),
         ({"nu": 1.0}, "'nu' parameter"),

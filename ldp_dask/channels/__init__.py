@@ -11,7 +11,7 @@ from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
 from .rr import ENCODINGS, RandomizedResponse
-from .wavelet import CALIBRATIONS, WaveletLaplace, wavelet_levels
+from .wavelet import CALIBRATIONS, WaveletLaplace, linear_level, wavelet_levels
 
 __all__ = [
     "Channel",
@@ -20,6 +20,7 @@ __all__ = [
     "LaplaceMean",
     "WaveletLaplace",
     "wavelet_levels",
+    "linear_level",
     "HaarLaplace",
     "HaarAdaptive",
     "RandomizedResponse",

@@ -13,6 +13,11 @@ otherwise), so the channel spends Σ_ℓ Δ_ℓ / σ_ℓ (basic composition over
 levels), which :meth:`WaveletLaplace.epsilon_spent` computes from the
 tabulated basis itself.
 
+Levels. Given neither j0 nor j1, the tight calibration releases the father level
+alone (j1 = j0 − 1, the whole ε on it) at :func:`linear_level`, and
+``calibration="paper"`` the paper's levels (:func:`wavelet_levels`); an explicit
+j1 asks for detail levels and takes j0 from the paper's rule.
+
 Two calibrations of the σ's:
 
 ``"paper"``
@@ -60,7 +65,7 @@ from ..bases import DEFAULT_TABLE_LEVEL, WaveletBasis, get_basis
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
 from .base import NOISE_OPTION, NumericChannel, Option, check_noise, require_n
 
-__all__ = ["WaveletLaplace", "wavelet_levels", "CALIBRATIONS", "MAX_DIM", "LATTICE_QUANTUM"]
+__all__ = ["WaveletLaplace", "wavelet_levels", "linear_level", "CALIBRATIONS", "MAX_DIM", "LATTICE_QUANTUM"]
 
 #: Lattice mode: values are rounded to 2^{j/2}/LATTICE_QUANTUM.
 LATTICE_QUANTUM = 4096.0
@@ -90,8 +95,9 @@ class WaveletLaplace(NumericChannel):
     domain : (float, float)
         Public domain ``(lo, hi)``; the basis lives on t = (x − lo)/(hi − lo).
     j0, j1 : int
-        Coarsest (father) and finest detail level, 0 ≤ j0 ≤ j1. See
-        :func:`wavelet_levels` for the paper's choice from n and α.
+        Coarsest (father) and finest detail level, 0 ≤ j0 ≤ j1 + 1; j1 = j0 − 1
+        releases the father level alone. See :func:`wavelet_levels` for the
+        paper's choice from n and α, :func:`linear_level` for the default.
     wavelet : str
         ``haar``, ``dbN``, ``symN`` or ``coifN`` (default ``db4``).
     calibration : {"tight", "paper"}
@@ -108,8 +114,10 @@ class WaveletLaplace(NumericChannel):
     name = "wavelet"
     options = (
         Option("wavelet", "haar, dbN, symN or coifN", default="db4"),
-        Option("j0", "coarsest (father) level (default from n and ε, Butucea et al. 2020)", type=int),
-        Option("j1", "finest detail level (default from n and ε, Butucea et al. 2020)", type=int),
+        Option("j0", "coarsest (father) level (default from n and ε: the linear level, or the paper's with "
+                     "calibration=paper)", type=int),
+        Option("j1", "finest detail level; j0 - 1 for none (default: none, or the paper's with calibration=paper)",
+               type=int),
         Option("calibration", "noise calibration: exact sensitivities (tight) or the paper's bounds",
                default="tight", choices=CALIBRATIONS),
         Option("nu", "level-weight exponent ν > 1", type=float, default=1.5),
@@ -122,11 +130,17 @@ class WaveletLaplace(NumericChannel):
     def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, wavelet: str = "db4",
                j0: int | None = None, j1: int | None = None, **options: Any) -> "WaveletLaplace":
         if j0 is None or j1 is None:
-            auto_j0, auto_j1 = wavelet_levels(require_n(n, "the automatic wavelet levels"), epsilon, wavelet)
-            if j0 is None:
-                j0 = auto_j0
-            if j1 is None:  # an explicit j0 above the automatic j1 pulls j1 up with it
-                j1 = max(auto_j1, j0) if isinstance(j0, int) else auto_j1
+            if options.get("calibration") == "paper" or j1 is not None:
+                # the paper's levels (Thm 4.1); an explicit j0 above the automatic j1 pulls j1 up with it
+                auto_j0, auto_j1 = wavelet_levels(require_n(n, "the automatic wavelet levels"), epsilon, wavelet)
+                if j0 is None:
+                    j0 = min(auto_j0, j1) if isinstance(j1, int) and not isinstance(j1, bool) else auto_j0
+                if j1 is None:
+                    j1 = max(auto_j1, j0) if isinstance(j0, int) else auto_j1
+            else:  # the default: the father level alone, with the whole budget (the linear estimator)
+                if j0 is None:
+                    j0 = linear_level(require_n(n, "the automatic wavelet level"), epsilon, wavelet)
+                j1 = j0 - 1 if isinstance(j0, int) and not isinstance(j0, bool) else j0
         return cls(epsilon=epsilon, domain=domain, j0=j0, j1=j1, wavelet=wavelet, **options)
 
     def __init__(
@@ -147,9 +161,13 @@ class WaveletLaplace(NumericChannel):
         self.basis: WaveletBasis = get_basis(wavelet, table_level)
         self.wavelet, self.table_level = wavelet, self.basis.table_level
         self.j0 = self.basis.check_level(j0, "j0")
-        self.j1 = self.basis.check_level(j1, "j1")
-        if self.j1 < self.j0:
-            raise LdpDaskError(f"The 'j1' parameter must be >= j0 = {self.j0}. Got {j1!r} instead.")
+        if isinstance(j1, int) and not isinstance(j1, bool) and j1 == self.j0 - 1:
+            self.j1 = j1  # no detail level: the father level alone
+        else:
+            self.j1 = self.basis.check_level(j1, "j1")
+        if self.j1 < self.j0 - 1:
+            raise LdpDaskError(f"The 'j1' parameter must be >= j0 - 1 = {self.j0 - 1} (j0 - 1: no detail level). "
+                               f"Got {j1!r} instead.")
         if calibration not in CALIBRATIONS:
             raise LdpDaskError(
                 f"The 'calibration' parameter must be one of {', '.join(CALIBRATIONS)}. Got {calibration!r} instead."
@@ -190,8 +208,15 @@ class WaveletLaplace(NumericChannel):
         return (_from_params, (self.params(),))
 
     # --- calibration ----------------------------------------------------------------
+    @property
+    def linear(self) -> bool:
+        """True when the channel releases the father level alone (j1 = j0 − 1)."""
+        return self.j1 < self.j0
+
     def level_weights(self) -> np.ndarray:
-        """Budget share of each block (tight calibration): 1/2, then ∝ (j∨1)^−ν summing to 1/2."""
+        """Budget share of each block (tight calibration): 1/2, then ∝ (j∨1)^−ν summing to 1/2; 1 if no details."""
+        if self.linear:
+            return np.array([1.0])
         d = np.array([max(j, 1) ** -self.nu for _, j in self.levels[1:]])
         return np.concatenate([[0.5], 0.5 * d / d.sum()])
 
@@ -300,3 +325,30 @@ def wavelet_levels(n: int, epsilon: float, wavelet: str = "db4", regularity: int
     if na2 > math.e:
         j1 = max(j0, round(0.5 * math.log2(na2 / math.log(na2))))
     return min(j0, b.max_level), min(j1, b.max_level)
+
+
+def linear_level(n: int, epsilon: float, wavelet: str = "db4") -> int:
+    """The default level J of the father-level-only release: the noise of the default histogram.
+
+    The linear estimator at level J has integrated noise variance
+    (2^J + S − 1) · 2σ_J²/n with σ_J = 2 · 2^{J/2} s_φ/ε (s_φ = sup_u Σ_k |φ(u − k)|,
+    S the support length), and the default histogram with K = ⌈(nε²)^{1/4}⌉ bins
+    (:func:`~ldp_dask.channels.histogram.default_bins`) has K · K · 8/(nε²). J is
+    the level whose noise variance is nearest the histogram's on a log scale,
+    i.e. 2^J ≈ K/s_φ: the same rate-optimal resolution for s = 1 as the
+    histogram (and the paper's j0), one step coarser for wavelets whose
+    translates overlap (db4: s_φ = 1.68). ``n`` is public and ε fixed before
+    privatizing, so the choice costs no privacy.
+    """
+    from .histogram import default_bins
+
+    check_int(n, "n", 1)
+    epsilon = check_epsilon(epsilon)
+    b = get_basis(wavelet)
+    target = math.log(default_bins(n, epsilon) ** 2)
+    s_phi, S = b.sup_sum["phi"], b.support
+
+    def gap(J: int) -> float:
+        return abs(math.log((2**J + S - 1) * 2**J * s_phi**2) - target)
+
+    return min(range(b.max_level + 1), key=gap)

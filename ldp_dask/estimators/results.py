@@ -146,8 +146,11 @@ class DensityEstimate(Described):
         qs = self.quantile(SHOWN_QUANTILES)
         i = self.info
         if self.smooth:
-            shape = (f"{i['wavelet']} wavelets, levels {i['j0']}–{i['j1']} ({i['calibration']} calibration), "
-                     f"γ = {i['gamma']:g}; details kept per level: {i['kept_per_level']}")
+            if i["j1"] < i["j0"]:
+                shape = f"{i['wavelet']} wavelets, father level {i['j0']} alone (linear estimator)"
+            else:
+                shape = (f"{i['wavelet']} wavelets, levels {i['j0']}–{i['j1']} ({i['calibration']} calibration), "
+                         f"γ = {i['gamma']:g}; details kept per level: {i['kept_per_level']}")
             mid = (self.edges[:-1] + self.edges[1:]) / 2
             xs = np.linspace(self.edges[0], self.edges[-1], 21)
             rows = tuple((fmt(x, 5), fmt(float(self.pdf(x)), 4), fmt(float(np.interp(x, mid, lo)), 4),

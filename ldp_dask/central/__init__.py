@@ -201,6 +201,9 @@ def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon:
         details["steps"] = steps or mechanisms.default_steps(data.n)
     if resolved == "joint-exp":
         details["max_intervals"] = max_intervals
+    # from the mechanism's law and public parameters only: no data, no ε
+    details["accuracy"] = mechanisms.accuracy_bound(resolved, len(qs), epsilon / k, bounds, rho=rho, steps=steps,
+                                                    n=data.n)
     return QuantileRelease(q=qs, values=values, method=resolved, epsilon=epsilon, epsilon_split=split,
                            n=data.n, bounds=bounds, column=dataset.column, details=details,
                            n_clipped=data.n_clipped if opts.clip else None)

@@ -18,7 +18,7 @@ from .data import PrivateData
 
 __all__ = [
     "above_threshold", "histogram_method", "inverse_sensitivity", "laplace_baseline", "joint_exp",
-    "default_steps", "inverse_sensitivity_density", "joint_exp_log_density",
+    "default_steps", "inverse_sensitivity_density", "joint_exp_log_density", "accuracy_bound",
 ]
 
 
@@ -315,3 +315,52 @@ def joint_exp_log_density(data: PrivateData, q: np.ndarray, epsilon: float, o: n
     full = np.hstack([np.zeros((len(o), 1)), below, np.full((len(o), 1), t.n)])
     u = -np.sum(np.abs(np.diff(full, axis=1) - t.gaps), axis=1)
     return t.beta * u - log_z
+
+
+def accuracy_bound(method: str, k: int, epsilon: float, bounds: tuple[float, float], *, rho: float = 0.0,
+                   steps: int | None = None, n: int = 1, confidence: float = 0.95) -> dict[str, Any]:
+    """A-priori accuracy of a release of k quantiles, from the mechanism's law alone (no data, no ε).
+
+    Holds for all k quantiles at once with probability ≥ ``confidence`` (a union
+    bound, β/k each with β = 1 − confidence); ``epsilon`` is what the mechanism
+    runs with (ε/k per quantile for the single-quantile methods). Rank error of an
+    output o for quantile q is |#{x < o} − ⌈qn⌉|-type distance, as stated per method:
+
+    * ``inverse-sensitivity`` (ρ > 0): the density is ∝ exp(−ε' len^ρ/2), len^ρ = 0 on
+      an interval of width ≥ min(ρ, b − a) and the whole domain has width b − a, so
+      P(len^ρ ≥ r) ≤ (b − a)/min(ρ, b − a) · e^{−ε' r/2}. With probability ≥ 1 − β/k the
+      output lies within ρ of a value s that fewer than ``rank`` records separate from
+      being the empirical quantile. With ρ = 0 the zero set can be a point: no bound.
+    * ``histogram`` (AboveThreshold with T = qn on the prefix counts f_i of a grid of
+      width w = (b − a)/steps): P(|Lap(2/ε')| > t₁) = e^{−ε't₁/2} and
+      P(max_i |Lap(4/ε')| > t₂) ≤ steps · e^{−ε't₂/4}; with t₁, t₂ at β/(2k) each and
+      r = t₁ + t₂, the output grid point o has #{x ≤ o} > qn − r and
+      #{x < o − w} ≤ qn + r (Dwork and Roth 2014, Thm 3.24, with its two tails kept apart;
+      ≤ because the output b when no count crosses may carry a point mass).
+    * ``laplace``: a value bound, |o − x_(m)| ≤ (b − a)k/ε · log(k/β) (clipping only helps).
+    * ``joint-exp``: none. Its law depends on the spacing of the data (the volume of
+      near-optimal output tuples), so no bound holds without looking at them.
+    """
+    a, b = bounds
+    beta = (1.0 - confidence) / k
+    eps_each = epsilon / k
+    out: dict[str, Any] = {"confidence": confidence, "simultaneous": k}
+    if method == "inverse-sensitivity" and rho > 0:
+        r = (2.0 / eps_each) * math.log((b - a) / (min(rho, b - a) * beta))
+        out.update(rank=r, value_slack=rho,
+                   statement=f"each output is within ρ = {rho:.3g} of a value fewer than {r:,.0f} records away from "
+                             "being the exact quantile")
+    elif method == "histogram":
+        st = steps or default_steps(n)
+        r = (2.0 / eps_each) * math.log(2.0 / beta) + (4.0 / eps_each) * math.log(2.0 * st / beta)
+        w = (b - a) / st
+        out.update(rank=r, value_slack=w,
+                   statement=f"each output o has #{{x ≤ o}} > qn − {r:,.0f} and #{{x < o − {w:.3g}}} ≤ qn + {r:,.0f}")
+    elif method == "laplace":
+        v = (b - a) * k / epsilon * math.log(1.0 / beta)
+        out.update(rank=None, value=v, statement=f"each output is within {v:.3g} of the exact quantile (a value bound)")
+    else:
+        out.update(rank=None, statement=(
+            "none a priori: JointExp's accuracy depends on the spacing of the data"
+            if method == "joint-exp" else "none a priori: inverse sensitivity with ρ = 0"))
+    return out

@@ -63,8 +63,16 @@ class QuantileRelease(Described):
             facts=(("method", self.method), ("ε", f"{self.epsilon:g} in total ({split})"), ("n", f"{self.n:,}"),
                    ("bounds", f"[{self.bounds[0]:g}, {self.bounds[1]:g}]"),
                    ("neighbours", str(self.details.get("neighbours", "one record replaced, n public"))),
-                   ("privacy unit", str(self.details.get("privacy_unit", "row")))),
+                   ("privacy unit", str(self.details.get("privacy_unit", "row"))),
+                   *self._accuracy_fact()),
             table=Table(("q", "released value"), tuple((f"{q:g}", fmt(v)) for q, v in zip(self.q, self.values))))
+
+    def _accuracy_fact(self) -> tuple[tuple[str, str], ...]:
+        acc = self.details.get("accuracy")
+        if not acc:
+            return ()
+        level = f"{100 * acc['confidence']:g}%"
+        return ((f"a-priori accuracy ({level}, all {acc['simultaneous']} at once)", str(acc["statement"])),)
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, overwrite: bool = False) -> Any:
         """The released quantile function against public information only (no data histogram)."""

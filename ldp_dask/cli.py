@@ -134,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=None, help="insecure integer key, for simulations only")
     c.add_argument("--out", default=None, help="write the release as JSON")
     c.add_argument("--plot", default=None, help="PNG of the released quantile function (public information only)")
+    c.add_argument("--html", default=None,
+                   help="self-contained HTML page: the values with their intervals (local) or a-priori accuracy "
+                        "(central), and the plot")
     c.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     c.add_argument("--json", action="store_true", help="print the release as JSON")
     _progress_arg(c)
@@ -315,7 +318,7 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
 
         if a.plot:
             raise LdpDaskError("--plot applies to central releases; plot the density with 'ldp-dask estimate'.")
-        lq = publish({"json": a.out}, lambda outputs: _written(local_quantiles(
+        lq = publish({"json": a.out, "html": a.html}, lambda outputs: _written(local_quantiles(
             a.source, q=a.q or DECILES, level=a.level, B=a.B, rng=a.seed, interval=a.interval), outputs),
             overwrite=a.overwrite)[0]
         print(json.dumps(lq.to_dict()) if a.json else lq)
@@ -325,7 +328,7 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
         raise LdpDaskError(f"central quantiles of raw data need {', '.join(missing)}.")
     rel = release_quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
                             method=a.method, rho=a.rho, steps=a.steps, out=a.out, plot=a.plot,
-                            overwrite=a.overwrite, options=_run_options(a))
+                            html=a.html, overwrite=a.overwrite, options=_run_options(a))
     r = rel.result
     print(json.dumps(r.to_dict()) if a.json else r)
     _report_receipt(rel.receipt)

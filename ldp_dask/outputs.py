@@ -87,11 +87,16 @@ def save_json(obj: dict[str, Any], path: str | os.PathLike[str], overwrite: bool
 
 def write_result_files(result: Any, outputs: Any) -> None:
     """Stage a result's files among ``outputs`` (:class:`ldp_dask._io.StagedOutputs`): the ``json``
-    output gets :meth:`to_dict`, the ``plot`` output the PNG of :meth:`plot` (results that draw one)."""
+    output gets :meth:`to_dict`, the ``plot`` output the PNG of :meth:`plot` (results that draw one), the
+    ``html`` output a self-contained page (:func:`ldp_dask.report.render_result`)."""
     if "json" in outputs:
         outputs.write("json", json_bytes(result.to_dict()))
     if "plot" in outputs and hasattr(result, "plot"):
         outputs.write("plot", figure_png(result.plot()))
+    if "html" in outputs:
+        from .report import render_result
+
+        outputs.write("html", render_result(result).encode())
 
 
 # --- one description of a result, three renderings ------------------------------------------------------------

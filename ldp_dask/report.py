@@ -19,7 +19,7 @@ from .outputs import figure_png
 from .estimators import estimate, estimator_for
 from .summary import Summary, read_summary
 
-__all__ = ["write_report", "render_report", "default_report_path"]
+__all__ = ["write_report", "render_report", "render_result", "default_report_path"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
@@ -65,20 +65,41 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
 
             body += "\n<h2>Quantiles</h2>\n" + local_quantiles(s, level=level).to_html(heading="")
     title = f"Private release of {s.metadata.get('column', 'a column')}"
+    sub = (f"n = {s.n:,} rows, ε = {s.epsilon_per_unit:g} per {html.escape(s.privacy_unit)}, channel "
+           f"<code>{html.escape(s.channel.name)}</code>")
+    return _page(title, sub, (("Estimate and uncertainty", body), ("Privacy parameters", s.to_html(heading=""))),
+                 "Every number on this page is computed from the summary file alone: post-processing of the "
+                 "release, which spends no further privacy budget. Intervals account for sampling and for the "
+                 "privacy noise.")
+
+
+def render_result(result: Any) -> str:
+    """A self-contained HTML page for any result that describes itself (a central quantile release, local
+    quantiles, a test, an estimate): its plot when it draws one, then its description's facts and table.
+
+    What the page shows is what the release published (or post-processing of it): nothing else is read.
+    """
+    d = result.describe()
+    picture = ""
+    if hasattr(result, "plot"):
+        picture = f'<img alt="{html.escape(d.title)}" src="data:image/png;base64,{_png(result.plot())}">\n'
+    return _page(d.title, html.escape(d.headline), (("Result", picture + result.to_html(heading="")),),
+                 "Every number on this page is part of the release or computed from it: post-processing, which "
+                 "spends no further privacy budget.")
+
+
+def _page(title: str, sub: str, sections: tuple[tuple[str, str], ...], note: str) -> str:
+    """The page around already-escaped HTML sections (``sub`` is HTML too)."""
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
 <body>
 <h1>{html.escape(title)}</h1>
-<p class=sub>n = {s.n:,} rows, ε = {s.epsilon_per_unit:g} per {html.escape(s.privacy_unit)}, channel <code>{html.escape(s.channel.name)}</code></p>
-<h2>Estimate and uncertainty</h2>
+<p class=sub>{sub}</p>
 {body}
-<h2>Privacy parameters</h2>
-{s.to_html(heading="")}
-<p class=note>Every number on this page is computed from the summary file alone: post-processing of the
-release, which spends no further privacy budget. Intervals account for sampling and for the privacy noise.
-Page written {now} by ldp_dask.</p>
+<p class=note>{html.escape(note)} Page written {now} by ldp_dask.</p>
 </body></html>
 """
 

@@ -81,3 +81,49 @@ def test_labels_are_data_not_markup():
     assert "<b>bold</b>" in page.cells and "a|b" in page.cells
     md = r.to_markdown()
     assert r"a\|b" in md and "&lt;b&gt;bold&lt;/b&gt;" in md and r"\*star\*" in md and r"\[link\](x)" in md
+
+
+@pytest.mark.parametrize("name", ["central quantiles", "local quantiles", "adaptive test", "mean"])
+def test_result_page_holds_the_description_and_the_plot(name):
+    from ldp_dask.report import render_result
+
+    r = RESULTS[name]
+    d = r.describe()
+    page = _Text()
+    html_page = render_result(r)
+    page.feed(html_page)
+    assert d.title in page.cells and d.headline in page.cells
+    for cell in (c for fact in d.facts for c in fact):
+        assert cell in page.cells, cell
+    assert ("img" in page.tags) == hasattr(r, "plot")
+    assert "script" not in page.tags and "http" not in html_page.split("<body>")[1].replace("data:image", "")
+
+
+def test_quantiles_cli_writes_pages_with_accuracy_and_intervals(tmp_path):
+    """``ldp-dask quantiles --html``: the central page carries the a-priori accuracy, the local page the
+    intervals; a column name that looks like markup stays text in both."""
+    import pandas as pd
+
+    from ldp_dask.cli import main
+
+    col = "<i>dist</i>"
+    x = np.random.default_rng(3).beta(2, 5, 200_000)  # above JointExp's range: inverse sensitivity, with a bound
+    pd.DataFrame({col: x}).to_parquet(tmp_path / "d.parquet")
+    main(["quantiles", str(tmp_path / "d.parquet"), "--column", col, "--bounds", "0", "1", "--epsilon", "1",
+          "--local", "--seed", "1", "--ledger", str(tmp_path / "l.db"), "--html", str(tmp_path / "c.html")])
+    page = _Text()
+    page.feed((tmp_path / "c.html").read_text())
+    assert "i" not in page.tags and f"Central-DP quantiles of {col}" in page.cells
+    acc = [c for c in page.cells if c.startswith("a-priori accuracy (95%")]
+    assert acc, page.cells
+    statement = page.cells[page.cells.index(acc[0]) + 1]
+    assert "records away from being the exact quantile" in statement
+
+    main(["privatize", str(tmp_path / "d.parquet"), "--column", col, "--domain", "0", "1", "--epsilon", "1",
+          "--channel", "histogram", "--local", "--seed", "1", "--ledger", str(tmp_path / "l.db"),
+          "--out", str(tmp_path / "h.summary.parquet")])
+    main(["quantiles", str(tmp_path / "h.summary.parquet"), "--html", str(tmp_path / "l.html")])
+    page = _Text()
+    page.feed((tmp_path / "l.html").read_text())
+    assert "i" not in page.tags and "img" in page.tags
+    assert "95% interval" in page.cells and sum(c.startswith("[") for c in page.cells) == 9

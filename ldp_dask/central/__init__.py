@@ -74,8 +74,9 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
                       bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float | None = None,
                       steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
                       exact_max: int = DEFAULT_EXACT_MAX, out: str | os.PathLike[str] | None = None,
-                      plot: str | os.PathLike[str] | None = None, overwrite: bool = False,
-                      options: RunOptions | None = None, **run: Any) -> Released[QuantileRelease]:
+                      plot: str | os.PathLike[str] | None = None, html: str | os.PathLike[str] | None = None,
+                      overwrite: bool = False, options: RunOptions | None = None,
+                      **run: Any) -> Released[QuantileRelease]:
     """:func:`quantiles` through the release path, returning the ledger's receipt and the files written too."""
     epsilon = check_epsilon(epsilon)
     if bounds is None:
@@ -108,8 +109,8 @@ def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, 
                         opts, params, tags)
 
     return release(dataset, Charge("central", "central-quantiles", params, epsilon),
-                   compute, opts, targets={"json": out, "plot": plot}, write=write_result_files, overwrite=overwrite,
-                   content_tag=lambda _: tags.get("content"))
+                   compute, opts, targets={"json": out, "plot": plot, "html": html}, write=write_result_files,
+                   overwrite=overwrite, content_tag=lambda _: tags.get("content"))
 
 
 #: The histogram method's intervals, at most: finer than the default 2^20-cell grid is noise only.
@@ -120,8 +121,8 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
               bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float | None = None,
               steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
               exact_max: int = DEFAULT_EXACT_MAX, out: str | os.PathLike[str] | None = None,
-              plot: str | os.PathLike[str] | None = None, overwrite: bool = False,
-              options: RunOptions | None = None, **run: Any) -> QuantileRelease:
+              plot: str | os.PathLike[str] | None = None, html: str | os.PathLike[str] | None = None,
+              overwrite: bool = False, options: RunOptions | None = None, **run: Any) -> QuantileRelease:
     """Central-DP quantiles of one column (ε-DP, one record replaced, n public).
 
     Parameters
@@ -148,9 +149,11 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
     cells, exact_max :
         Fine grid of the Dask histogram, and the largest n read to the driver
         and sorted instead.
-    out, plot : path, optional
-        Write the release as JSON, and a PNG of the released quantile function
-        (public information only), before the release is committed to the ledger.
+    out, plot, html : path, optional
+        Write the release as JSON, a PNG of the released quantile function
+        (public information only), and a self-contained HTML page (the values,
+        the plot and the a-priori accuracy), before the release is committed to
+        the ledger.
     overwrite : bool
         Replace existing outputs.
     options, **run :
@@ -163,7 +166,7 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
     """
     return release_quantiles(source, column, q, epsilon, bounds, method, rho=rho, steps=steps,
                              max_intervals=max_intervals, cells=cells, exact_max=exact_max, out=out, plot=plot,
-                             overwrite=overwrite, options=options, **run).result
+                             html=html, overwrite=overwrite, options=options, **run).result
 
 
 def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Secret,

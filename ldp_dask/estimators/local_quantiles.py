@@ -42,7 +42,9 @@ from .._validation import DECILES, LdpDaskError, check_draws, check_int, check_p
 from ..channels import HaarLaplace, LaplaceHistogram, WaveletLaplace
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
-from ..outputs import Described, Description, Table, fmt, jsonable, save_json, summary_facts, summary_info
+from ..outputs import (
+    Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json, summary_facts, summary_info,
+)
 from .results import DensityEstimate
 from .wavelet import wavelet_density
 
@@ -95,6 +97,18 @@ class QuantileEstimate(Described):
                    ("intervals", f"{self.level:.0%}, {INTERVALS[self.interval]}"
                     + (f", B = {self.B}" if self.interval == "bootstrap" else "")), *summary_facts(self.info)),
             table=Table(("q", "value", f"{self.level:.0%} interval"), rows))
+
+    def plot(self, path: Any = None, ax: Any = None, overwrite: bool = False) -> Any:
+        """The estimated quantile function with each quantile's interval as a whisker."""
+        ax, own = new_axes(ax, (7, 4.5))
+        err = np.vstack([self.values - self.ci_low, self.ci_high - self.values]).clip(0, None)
+        ax.errorbar(self.q, self.values, yerr=err, fmt="o-", color="tab:blue", capsize=3, lw=1,
+                    label=f"estimate, {self.level:.0%} {_SHORT[self.interval]} intervals")
+        ax.set_xlabel("probability q")
+        ax.set_ylabel("value")
+        ax.set_title(f"Local-DP quantiles ({self.method}), ε = {self.epsilon:g} per row, n = {self.n:,}")
+        ax.legend(fontsize=8)
+        return finish_plot(ax, path, own, overwrite)
 
 
 def _hist_quantiles(p: np.ndarray, edges: np.ndarray, q: np.ndarray) -> np.ndarray:

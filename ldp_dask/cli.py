@@ -114,9 +114,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="public bounds (raw data)")
     c.add_argument("--epsilon", type=float, default=None, help="total ε for all the quantiles (raw data)")
     c.add_argument("--level", type=float, default=0.95, help="summary: level of the intervals (default 0.95)")
-    c.add_argument("--interval", choices=["bins", "band", "bootstrap"], default=None,
+    c.add_argument("--interval", choices=["bins", "band", "envelope", "bootstrap"], default=None,
                    help="summary: CDF band at the bin edges (default for histogram/haar), interpolated within "
-                        "bins, or parametric bootstrap (the only one for wavelet)")
+                        "bins, CDF envelopes (default for wavelet), or parametric bootstrap (under-covers)")
     c.add_argument("--B", type=int, default=400, help="summary: bootstrap replicates (default 400)")
     c.add_argument("--q", type=float, nargs="+", default=None, help="probabilities in (0, 1), increasing")
     c.add_argument("--deciles", action="store_true", help="the nine deciles (the default when --q is absent)")

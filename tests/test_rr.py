@@ -241,12 +241,15 @@ def test_local_quantile_interval_choices(tmp_path, capsys):
     edges = np.linspace(0, 1, 11)  # the default interval's ends are bin edges
     assert bins.interval == "bins"
     assert np.isclose(edges, bins.ci_low[0]).any() and np.isclose(edges, bins.ci_high[0]).any()
-    with pytest.raises(LdpDaskError, match="'interval' parameter must be one of bins, band, bootstrap"):
+    with pytest.raises(LdpDaskError, match="'interval' parameter must be one of bins, band, envelope, bootstrap"):
         local_quantiles(str(path), interval="exact")
     w = ldp_dask.privatize(x, channel=WaveletLaplace(1.0, (0, 1), 2, 3), seed=1)
-    with pytest.raises(LdpDaskError, match="wavelet summaries support 'bootstrap' only"):
+    with pytest.raises(LdpDaskError, match="wavelet summaries support 'envelope' and 'bootstrap'"):
         local_quantiles(w, interval="bins")
-    assert local_quantiles(w, q=[0.5], B=20, rng=1).interval == "bootstrap"
+    with pytest.raises(LdpDaskError, match="'envelope' needs a wavelet summary"):
+        local_quantiles(str(path), interval="envelope")
+    assert local_quantiles(w, q=[0.5]).interval == "envelope"
+    assert local_quantiles(w, q=[0.5], B=20, rng=1, interval="bootstrap").interval == "bootstrap"
 
 
 def test_cdf_band_is_unbiased_with_the_bridge_variance():

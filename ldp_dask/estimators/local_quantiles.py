@@ -21,7 +21,13 @@ Intervals (``interval=``):
     The same band, linearly interpolated between edges and inverted: narrower,
     but it assumes the CDF is close to linear within each bin (the binning bias
     is ignored) and under-covers where the density changes fast within a bin.
-``"bootstrap"`` (the only one for wavelet summaries)
+``"envelope"`` (default for wavelet summaries)
+    Bounds on the CDF at a dyadic grid from combinations of the released father
+    coefficients that lie above, or below, the step 1[t < e] everywhere
+    (:mod:`ldp_dask.estimators.envelopes`): valid for every density, so no
+    assumption either; inverted as ``"bins"`` is. Its width is at least about
+    one and a half cells of the father level.
+``"bootstrap"``
     A parametric bootstrap around the estimate: B replicate summaries drawn
     from the law the released sums would have if the estimate were the truth
     — for histograms multinomial counts plus the channel's own summary-mode
@@ -54,9 +60,11 @@ __all__ = ["local_quantiles", "QuantileEstimate", "cdf_band", "INTERVALS"]
 INTERVALS = {
     "bins": "CDF band at the bin edges, inverted (no assumption within a bin)",
     "band": "CDF band interpolated within bins, inverted (assumes a near-linear CDF within each bin)",
-    "bootstrap": "parametric bootstrap percentile",
+    "envelope": "CDF bounds from envelopes of the step in the wavelet basis, inverted (no assumption about the "
+                "density)",
+    "bootstrap": "parametric bootstrap percentile (ignores the estimator's bias; under-covers, see the docs)",
 }
-_SHORT = {"bins": "CDF-band", "band": "interpolated CDF-band", "bootstrap": "bootstrap"}
+_SHORT = {"bins": "CDF-band", "band": "interpolated CDF-band", "envelope": "CDF-envelope", "bootstrap": "bootstrap"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,7 @@ class QuantileEstimate(Described):
     n: int
     epsilon: float
     info: dict[str, Any] = field(default_factory=dict)
-    #: how the intervals were made: "bins", "band" or "bootstrap" (module docstring)
+    #: how the intervals were made: "bins", "band", "envelope" or "bootstrap" (module docstring)
     interval: str = "bootstrap"
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +172,20 @@ def _band_intervals(summary: Summary, qs: np.ndarray, level: float, within_bins:
     return _crossings(up, edges, qs), _crossings(dn, edges, qs)
 
 
+def _envelope_intervals(summary: Summary, qs: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Invert the envelope bounds (module docstring, "envelope"): θ_q ≥ t where the upper bound on P(T < t) is
+    below q, θ_q ≤ t where the lower bound on P(T ≤ t) is above q."""
+    from scipy.stats import norm
+
+    from .envelopes import cdf_envelope_bounds
+
+    t, upper, lower = cdf_envelope_bounds(summary, float(norm.ppf(0.5 + level / 2)))
+    t_lo = np.array([t[upper < qq].max(initial=0.0) for qq in qs])
+    t_hi = np.array([t[lower > qq].min(initial=1.0) for qq in qs])
+    a, b = summary.channel.domain
+    return a + t_lo * (b - a), a + t_hi * (b - a)
+
+
 def _crossings(curve: np.ndarray, edges: np.ndarray, qs: np.ndarray) -> np.ndarray:
     """For a nondecreasing curve given at the edges and linear between them: the first x where it reaches q."""
     out = np.empty(len(qs))
@@ -193,10 +215,10 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
         Bootstrap replicates (``interval="bootstrap"`` only).
     rng : Generator or seed
         Randomness of the bootstrap.
-    interval : {"bins", "band", "bootstrap"}
+    interval : {"bins", "band", "envelope", "bootstrap"}
         How intervals are made (module docstring). Default: "bins" for
-        histogram and Haar summaries (assumption-free), "bootstrap" for
-        wavelet summaries (the only one they support).
+        histogram and Haar summaries, "envelope" for wavelet summaries (both
+        assumption-free); "bootstrap" is narrower and under-covers.
     """
     s = read_summary(summary)
     ch = s.channel
@@ -204,15 +226,23 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
     level = check_probability(level, "level")
     B = check_int(B, "B", 10, 100_000)
     binned = isinstance(ch, (LaplaceHistogram, HaarLaplace))
+    wavelet = isinstance(ch, WaveletLaplace)
     if interval is None:
-        interval = "bins" if binned else "bootstrap"
+        interval = "envelope" if wavelet else "bins"
     if interval not in INTERVALS:
         raise LdpDaskError(f"The 'interval' parameter must be one of {', '.join(INTERVALS)}. Got {interval!r} instead.")
-    if interval != "bootstrap" and isinstance(ch, WaveletLaplace):
+    if interval in ("bins", "band") and wavelet:
         raise LdpDaskError(f"interval={interval!r} needs a histogram or Haar summary; wavelet summaries support "
-                           "'bootstrap' only.")
+                           "'envelope' and 'bootstrap'.")
+    if interval == "envelope" and not wavelet:
+        raise LdpDaskError("interval='envelope' needs a wavelet summary; histogram and Haar summaries use 'bins'.")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     n = s.n
+    if interval == "envelope":
+        est = wavelet_density(s, **estimator_kwargs)
+        lo, hi = _envelope_intervals(s, qs, level)
+        return QuantileEstimate(q=qs, values=np.asarray(est.quantile(qs)), ci_low=lo, ci_high=hi, level=level, B=0,
+                                method=est.method, n=n, epsilon=ch.epsilon, info=summary_info(s), interval=interval)
     if binned and interval != "bootstrap":
         est = histogram_density(s, **estimator_kwargs)
         lo, hi = _band_intervals(s, qs, level, within_bins=interval == "bins")

@@ -61,22 +61,22 @@ def _scales(channel: Channel) -> np.ndarray:
     for attr in ("scales",):
         if hasattr(channel, attr):
             return np.asarray(getattr(channel, attr), dtype=np.float64)
-    if hasattr(channel, "sigmas") and hasattr(channel, "levels") and hasattr(channel, "sizes"):  # HaarAdaptive
-        k = len(channel.levels)
+    if hasattr(channel, "sigmas") and hasattr(channel, "blocks") and hasattr(channel, "sizes"):  # HaarAdaptive
+        k = len(channel.blocks)
         return np.concatenate([np.zeros(k), np.repeat(channel.sigmas, channel.sizes)])
     return np.full(channel.dim, float(channel.noise_scale))
 
 
 def _mean_view(channel: Channel, x: Any) -> np.ndarray:
     """E[Z | x] for an additive-noise channel: the exact statistics of one row, in row layout."""
-    if hasattr(channel, "sigmas") and hasattr(channel, "levels") and hasattr(channel, "sizes"):  # HaarAdaptive
-        k = len(channel.levels)
+    if hasattr(channel, "sigmas") and hasattr(channel, "blocks") and hasattr(channel, "sizes"):  # HaarAdaptive
+        k = len(channel.blocks)
         t = channel.to_unit(np.array([x]))
         out = np.zeros(channel.dim)
         out[:k] = 1.0
-        for g, (j, c) in enumerate(zip(channel.levels, channel.cs)):
-            b = channel.block(g)
-            out[k + b.start + min(int(t[0] * (1 << j)), (1 << j) - 1)] = c
+        for g in range(k):
+            idx, val = channel.signal(t, g)
+            out[k + channel.block(g).start + int(idx[0])] = val[0]
         return out
     stats = channel.exact_stats(channel.prepare(np.array([x]))[0])
     view = np.asarray(stats.get("sum", next(iter(stats.values()))), dtype=np.float64).ravel()

@@ -42,6 +42,8 @@ CHANNELS = {
     "haar-adaptive-epsilon": lambda noise: HaarAdaptive(1.0, [1, 2, 3], (0.0, 1.0), "epsilon", noise),
     # the rows split among levels by one multinomial per bin (large partitions), not one draw per row
     "haar-adaptive-rows-multinomial": lambda noise: HaarAdaptive(1.0, [1, 2, 3], (0.0, 1.0), "rows", noise),
+    "haar-adaptive-details": lambda noise: HaarAdaptive(1.0, [1, 2, 3], (0.0, 1.0), "details", noise),
+    "haar-adaptive-details-multinomial": lambda noise: HaarAdaptive(1.0, [1, 2, 3], (0.0, 1.0), "details", noise),
 }
 SLOW = pytest.mark.slow
 
@@ -122,6 +124,32 @@ def test_audit_passes_and_catches_halved_noise(name, noise, m):  # rows are priv
     # halved noise really spends about 2ε: its bound must exceed ε (power, fixed seed)
     bad = audit_channel(miscalibrated(ch, 2.0), samples=200_000, rng=np.random.default_rng(2), alpha=ALPHA_AUDIT)
     assert not bad.passed and bad.epsilon_lower > 1.2, bad
+
+
+@pytest.mark.parametrize("noise", [NOISES[0], pytest.param(NOISES[1], marks=SLOW)])
+def test_nested_details_calibration_equals_per_row_simulation(noise):
+    """(S_1, S_3) of split="details" drawn from the exact law of the sums (given the public rows per level,
+    which are Multinomial(n, 1/k)) has the law of (S_1, S_3) computed from privatized rows."""
+    from ldp_dask.gof.calibration import detail_null, detail_statistic, simulate_detail_statistics
+
+    n = 40
+    ch = HaarAdaptive(1.0, [1, 2, 3], (0.0, 1.0), "details", noise)
+    null = stats.beta(2, 2)
+    p0 = parse_null(null).bin_probabilities(ch.domain, ch.finest)
+    laws = ch.noise_laws
+    rng = np.random.default_rng(4)
+    k = len(laws)
+    fast = np.cumsum(np.vstack([
+        simulate_detail_statistics(rng.multinomial(n, np.full(k, 1 / k)), p0, laws, 1, rng) for _ in range(REPS)
+    ]), axis=1)
+    slow = np.empty_like(fast)
+    for r in range(REPS):
+        sums = ch.row_sums(ch.privatize(null.rvs(n, random_state=rng), rng))
+        m = np.rint(sums["group_n"]).astype(int)
+        slow[r] = np.cumsum([detail_statistic(sums["sum"][ch.block(j)], int(m[j]), detail_null(p0, j, law.c)[1], law)
+                             for j, law in enumerate(laws)])
+    for col in (0, 2):
+        assert stats.ks_2samp(fast[:, col], slow[:, col]).pvalue > ALPHA_KS, col
 
 
 @pytest.mark.parametrize("noise", [NOISES[0], pytest.param(NOISES[1], marks=SLOW)])

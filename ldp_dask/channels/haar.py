@@ -21,6 +21,16 @@ c = 2^{J/2}), so it is α-LDP; ``epsilon_spent()`` = Δ/σ.
 ``split="epsilon"``
     every row releases all levels with budget α/|𝒥| each (basic
     composition, ``epsilon_spent()`` = Σ_J Δ_J/σ_J ≤ α); the levels share rows.
+``split="details"`` (nested)
+    every row picks one *detail* level j ∈ {0, …, max 𝒥 − 1} uniformly at
+    random, independently of its value, and releases (j, its Haar wavelet
+    coefficients at level j: 2^{j/2}(1[left half of cell k] − 1[right half])
+    for its cell k, ±2^{j/2} or 0, plus noise σ_j = 2^{j/2+1}/α). The L1
+    sensitivity of a level is 2 · 2^{j/2}, so by the same mixture argument the
+    channel is α-LDP with ``epsilon_spent()`` = max_j Δ_j/σ_j. The projection
+    of f − f0 onto level J is the sum of the detail energies of the levels
+    below J, so one release serves every J ∈ 𝒥 and no level's rows are
+    wasted on the others (docs/goodness-of-fit.md).
 
 Summary mode is exact in distribution (docs/privacy.md): from the exact counts at the
 finest level, the random split of each bin's rows among the levels is
@@ -48,7 +58,7 @@ from .base import NOISE_OPTION, NumericChannel, Option, check_noise, noise_scale
 __all__ = ["HaarLaplace", "HaarAdaptive", "HaarNoise", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS"]
 
 MAX_HAAR_LEVEL = 20
-SPLITS = ("rows", "epsilon")
+SPLITS = ("rows", "epsilon", "details")
 
 
 #: The adaptive channel splits a partition's rows among its k levels per row (one uniform draw each) while the
@@ -215,21 +225,24 @@ class HaarAdaptive(_HaarBase):
         The collection 𝒥 (distinct, 0 ≤ J ≤ 20); see :func:`adaptive_levels`.
     domain : (float, float)
         Public domain ``(lo, hi)``.
-    split : {"rows", "epsilon"}
-        Sample splitting with full α per row (default), or α/|𝒥| per level.
+    split : {"rows", "epsilon", "details"}
+        Sample splitting with full α per row (default), α/|𝒥| per level, or
+        one detail level per row with full α (module docstring).
 
-    Released statistics: ``sum`` (the levels' sums, concatenated in the order
-    of ``levels``) and ``group_n`` (rows per level: Multinomial(n, 1/|𝒥|) for
-    ``split="rows"``, n for every level otherwise — a function of the public
-    randomness only).
+    Released statistics: ``sum`` (the blocks' sums, concatenated: the levels
+    of ``levels`` in order, or for ``split="details"`` the detail levels
+    0, …, max 𝒥 − 1) and ``group_n`` (rows per block: Multinomial(n, 1/k) for
+    the k blocks of ``split="rows"`` and ``"details"``, n for every level with
+    ``"epsilon"`` — a function of the public randomness only).
+    ``blocks`` lists the blocks as ("level", J) or ("detail", j).
     """
 
     name = "haar-adaptive"
     options = (
         Option("levels", "the levels J of the adaptive test (default: all J with 2^J ≤ (n ε²)^(2/3))", type=int,
                many=True),
-        Option("split", "one random level per row with the full ε (rows), or ε/|J| per level", default="rows",
-               choices=SPLITS),
+        Option("split", "one random level per row with the full ε (rows), ε/|J| per level (epsilon), or one random "
+                        "detail level per row, shared by every J (details)", default="rows", choices=SPLITS),
         NOISE_OPTION,
     )
 
@@ -254,14 +267,21 @@ class HaarAdaptive(_HaarBase):
             raise LdpDaskError(f"The 'split' parameter must be one of {', '.join(SPLITS)}. Got {split!r} instead.")
         self.split = split
         self._set_domain(domain)
-        m = len(self.levels)
         self.finest = max(self.levels)
-        self.sizes = [1 << j for j in self.levels]
+        if split == "details":
+            if self.levels[0] < 1:
+                raise LdpDaskError(f"split='details' tests levels J >= 1 (level 0 has no detail below it). "
+                                   f"Got levels {levels!r}.")
+            self.blocks = [("detail", j) for j in range(self.finest)]
+        else:
+            self.blocks = [("level", j) for j in self.levels]
+        m = len(self.blocks)
+        self.sizes = [1 << j for _, j in self.blocks]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
-        self.dim = m + int(self.offsets[-1])  # rows mode: level one-hot, then the levels' blocks
-        self.cs = np.array([2.0 ** (j / 2) for j in self.levels])
+        self.dim = m + int(self.offsets[-1])  # rows mode: block one-hot, then the blocks
+        self.cs = np.array([2.0 ** (j / 2) for _, j in self.blocks])
         self.sensitivities = 2.0 * self.cs
-        if split == "rows":
+        if split != "epsilon":
             self.sigmas = np.array([noise_scale_for(d, self.epsilon) for d in self.sensitivities])
         else:
             sig = np.array([noise_scale_for(d, self.epsilon / m) for d in self.sensitivities])
@@ -271,19 +291,19 @@ class HaarAdaptive(_HaarBase):
 
     @property
     def noise_laws(self) -> list[HaarNoise]:
-        """The noise of each level, in the order of ``levels`` (:class:`HaarNoise`)."""
+        """The noise of each block, in the order of ``blocks`` (:class:`HaarNoise`)."""
         return [HaarNoise(float(c), float(s), self.noise) for c, s in zip(self.cs, self.sigmas)]
 
     def epsilon_spent(self) -> float:
         per_level = self.sensitivities / self.sigmas
-        return float(per_level.max()) if self.split == "rows" else math.fsum(per_level)
+        return math.fsum(per_level) if self.split == "epsilon" else float(per_level.max())
 
     def params(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "levels": list(self.levels), "domain": list(self.domain), "split": self.split,
                 "noise": self.noise}
 
     def block(self, g: int) -> slice:
-        """Slice of level ``levels[g]`` in the ``sum`` statistic."""
+        """Slice of block ``blocks[g]`` in the ``sum`` statistic (level ``levels[g]`` unless split="details")."""
         return slice(int(self.offsets[g]), int(self.offsets[g + 1]))
 
     def aggregate(self, fine_counts: np.ndarray, level: int) -> np.ndarray:
@@ -301,8 +321,14 @@ class HaarAdaptive(_HaarBase):
 
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         counts = np.asarray(exact["counts"], dtype=np.int64)
-        k = len(self.levels)
-        if self.split == "rows":  # each bin's rows split among the levels, Multinomial(counts_b, 1/k each)
+        k = len(self.blocks)
+        if self.split == "details":  # each bin's rows split among the detail levels; a level-j coefficient is
+            # (rows in the left half of its cell − rows in the right half), halves at resolution 2^{j+1}
+            split = _split_levels(counts, [j + 1 for _, j in self.blocks], rng)
+            halves = [split[2 * int(self.offsets[g]): 2 * int(self.offsets[g + 1])] for g in range(k)]
+            per_level = [h[0::2] - h[1::2] for h in halves]
+            group_n = np.array([h.sum() for h in halves])
+        elif self.split == "rows":  # each bin's rows split among the levels, Multinomial(counts_b, 1/k each)
             split = _split_levels(counts, self.levels, rng)
             per_level = [split[self.block(g)] for g in range(k)]
             group_n = np.array([c.sum() for c in per_level])
@@ -313,19 +339,29 @@ class HaarAdaptive(_HaarBase):
                 for c, cnt, ng, law in zip(self.cs, per_level, group_n, self.noise_laws)]
         return {"sum": np.concatenate(sums), "group_n": group_n.astype(np.float64)}
 
+    def signal(self, t: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
+        """Block ``g``'s noiseless view of rows at unit positions ``t``: (index in the block, value) per row —
+        c at the row's bin for a level, ±c (left/right half of its cell) for a detail level."""
+        kind, j = self.blocks[g]
+        if kind == "detail":
+            half = _bin_index(t, 2 * self.sizes[g])
+            return half >> 1, np.where(half & 1, -self.cs[g], self.cs[g])
+        return _bin_index(t, self.sizes[g]), np.full(len(t), self.cs[g])
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        k, n = len(self.levels), len(x)
+        k, n = len(self.blocks), len(x)
         t = self.to_unit(x)
         z = np.zeros((n, self.dim))
         rows = np.arange(n)
-        if self.split == "rows":
+        if self.split != "epsilon":
             g = rng.integers(k, size=n)
             z[rows, g] = 1.0
-            for gi, j in enumerate(self.levels):
+            for gi in range(k):
                 sel = rows[g == gi]
                 b = self.block(gi)
                 z[sel, k + b.start: k + b.stop] = self.noise_laws[gi].rows(rng, (len(sel), self.sizes[gi]))
-                z[sel, k + b.start + _bin_index(t[sel], self.sizes[gi])] += self.cs[gi]
+                idx, val = self.signal(t[sel], gi)
+                z[sel, k + b.start + idx] += val
         else:
             z[:, :k] = 1.0
             for gi, j in enumerate(self.levels):
@@ -335,7 +371,7 @@ class HaarAdaptive(_HaarBase):
         return z
 
     def row_sums(self, z: np.ndarray) -> dict[str, np.ndarray]:
-        k = len(self.levels)
+        k = len(self.blocks)
         z = np.asarray(z, dtype=np.float64)
         return {"sum": z[:, k:].sum(axis=0), "group_n": z[:, :k].sum(axis=0)}
 

@@ -13,6 +13,12 @@ S_k^c = S_k − n a_k:
   without bias by S^c/n + a. Both are unbiased for ‖Π_J(f − f0)‖² (on the
   domain rescaled to [0, 1]).
 
+* detail energy of one Haar detail level j (``split="details"``; rows report ±c, c = 2^{j/2}, on the
+  left/right half of their cell), d0_k = c (p0(left_k) − p0(right_k)):
+  E_j = [Σ_k (D_k − m d0_k)² − m 2^j (1 + v)] / m², v one row's noise variance; since
+  Σ_k E ψ_{jk}(X)² = 2^j, E E_j = Σ_k (d_k − d0_k)² − Σ_k d_k²/m. The projection statistic of level J is
+  S_J = Σ_{j<J} E_j.
+
 Under H0 the released sums have an exact law that costs O(D) per replicate,
 whatever n: N ~ Multinomial(n, p0), S = c N + σ(Gamma(n) − Gamma(n))
 (a sum of n Lap(1) is a difference of two Gamma(n, 1)). Replicates are drawn
@@ -32,7 +38,8 @@ import numpy as np
 from ..channels.haar import HaarNoise
 
 __all__ = [
-    "summary_statistic", "u_statistic", "simulate_summary_statistic", "simulate_joint_statistics",
+    "summary_statistic", "u_statistic", "detail_statistic", "simulate_summary_statistic", "simulate_joint_statistics",
+    "simulate_detail_statistics",
     "simulate_u_statistic", "pooled_p_values", "critical_value",
 ]
 
@@ -45,6 +52,43 @@ def summary_statistic(S: np.ndarray, n: int, a: np.ndarray, law: HaarNoise) -> n
     Sc = S - n * a
     inner = Sc**2 - n * ((law.c - 2 * a) * (Sc / n + a) + a**2 + law.variance)
     return inner.sum(axis=-1) / (n * (n - 1.0))
+
+
+def detail_statistic(D: np.ndarray, m: int, d0: np.ndarray, law: HaarNoise) -> np.ndarray:
+    """E_j for released detail sums ``D`` (last axis = the 2^j coefficients) of m rows (module docstring)."""
+    if m < 2:
+        return np.zeros(np.shape(D)[:-1])
+    size = np.shape(D)[-1]
+    return (((D - m * d0) ** 2).sum(axis=-1) - m * size * (1.0 + law.variance)) / (m * float(m))
+
+
+def detail_null(p0_fine: np.ndarray, j: int, c: float) -> tuple[np.ndarray, np.ndarray]:
+    """(p0 of the 2^{j+1} half-cells, d0 of the 2^j coefficients) of detail level j from the finest bins."""
+    halves = p0_fine.reshape(2 << j, -1).sum(axis=1)
+    return halves, c * (halves[0::2] - halves[1::2])
+
+
+def simulate_detail_statistics(group_n: np.ndarray, p0_fine: np.ndarray, laws: list[HaarNoise], B: int,
+                               rng: np.random.Generator) -> np.ndarray:
+    """B draws of (E_0, …, E_{k−1}) under H0 for detail levels 0..k−1 with m_j = ``group_n[j]`` rows each
+    (disjoint rows, so independent): half-cell counts ~ Multinomial(m_j, p0), D = c(L − R) + noise.
+    Returns shape (B, k)."""
+    k = len(laws)
+
+    def one(g: np.random.Generator, b: int) -> np.ndarray:
+        out = np.zeros((b, k))
+        for j, law in enumerate(laws):
+            m = int(group_n[j])
+            if m < 2:
+                continue
+            halves, d0 = detail_null(p0_fine, j, law.c)
+            N = g.multinomial(m, halves, size=b).astype(np.float64)
+            D = law.c * (N[:, 0::2] - N[:, 1::2])
+            D += law.sums(g, m, D.shape)
+            out[:, j] = detail_statistic(D, m, d0, law)
+        return out
+
+    return _chunked(B, rng, one, len(p0_fine))
 
 
 def u_statistic(Z: np.ndarray, a: np.ndarray) -> float:

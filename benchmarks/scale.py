@@ -107,7 +107,7 @@ def channels(n_max: int) -> dict[str, Any]:
         # the paper's levels (the multilevel case, 5 blocks at 10^8), not the one-level default
         "wavelet": build_channel("wavelet", 1.0, DOMAIN, n=n_max, j1=wavelet_levels(n_max, 1.0)[1]),
         "haar": build_channel("haar", 1.0, DOMAIN, n=n_max),
-        "haar-adaptive": build_channel("haar-adaptive", 1.0, DOMAIN, n=n_max),
+        "haar-adaptive": build_channel("haar-adaptive", 1.0, DOMAIN, n=n_max, split="rows"),
         "rr": build_channel("rr", 1.0, categories=CATEGORIES),
     }
 

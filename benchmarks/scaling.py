@@ -116,7 +116,7 @@ def channel_jobs(client: Any, source: str, n: int) -> dict[str, Callable[[], Any
         "haar": build_channel("haar", 1.0, DOMAIN, n=n),
         "rr": build_channel("rr", 1.0, categories=CATEGORIES),
         "wavelet": build_channel("wavelet", 1.0, DOMAIN, n=n),
-        "haar-adaptive": build_channel("haar-adaptive", 1.0, DOMAIN, n=n),
+        "haar-adaptive": build_channel("haar-adaptive", 1.0, DOMAIN, n=n, split="rows"),
     }
     jobs: dict[str, Callable[[], Any]] = {}
     for name, ch in chans.items():

@@ -97,7 +97,7 @@ def main() -> None:
 
     j0, j1 = wavelet_levels(a.rows, 1.0, "db4")
     ch = WaveletLaplace(1.0, DOMAIN, j0, j1, wavelet="db4")
-    haar = build_channel("haar-adaptive", 1.0, DOMAIN, n=a.rows)
+    haar = build_channel("haar-adaptive", 1.0, DOMAIN, n=a.rows, split="rows")
     work = Path(tempfile.mkdtemp(prefix="ldp-wbench-"))
     try:
         t = time.perf_counter()

@@ -9,6 +9,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 from ldp_dask import gof
+from ldp_dask.channels.haar import DEFAULT_SPLIT
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
 
@@ -30,7 +31,7 @@ def run_test(source: str, null: Any, level: float, column: str | None, domain: l
 @flow(name="ldp-gof")
 def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: str | None = None,
              domain: list[float] | None = None, epsilon: float | None = None, adaptive: bool = False,
-             split: str = "rows", J: int | None = None, smoothness: float = 1.0, B: int = 9999,
+             split: str = DEFAULT_SPLIT, J: int | None = None, smoothness: float = 1.0, B: int = 9999,
              calibration_seed: int | None = None, scheduler: str | None = None, secret_file: str | None = None,
              seed: int | None = None, summary_out: str | None = None, out: str | None = None,
              plot: str | None = None, overwrite: bool = False, ledger: str | bool = True,

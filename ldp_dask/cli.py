@@ -90,9 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"), help="raw data: public domain")
     g.add_argument("--epsilon", type=float, default=None, help="raw data: ε per row")
     g.add_argument("--adaptive", action="store_true", help="raw data: the adaptive test over all levels")
-    g.add_argument("--split", choices=["rows", "epsilon", "details"], default="rows",
-                   help="adaptive: one random level per row (rows), ε split across levels (epsilon), or one random "
-                        "Haar detail level per row, shared by every level (details: the most powerful)")
+    g.add_argument("--split", choices=["details", "rows", "epsilon"], default="details",
+                   help="adaptive: one random Haar detail level per row, shared by every level (details, default: "
+                        "the most powerful), one random level per row (rows, the paper's), or ε split across levels")
     g.add_argument("--J", type=int, default=None, help="raw data: Haar level (default from n, ε and --smoothness)")
     g.add_argument("--smoothness", type=float, default=1.0, help="raw data: smoothness s for the default J (1)")
     g.add_argument("--summary-out", default=None, help="raw data: also write the summary here")

@@ -132,7 +132,7 @@ def test_gof_flow_on_raw_data(prefect_harness, cluster, beta_dataset, tmp_path):
     assert (entry["scope"], entry["channel"], entry["epsilon"], entry["status"]) == \
         ("local", "haar-adaptive", 1.0, "committed")
     r = res["result"]
-    assert r["method"] == "adaptive, split rows" and r["n"] == 210_000
+    assert r["method"] == "adaptive, split details" and r["n"] == 210_000
     assert set(res["written"]) == {"summary", "json", "plot"}  # published together, inside the release
     assert ldp_dask.read_summary(tmp_path / "a.parquet").channel.name == "haar-adaptive"
     # the flow's test is the library's test of the summary it wrote, with the same calibration seed

@@ -241,7 +241,7 @@ def test_cli_gof_on_summary_and_raw_data(tmp_path, capsys, beta_dataset):
     assert main(["gof", str(beta_dataset), "--column", "x", "--domain", "0", "1", "--epsilon", "1",
                  "--adaptive", "--null", str(probs), "--local", "--seed", "2", "--B", "999", "--plot", str(png)]) == 0
     text = capsys.readouterr().out
-    assert "REJECT H0" in text and "split rows" in text  # Beta(2,5) is far from uniform at n = 210k
+    assert "REJECT H0" in text and "split details" in text  # Beta(2,5) is far from uniform at n = 210k
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 

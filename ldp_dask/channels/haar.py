@@ -11,7 +11,7 @@ c = 2^{J/2}), so it is α-LDP; ``epsilon_spent()`` = Δ/σ.
 :class:`HaarAdaptive` serves the adaptive test over a collection 𝒥 of levels
 (docs/goodness-of-fit.md) in two designs:
 
-``split="rows"`` (sample splitting, full α per row)
+``split="rows"`` (sample splitting, full α per row; the paper's design)
     every row picks one level g uniformly at random, independently of its
     value, and releases (g, its level-J_g Haar view with σ_g = 2^{J_g/2+1}/α).
     The level is independent of the data, so this is a mixture of α-LDP
@@ -21,7 +21,7 @@ c = 2^{J/2}), so it is α-LDP; ``epsilon_spent()`` = Δ/σ.
 ``split="epsilon"``
     every row releases all levels with budget α/|𝒥| each (basic
     composition, ``epsilon_spent()`` = Σ_J Δ_J/σ_J ≤ α); the levels share rows.
-``split="details"`` (nested)
+``split="details"`` (nested; the default)
     every row picks one *detail* level j ∈ {0, …, max 𝒥 − 1} uniformly at
     random, independently of its value, and releases (j, its Haar wavelet
     coefficients at level j: 2^{j/2}(1[left half of cell k] − 1[right half])
@@ -55,10 +55,13 @@ from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
 from .base import NOISE_OPTION, NumericChannel, Option, check_noise, noise_scale_for, require_n
 
-__all__ = ["HaarLaplace", "HaarAdaptive", "HaarNoise", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS"]
+__all__ = ["HaarLaplace", "HaarAdaptive", "HaarNoise", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS",
+           "DEFAULT_SPLIT"]
 
 MAX_HAAR_LEVEL = 20
 SPLITS = ("rows", "epsilon", "details")
+#: The adaptive channel's default design: the nested one, the most powerful measured (benchmarks/RESULTS.md).
+DEFAULT_SPLIT = "details"
 
 
 #: The adaptive channel splits a partition's rows among its k levels per row (one uniform draw each) while the
@@ -225,9 +228,10 @@ class HaarAdaptive(_HaarBase):
         The collection 𝒥 (distinct, 0 ≤ J ≤ 20); see :func:`adaptive_levels`.
     domain : (float, float)
         Public domain ``(lo, hi)``.
-    split : {"rows", "epsilon", "details"}
-        Sample splitting with full α per row (default), α/|𝒥| per level, or
-        one detail level per row with full α (module docstring).
+    split : {"details", "rows", "epsilon"}
+        One detail level per row with full α, shared by every J (default),
+        one level per row with full α (the paper's sample splitting), or α/|𝒥|
+        per level (module docstring).
 
     Released statistics: ``sum`` (the blocks' sums, concatenated: the levels
     of ``levels`` in order, or for ``split="details"`` the detail levels
@@ -242,18 +246,19 @@ class HaarAdaptive(_HaarBase):
         Option("levels", "the levels J of the adaptive test (default: all J with 2^J ≤ (n ε²)^(2/3))", type=int,
                many=True),
         Option("split", "one random level per row with the full ε (rows), ε/|J| per level (epsilon), or one random "
-                        "detail level per row, shared by every J (details)", default="rows", choices=SPLITS),
+                        "detail level per row, shared by every J (details)", default=DEFAULT_SPLIT,
+               choices=SPLITS),
         NOISE_OPTION,
     )
 
     @classmethod
     def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, levels: list[int] | None = None,
-               split: str = "rows", noise: str = "lattice") -> "HaarAdaptive":
+               split: str = DEFAULT_SPLIT, noise: str = "lattice") -> "HaarAdaptive":
         if levels is None:
             levels = adaptive_levels(require_n(n, f"the automatic levels of the {cls.name!r} channel"), epsilon)
         return cls(epsilon, levels, domain, split, noise)
 
-    def __init__(self, epsilon: float, levels: list[int], domain: tuple[float, float], split: str = "rows",
+    def __init__(self, epsilon: float, levels: list[int], domain: tuple[float, float], split: str = DEFAULT_SPLIT,
                  noise: str = "lattice") -> None:
         self.epsilon = check_epsilon(epsilon)
         self.noise = check_noise(noise)

@@ -30,6 +30,7 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_draws, check_int, check_probability
 from ..channels import HaarAdaptive, HaarLaplace, build_channel
+from ..channels.haar import DEFAULT_SPLIT
 from ..noise import Secret
 from ..options import RunOptions
 from ..outputs import write_result_files
@@ -246,7 +247,7 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
 
 def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
                  domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
-                 split: str = "rows", J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
+                 split: str = DEFAULT_SPLIT, J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
                  rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B,
                  rng: np.random.Generator | int | None = None, summary_out: str | os.PathLike[str] | None = None,
                  out: str | os.PathLike[str] | None = None, plot: str | os.PathLike[str] | None = None,
@@ -307,7 +308,7 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
 
 def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
         domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
-        split: str = "rows", J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
+        split: str = DEFAULT_SPLIT, J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
         rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
         summary_out: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
         plot: str | os.PathLike[str] | None = None, overwrite: bool = False, options: RunOptions | None = None,

@@ -83,7 +83,7 @@ def envelope(wavelet: str, table_level: int, lattice: bool, r: float, upper: boo
         out[ok] = vals[idx[ok]]
         return out
 
-    ue = int(round(r * P))
+    ue = round(r * P)
     lo_u, hi_u = -2 * S - _EXTRA - 1, 2 * S + 2
     grid = np.arange(lo_u * P, hi_u * P + 1)
     # free: every shift whose support meets [u_e − S − _EXTRA, u_e + S]; the ones starting right of the edge

@@ -162,12 +162,8 @@ def _band_intervals(summary: Summary, qs: np.ndarray, level: float, within_bins:
     edges, F, var = cdf_band(summary)
     z = float(norm.ppf(0.5 + level / 2))
     upper, lower = F + z * np.sqrt(var), F - z * np.sqrt(var)
-    K = len(F) - 1
     if within_bins:
-        # θ_q ≥ e_k where U_k < q (then F(e_k) < q); θ_q ≤ e_k where L_k > q
-        lo = np.array([edges[np.flatnonzero(upper < qq).max(initial=0)] for qq in qs])
-        hi = np.array([edges[np.flatnonzero(lower > qq).min(initial=K)] for qq in qs])
-        return lo, hi
+        return _invert(edges, upper, lower, qs)
     up, dn = np.maximum.accumulate(upper), np.maximum.accumulate(lower)  # nondecreasing, for the crossings
     return _crossings(up, edges, qs), _crossings(dn, edges, qs)
 
@@ -180,10 +176,16 @@ def _envelope_intervals(summary: Summary, qs: np.ndarray, level: float) -> tuple
     from .envelopes import cdf_envelope_bounds
 
     t, upper, lower = cdf_envelope_bounds(summary, float(norm.ppf(0.5 + level / 2)))
-    t_lo = np.array([t[upper < qq].max(initial=0.0) for qq in qs])
-    t_hi = np.array([t[lower > qq].min(initial=1.0) for qq in qs])
     a, b = summary.channel.domain
-    return a + t_lo * (b - a), a + t_hi * (b - a)
+    return _invert(a + t * (b - a), upper, lower, qs)
+
+
+def _invert(x: np.ndarray, upper: np.ndarray, lower: np.ndarray, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals from bounds at increasing points x (x[0], x[-1] the domain's ends): θ_q ≥ x_k wherever the
+    upper bound U_k < q (then F(x_k−) < q), θ_q ≤ x_k wherever the lower bound L_k > q."""
+    lo = np.array([x[upper < qq].max(initial=x[0]) for qq in qs])
+    hi = np.array([x[lower > qq].min(initial=x[-1]) for qq in qs])
+    return lo, hi
 
 
 def _crossings(curve: np.ndarray, edges: np.ndarray, qs: np.ndarray) -> np.ndarray:

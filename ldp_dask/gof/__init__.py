@@ -195,6 +195,7 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
         obs = np.cumsum(energies)[pick]
         sims = np.cumsum(simulate_detail_statistics(group_n, p0_fine, laws, B, gen), axis=1)[:, pick]
         rows_used = np.cumsum(group_n)[pick]
+        p_obs, p, thresholds = _max_standardised(obs, sims, level)
     else:
         p0s = [p0_fine.reshape(1 << j, -1).sum(axis=1) for j in ch.levels]
         obs = np.array([
@@ -203,34 +204,22 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
             for g in range(m)
         ])
         rows_used = group_n
-    if ch.split == "rows":
-        gens = gen.spawn(m)
-        sims = np.column_stack([
-            simulate_summary_statistic(int(group_n[g]), p0s[g], laws[g], B, gens[g])
-            if group_n[g] >= 2 else np.zeros(B)
-            for g in range(m)
-        ])
-        p_obs, _ = pooled_p_values(obs, sims)
-        u = 1.0 - (1.0 - level) ** (1.0 / m)
-        p = float(1.0 - (1.0 - p_obs.min()) ** m)
-    elif ch.split == "epsilon":
-        sims = simulate_joint_statistics(s.n, p0_fine, ch.levels, laws, B, gen)
-        p_obs, p_sims = pooled_p_values(obs, sims)
-        minp = np.concatenate([[p_obs.min()], p_sims.min(axis=1)])
-        u = float(np.quantile(minp, level, method="inverted_cdf"))
-        p = float(np.count_nonzero(minp <= p_obs.min()) / len(minp))
-    if ch.split == "details":
-        # max over J of S_J standardised by the pooled (observation + replicates) mean and sd: a symmetric
-        # function of the pool, so the observation's rank among the B + 1 maxima is an exact p-value
-        # (measured: more powerful than the minimum p-value, 0.35 against 0.27 at ‖f − f0‖₂ = 0.3, n = 10^4)
-        p_obs, _ = pooled_p_values(obs, sims)
-        pool = np.vstack([obs[None, :], sims])
-        mu, sd = pool.mean(axis=0), pool.std(axis=0)
-        sd[sd == 0] = 1.0
-        zmax = ((pool - mu) / sd).max(axis=1)
-        p = float(np.count_nonzero(zmax >= zmax[0]) / len(zmax))
-        thresholds = mu + critical_value(zmax[1:], level)[0] * sd
-    else:
+        if ch.split == "rows":
+            gens = gen.spawn(m)
+            sims = np.column_stack([
+                simulate_summary_statistic(int(group_n[g]), p0s[g], laws[g], B, gens[g])
+                if group_n[g] >= 2 else np.zeros(B)
+                for g in range(m)
+            ])
+            p_obs, _ = pooled_p_values(obs, sims)
+            u = 1.0 - (1.0 - level) ** (1.0 / m)
+            p = float(1.0 - (1.0 - p_obs.min()) ** m)
+        else:
+            sims = simulate_joint_statistics(s.n, p0_fine, ch.levels, laws, B, gen)
+            p_obs, p_sims = pooled_p_values(obs, sims)
+            minp = np.concatenate([[p_obs.min()], p_sims.min(axis=1)])
+            u = float(np.quantile(minp, level, method="inverted_cdf"))
+            p = float(np.count_nonzero(minp <= p_obs.min()) / len(minp))
         thresholds = np.array([critical_value(sims[:, g], u)[0] for g in range(m)])
     stat = float(np.max(obs - thresholds))
     agg = (sims - thresholds).max(axis=1)
@@ -243,6 +232,20 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
         epsilon=ch.epsilon, method=f"adaptive, split {ch.split}", null=nul.description, J=list(ch.levels),
         details=details, seed=seed, privacy_unit=s.privacy_unit, null_sample=agg,
     )
+
+
+def _max_standardised(obs: np.ndarray, sims: np.ndarray, level: float) -> tuple[np.ndarray, float, np.ndarray]:
+    """Combine jointly simulated statistics by their maximum after standardising each by the mean and sd of the
+    pool (observation and replicates): a symmetric function of the pool, so the observation's rank among the
+    B + 1 maxima is an exact p-value (measured: more powerful than the minimum p-value, 0.35 against 0.27 at
+    ‖f − f0‖₂ = 0.3, n = 10^4, for the nested test). Returns (per-J p-values, p-value, per-J thresholds)."""
+    p_obs, _ = pooled_p_values(obs, sims)
+    pool = np.vstack([obs[None, :], sims])
+    mu, sd = pool.mean(axis=0), pool.std(axis=0)
+    sd[sd == 0] = 1.0
+    zmax = ((pool - mu) / sd).max(axis=1)
+    p = float(np.count_nonzero(zmax >= zmax[0]) / len(zmax))
+    return p_obs, p, mu + critical_value(zmax[1:], level)[0] * sd
 
 
 def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,

@@ -24,7 +24,8 @@ _PUBLIC = {
     "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
     "Ledger": "ledger", "BudgetExceeded": "ledger",
     "Channel": "channels", "LaplaceHistogram": "channels", "LaplaceMean": "channels", "WaveletLaplace": "channels",
-    "HaarLaplace": "channels", "HaarAdaptive": "channels",
+    "HaarLaplace": "channels", "HaarAdaptive": "channels", "HybridMean": "channels", "RandomizedResponse": "channels",
+    "HadamardResponse": "channels",
     "estimate": "estimators", "histogram_density": "estimators", "wavelet_density": "estimators",
     "mean": "estimators", "DensityEstimate": "estimators", "MeanEstimate": "estimators",
     "LdpDaskError": "_validation", "InputDataError": "_validation",
@@ -34,7 +35,8 @@ _SUBMODULES = ("bases", "central", "gof", "channels", "estimators", "exactsum", 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import bases, central, channels, estimators, exactsum, gof, noise
     from ._validation import InputDataError, LdpDaskError
-    from .channels import Channel, HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, WaveletLaplace
+    from .channels import (Channel, HaarAdaptive, HaarLaplace, HadamardResponse, HybridMean, LaplaceHistogram,
+                           LaplaceMean, RandomizedResponse, WaveletLaplace)
     from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
     from .ledger import BudgetExceeded, Ledger
     from .options import RunOptions
@@ -76,6 +78,9 @@ __all__ = [
     "WaveletLaplace",
     "HaarLaplace",
     "HaarAdaptive",
+    "HybridMean",
+    "RandomizedResponse",
+    "HadamardResponse",
     "estimate",
     "histogram_density",
     "wavelet_density",

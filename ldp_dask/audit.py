@@ -28,7 +28,8 @@ import numpy as np
 from scipy.stats import beta
 
 from ._validation import LdpDaskError, check_int, check_probability
-from .channels import Channel, NumericChannel, RandomizedResponse
+from .channels import Channel, NumericChannel
+from .channels.categorical import CategoricalChannel
 
 __all__ = ["audit", "audit_channel", "audit_person", "AuditResult", "worst_pair", "miscalibrated"]
 
@@ -90,14 +91,10 @@ def _mean_view(channel: Channel, x: Any) -> np.ndarray:
 
 def _llr(channel: Channel, z: np.ndarray, x: Any, x_prime: Any) -> np.ndarray:
     """log p(z | x) − log p(z | x') under the channel's declared noise model."""
-    if isinstance(channel, RandomizedResponse):
-        p_in, p_out = channel.report_probabilities
-        cx, cxp = (int(channel.prepare(np.array([v]))[0][0]) for v in (x, x_prime))
-        if channel.encoding == "unary":
-            lr = math.log(p_in / (1 - p_in))
-            return lr * ((z[:, cx] == 1) * 2 - 1) - lr * ((z[:, cxp] == 1) * 2 - 1)
-        lr = math.log(p_in / p_out)
-        return lr * (z[:, cx] == 1) - lr * (z[:, cxp] == 1)
+    if hasattr(channel, "log_likelihood"):  # channels whose views have an explicit law (categorical, bounded means)
+        if isinstance(channel, CategoricalChannel):
+            x, x_prime = (int(channel.prepare(np.array([v]))[0][0]) for v in (x, x_prime))
+        return channel.log_likelihood(z, x) - channel.log_likelihood(z, x_prime)
     s = _scales(channel)
     a, ap = _mean_view(channel, x), _mean_view(channel, x_prime)
     live = s > 0
@@ -105,7 +102,7 @@ def _llr(channel: Channel, z: np.ndarray, x: Any, x_prime: Any) -> np.ndarray:
 
 
 def _rows(channel: Channel, x: Any, m: int, rng: np.random.Generator) -> np.ndarray:
-    vals = np.array([x] * m) if isinstance(channel, RandomizedResponse) else np.full(m, float(x))
+    vals = np.array([x] * m) if isinstance(channel, CategoricalChannel) else np.full(m, float(x))
     return channel.privatize(channel.prepare(vals)[0], rng)
 
 
@@ -199,8 +196,10 @@ def audit_person(channel: Channel, max_contributions: int, rows: int, x: Any = N
 
 def worst_pair(channel: Channel, grid: int = 257) -> tuple[Any, Any]:
     """The pair of inputs whose mean views are farthest apart in noise units (Σ|a − a'|/σ)."""
-    if isinstance(channel, RandomizedResponse):
+    if isinstance(channel, CategoricalChannel):
         return channel.labels[0], channel.labels[1]
+    if hasattr(channel, "worst_pair"):
+        return channel.worst_pair()
     if not isinstance(channel, NumericChannel):
         raise LdpDaskError(f"no automatic pair for channel {channel.name!r}; give x and x' to audit()")
     lo, hi = channel.domain
@@ -223,17 +222,17 @@ def audit_channel(channel: Channel, samples: int = 200_000, rng: np.random.Gener
 def miscalibrated(channel: Channel, factor: float = 2.0) -> Channel:
     """A copy of ``channel`` that really spends ``factor`` × its ε while reporting the same ε.
 
-    The noise scales are divided by ``factor`` (randomized response: its keep
-    probability is that of a ``factor`` × ε channel). For testing auditors only.
+    The noise scales are divided by ``factor``; a channel with an explicit output law (categorical, bounded
+    means) is rebuilt at ``factor`` × ε and keeps the old ε on its label. For testing auditors only.
     """
     import copy
 
+    if hasattr(channel, "log_likelihood"):
+        ch = type(channel).from_params({**channel.params(), "epsilon": channel.epsilon * factor})
+        ch.epsilon = channel.epsilon
+        return ch
     ch = copy.copy(channel)
-    eps = channel.epsilon * factor
-    if isinstance(ch, RandomizedResponse):
-        ch.keep = (math.exp(eps) / (math.exp(eps) + ch.dim - 1) if ch.encoding != "unary"
-                   else math.exp(eps / 2) / (1 + math.exp(eps / 2)))
-    elif hasattr(ch, "scales"):
+    if hasattr(ch, "scales"):
         ch.scales = np.asarray(ch.scales) / factor
         if hasattr(ch, "lattice_scales"):
             ch.lattice_scales = np.asarray(ch.lattice_scales) / factor

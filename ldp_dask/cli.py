@@ -201,7 +201,7 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
             p.add_argument(opt.flag, type=opt.type, choices=opt.choices, nargs="+" if opt.many else None,
                            default=None, help=text)
         if name == "categories":
-            p.add_argument("--categories-file", default=None, help="rr: file with one public category per line")
+            p.add_argument("--categories-file", default=None, help="rr, hadamard: file with one public category per line")
 
 
 def _progress_arg(p: argparse.ArgumentParser) -> None:

@@ -148,7 +148,7 @@ def _release_prepared(x: np.ndarray, n_clipped: int, job: _Job, key: bytes, inde
 
 def _write_rows(job: _Job, index: int, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Privatize ``x`` block by block, write the views to partition ``index``'s file, return their exact sums."""
-    dim = job.channel.dim
+    dim = job.channel.view_dim
     block = max(1, ROWS_BLOCK_VALUES // dim)
     schema = pa.schema(
         [("z", pa.list_(pa.float64(), dim))],

@@ -334,7 +334,7 @@ def _checked(url: str, meta: dict[str, Any], table: pa.Table) -> tuple[Channel, 
     stat = np.asarray(table.column("statistic").to_pylist(), dtype=object)
     index = table.column("index").to_numpy()
     value = table.column("value").to_numpy()
-    expected = {k: int(np.size(v)) for k, v in channel.row_sums(np.zeros((1, channel.dim))).items()}
+    expected = {k: int(np.size(v)) for k, v in channel.row_sums(np.zeros((1, channel.view_dim))).items()}
     if set(stat.tolist()) != set(expected):
         raise bad(f"statistics {sorted(set(stat.tolist()))}, expected {sorted(expected)} for this channel")
     if not np.all(np.isfinite(value)):

@@ -1,6 +1,6 @@
-"""The privacy auditor on the randomized-response channels (the Laplace channels are audited in both
-noise modes in tests/test_laws.py): a channel's audited ε lower bound stays ≤ its ε, and a channel
-that really spends about 2ε is caught. Bounds are one-sided Clopper–Pearson bounds at confidence
+"""The privacy auditor on the channels with an explicit output law (categorical, bounded means; the Laplace
+channels are audited in both noise modes in tests/test_laws.py): a channel's audited ε lower bound stays ≤ its ε,
+and a channel that really spends about 2ε is caught. Bounds are one-sided Clopper–Pearson bounds at confidence
 1 − 10⁻³, so a correct channel fails "passed" with probability ≤ 10⁻³ for a random seed; the seeds
 are fixed."""
 
@@ -10,13 +10,18 @@ import numpy as np
 import pytest
 
 from ldp_dask.audit import audit, audit_channel, miscalibrated, worst_pair
-from ldp_dask.channels import LaplaceHistogram, RandomizedResponse
+from ldp_dask.channels import HadamardResponse, HybridMean, LaplaceHistogram, RandomizedResponse
 
 ALPHA = 1e-3
 CHANNELS = {
     "rr-kary": lambda: RandomizedResponse(1.0, ["a", "b", "c", "d"]),
     "rr-unary": lambda: RandomizedResponse(1.0, [1, 2, 3, 4], encoding="unary"),
+    "rr-oue": lambda: RandomizedResponse(1.0, [1, 2, 3, 4], encoding="oue"),
     "rr-warner": lambda: RandomizedResponse(1.0, ["no", "yes"], encoding="warner"),
+    "hadamard": lambda: HadamardResponse(1.0, ["a", "b", "c", "d", "e"]),
+    "hybrid-mean": lambda: HybridMean(1.0, (0.0, 10.0)),
+    "hybrid-mean-piecewise-continuous": lambda: HybridMean(1.0, (0.0, 10.0), "piecewise", "continuous"),
+    "hybrid-mean-duchi": lambda: HybridMean(1.0, (-1.0, 1.0), "duchi"),
 }
 
 

@@ -223,7 +223,7 @@ def test_mismatched_summaries_and_estimators(good, tmp_path, capsys):
     for call, match in [
         (lambda: gof.test(s, "uniform"), "'haar' channel"),
         (lambda: wavelet_density(s), "'wavelet' channel"),
-        (lambda: frequencies(s), "'rr' channel"),
+        (lambda: frequencies(s), "needs a summary of a categorical channel"),
         (lambda: ldp_dask.histogram_density(s), "'histogram' or 'haar' channel"),
         (lambda: ldp_dask.estimate(s, gamma=2.0), "do not apply"),
         (lambda: ldp_dask.read_summary(tmp_path / "nope.parquet"), "no such summary"),

@@ -14,15 +14,17 @@ import pytest
 
 import ldp_dask
 from ldp_dask import LaplaceHistogram, LaplaceMean, WaveletLaplace, exactsum
+from ldp_dask.channels import HybridMean
 
 pytestmark = pytest.mark.cluster
 
 HIST = LaplaceHistogram(1.0, 16, (0.0, 1.0))
 MEAN = LaplaceMean(0.5, (0.0, 1.0))
 WAVELET = WaveletLaplace(1.0, (0.0, 1.0), 2, 6, wavelet="db4")  # numba kernel in the worker processes
+HYBRID = HybridMean(1.0, (0.0, 1.0))  # one view drawn per row in summary mode
 
 
-@pytest.mark.parametrize("channel", [HIST, MEAN, WAVELET], ids=["histogram", "mean", "wavelet"])
+@pytest.mark.parametrize("channel", [HIST, MEAN, WAVELET, HYBRID], ids=["histogram", "mean", "wavelet", "hybrid-mean"])
 @pytest.mark.parametrize("partition_rows", [None, 30_000, 50_000])
 def test_cluster_equals_in_process_bit_for_bit(cluster, beta_dataset, channel, partition_rows):
     oracle = ldp_dask.privatize(str(beta_dataset), column="x", channel=channel, client="local",

@@ -28,26 +28,26 @@ def _output_law(ch: RandomizedResponse, x: int) -> dict[tuple[int, ...], float]:
     """Exact P(report | x) from the channel's probabilities, by enumeration."""
     d = ch.dim
     p_in, p_out = ch.report_probabilities
-    if ch.encoding == "unary":
+    if ch.encoding in ("unary", "oue"):
         law = {}
         for bits in itertools.product([0, 1], repeat=d):
             pr = 1.0
             for j, b in enumerate(bits):
-                keep = p_in  # P(bit j reported as its true value)
-                truth = 1 if j == x else 0
-                pr *= keep if b == truth else 1 - keep
+                one = p_in if j == x else p_out  # P(bit j reported as 1)
+                pr *= one if b == 1 else 1 - one
             law[bits] = pr
         return law
     return {tuple(int(i == j) for i in range(d)): (p_in if j == x else p_out) for j in range(d)}
 
 
 @pytest.mark.parametrize("encoding, cats", [("kary", ["a", "b", "c", "d"]), ("unary", [1, 2, 3, 4]),
-                                            ("warner", ["no", "yes"]), ("kary", list(range(40)))])
+                                            ("oue", [1, 2, 3, 4]), ("warner", ["no", "yes"]),
+                                            ("kary", list(range(40)))])
 @pytest.mark.parametrize("eps", [0.3, 1.0, 3.0])
 def test_exact_likelihood_ratios(encoding, cats, eps):
     ch = RandomizedResponse(eps, cats, encoding=encoding)
     assert ch.epsilon_spent() <= eps and ch.epsilon_spent() >= eps * (1 - 1e-9)
-    d = min(ch.dim, 4) if encoding == "unary" else ch.dim
+    d = min(ch.dim, 4) if encoding in ("unary", "oue") else ch.dim
     laws = [_output_law(ch, x) for x in range(d)]
     for law in laws:
         assert abs(sum(law.values()) - 1) < 1e-12
@@ -55,7 +55,7 @@ def test_exact_likelihood_ratios(encoding, cats, eps):
     assert worst <= eps + 1e-12 and abs(worst - ch.epsilon_spent()) < 1e-9
 
 
-@pytest.mark.parametrize("encoding", ["kary", "unary"])
+@pytest.mark.parametrize("encoding", ["kary", "unary", "oue"])
 def test_privatize_follows_the_stated_probabilities(encoding):
     ch = RandomizedResponse(1.0, ["a", "b", "c"], encoding=encoding)
     rng = np.random.default_rng(1)
@@ -67,7 +67,7 @@ def test_privatize_follows_the_stated_probabilities(encoding):
     assert stats.chisquare(obs, np.array([law[k] for k in keys]) * len(z)).pvalue > ALPHA
 
 
-@pytest.mark.parametrize("encoding", ["kary", "kary-per-row", "unary", "warner"])
+@pytest.mark.parametrize("encoding", ["kary", "kary-per-row", "unary", "oue", "warner"])
 @pytest.mark.parametrize("m", [1, 5, 60])
 def test_summary_law_equals_rows_law(encoding, m, monkeypatch):
     if encoding == "kary-per-row":  # the O(rows + d) draw used above MULTINOMIAL_MAX_CATEGORIES, on 4 categories
@@ -89,7 +89,7 @@ def test_summary_law_equals_rows_law(encoding, m, monkeypatch):
             assert stats.chi2_contingency(np.vstack([a[keep], b[keep]]))[1] > ALPHA
 
 
-@pytest.mark.parametrize("encoding", ["kary", "unary"])
+@pytest.mark.parametrize("encoding", ["kary", "unary", "oue"])
 def test_debiased_frequencies_are_unbiased(encoding):
     # R = 300 summaries at n = 2000; tolerance Z × sd/√R per category (8 checks: false failure < 1e-4)
     theta = np.array([0.5, 0.25, 0.15, 0.1])
@@ -208,7 +208,7 @@ def test_local_quantiles_from_a_histogram_summary():
                                            seed=1))
 
 
-@pytest.mark.parametrize("encoding", ["kary", "unary"])
+@pytest.mark.parametrize("encoding", ["kary", "unary", "oue"])
 def test_frequency_intervals_cover(encoding):
     # 95% intervals per category over 300 data sets (d = 5, skewed frequencies): the pooled coverage,
     # with the standard error of 300 independent data sets (sd ≤ 1.3%), must reach 95% up to 3.3 sd
@@ -216,7 +216,7 @@ def test_frequency_intervals_cover(encoding):
     theta = np.array([0.5, 0.2, 0.15, 0.1, 0.05])
     cats = list("abcde")
     ch = RandomizedResponse(1.0, cats, encoding=encoding)
-    rng = np.random.default_rng(12 if encoding == "kary" else 13)
+    rng = np.random.default_rng({"kary": 12, "unary": 13, "oue": 14}[encoding])
     reps, hits = 300, 0
     for r in range(reps):
         x = np.array(cats)[rng.choice(5, size=4000, p=theta)]

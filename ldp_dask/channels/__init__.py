@@ -7,6 +7,9 @@ from typing import Any
 
 from .._validation import LdpDaskError
 from .base import Channel, NumericChannel, Option, noise_scale_for
+from .categorical import CategoricalChannel
+from .hadamard import HadamardResponse
+from .hybrid import HybridMean
 from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
@@ -18,12 +21,15 @@ __all__ = [
     "NumericChannel",
     "LaplaceHistogram",
     "LaplaceMean",
+    "HybridMean",
     "WaveletLaplace",
     "wavelet_levels",
     "linear_level",
     "HaarLaplace",
     "HaarAdaptive",
     "RandomizedResponse",
+    "HadamardResponse",
+    "CategoricalChannel",
     "ENCODINGS",
     "haar_level",
     "adaptive_levels",
@@ -42,10 +48,12 @@ __all__ = [
 CHANNELS: dict[str, type[Channel]] = {
     LaplaceHistogram.name: LaplaceHistogram,
     LaplaceMean.name: LaplaceMean,
+    HybridMean.name: HybridMean,
     WaveletLaplace.name: WaveletLaplace,
     HaarLaplace.name: HaarLaplace,
     HaarAdaptive.name: HaarAdaptive,
     RandomizedResponse.name: RandomizedResponse,
+    HadamardResponse.name: HadamardResponse,
 }
 
 

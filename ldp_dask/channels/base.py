@@ -9,7 +9,8 @@ Every channel provides
 * ``epsilon`` (requested) and :meth:`epsilon_spent`, computed from the
   channel's own sensitivity and noise scale; construction refuses a
   configuration that would spend more than requested;
-* ``dim`` and :meth:`privatize` ``(x, rng) -> (rows, dim)`` — rows mode;
+* ``dim`` (coordinates of the released sums) and :meth:`privatize` ``(x, rng) -> (rows, view_dim)`` — rows
+  mode (``view_dim`` is ``dim`` unless a row's view is more compact than the sums);
 * :meth:`exact_stats` / :meth:`add_noise` and their composition :meth:`stats`
   — summary mode: the sums of the rows' views drawn exactly in distribution
   without materialising any row's view (docs/privacy.md). The exact statistics never
@@ -158,7 +159,7 @@ class Channel(ABC):
 
     @abstractmethod
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Each row's private view, shape ``(len(x), dim)`` (rows mode)."""
+        """Each row's private view, shape ``(len(x), view_dim)`` (rows mode)."""
 
     @abstractmethod
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -173,6 +174,12 @@ class Channel(ABC):
     def stats(self, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Summary mode for one block: ``add_noise(exact_stats(x), len(x), rng)``."""
         return self.add_noise(self.exact_stats(x), len(x), rng)
+
+    @property
+    def view_dim(self) -> int:
+        """Columns of one row's released view (rows mode); ``dim`` unless the view is more compact than the sums
+        (Hadamard response releases one index, summed into K counts)."""
+        return self.dim
 
     def row_sums(self, z: np.ndarray) -> dict[str, np.ndarray]:
         """The same statistics computed from released views ``z`` (rows mode)."""

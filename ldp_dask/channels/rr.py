@@ -1,4 +1,5 @@
-"""Randomized response on a categorical column (Duchi, Jordan and Wainwright 2018; Warner 1965; docs/channels.md).
+"""Randomized response on a categorical column (Duchi, Jordan and Wainwright 2018; Warner 1965; Wang, Blocki, Li
+and Jha 2017; docs/channels.md).
 
 The category domain c_1..c_d is public (given by the user); a value outside
 it is an error unless ``other=True`` maps it to an extra category. Encodings:
@@ -9,17 +10,23 @@ it is an error unless ``other=True`` maps it to an extra category. Encodings:
 ``unary`` (Duchi, Jordan and Wainwright 2018: per-coordinate RR on the one-hot vector)
     keep each of the d bits with probability q = e^{α/2}/(1 + e^{α/2}), flip it
     otherwise. Two one-hot vectors differ in two bits: ratio (q/(1−q))² = e^α.
+``oue`` (optimized unary encoding, Wang, Blocki, Li and Jha 2017)
+    the true category's bit is 1 with probability p_in = 1/2, every other bit
+    is 1 with probability p_out = 1/(e^α + 1). Two one-hot vectors differ in two
+    bits: ratio p_in(1 − p_out)/((1 − p_in)p_out) = e^α. The variance of a
+    frequency, 4e^α/(n(e^α − 1)²) for rare categories, does not grow with d and
+    is the smallest of the unary encodings.
 ``warner`` (Warner 1965; d = 2)
     report the true bit with probability e^α/(1 + e^α).
 
 ``epsilon_spent()`` is the log of the largest likelihood ratio, computed from
-the channel's own probabilities (nudged down by ulps where float rounding of
-p would overspend).
+the channel's own probabilities (nudged by ulps where float rounding of a
+probability would overspend).
 
 Released statistic ``sum``: per category, the number of rows reporting it
-(kary, warner) or reporting its bit as 1 (unary). Summary mode draws it
-exactly in distribution from the exact counts N (docs/privacy.md): unary:
-Binomial(N_c, q) + Binomial(m − N_c, 1 − q) per bit; kary: per true category
+(kary, warner) or reporting its bit as 1 (unary, oue). Summary mode draws it
+exactly in distribution from the exact counts N (docs/privacy.md): unary/oue:
+Binomial(N_c, p_in) + Binomial(m − N_c, p_out) per bit; kary: per true category
 Binomial(N_c, p) keep their category and the rest are spread as
 Multinomial(·, uniform over the d − 1 others).
 """
@@ -30,43 +37,22 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from .._validation import InputDataError, LdpDaskError, check_epsilon
-from .base import Channel, Option
+from .._validation import LdpDaskError, check_epsilon
+from .base import Option
+from .categorical import CATEGORIES_OPTION, MAX_CATEGORIES, OTHER, OTHER_OPTION, CategoricalChannel, nudge
 
 __all__ = ["RandomizedResponse", "ENCODINGS", "OTHER", "MAX_CATEGORIES"]
 
-ENCODINGS = ("kary", "unary", "warner")
-#: Label of the extra category of ``other=True``.
-OTHER = "__other__"
-MAX_CATEGORIES = 100_000
+ENCODINGS = ("kary", "unary", "oue", "warner")
+#: encodings that release one bit per category (independent bits)
+BIT_ENCODINGS = ("unary", "oue")
 #: Up to this many categories the k-ary summary draws one multinomial per true category (O(d²), cheap for small
 #: d); above it, one uniform draw per moved row (O(rows + d)).
 MULTINOMIAL_MAX_CATEGORIES = 1024
 
 
-def _check_categories(categories: Any) -> list[Any]:
-    if isinstance(categories, (str, bytes)) or not hasattr(categories, "__iter__"):
-        raise LdpDaskError(f"The 'categories' parameter must be a list of category labels. Got {categories!r} instead.")
-    cats = list(categories)
-    if not cats:
-        raise LdpDaskError("The 'categories' parameter must not be empty.")
-    kinds = {type(c) for c in cats}
-    if not (kinds <= {str} or kinds <= {int}):
-        raise LdpDaskError("The 'categories' parameter must hold only strings or only integers. "
-                           f"Got types {sorted(k.__name__ for k in kinds)} instead.")
-    seen: set[Any] = set()
-    dup = [c for c in cats if c in seen or seen.add(c)]  # type: ignore[func-returns-value]
-    if dup:
-        raise LdpDaskError(f"The 'categories' parameter has duplicates: {dup[:5]!r}.")
-    if len(cats) > MAX_CATEGORIES:
-        raise LdpDaskError(f"The 'categories' parameter has {len(cats):,} categories; the limit is {MAX_CATEGORIES:,}.")
-    return cats
-
-
-class RandomizedResponse(Channel):
+class RandomizedResponse(CategoricalChannel):
     """Randomized response over a public list of categories.
 
     Parameters
@@ -75,132 +61,77 @@ class RandomizedResponse(Channel):
         Privacy parameter α > 0 per row.
     categories : sequence of str or int
         The public category domain (no duplicates).
-    encoding : {"kary", "unary", "warner"}
+    encoding : {"kary", "unary", "oue", "warner"}
         See the module docstring; ``warner`` needs exactly two categories.
     other : bool
         Map values outside ``categories`` to an extra category ``"__other__"``
         instead of failing.
+
+    Notes
+    -----
+    Frequency variance per category (ldp_dask.estimators.frequencies): π_c(1 − π_c)/(n(p_in − p_out)²) with
+    π_c = p_out + (p_in − p_out)θ_c; for a rare category that is (e^α + d − 2)/(n(e^α − 1)²) (kary),
+    e^{α/2}/(n(e^{α/2} − 1)²) (unary) and 4e^α/(n(e^α − 1)²) (oue).
     """
 
     name = "rr"
-    value_kind = "categorical"
     options = (
-        Option("categories", "the public categories", many=True),
-        Option("encoding", "generalized k-ary (kary), per-bit unary, or Warner's (two categories)", default="kary",
-               choices=ENCODINGS),
-        Option("other", "map values outside the categories to '__other__' instead of failing", default=False,
-               switch=True),
+        CATEGORIES_OPTION,
+        Option("encoding", "generalized k-ary (kary), per-bit unary, optimized unary (oue), or Warner's "
+                           "(two categories)", default="kary", choices=ENCODINGS),
+        OTHER_OPTION,
     )
-
-    @classmethod
-    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> "RandomizedResponse":
-        if domain is not None:
-            raise LdpDaskError("The 'rr' channel takes a list of categories, not a numeric 'domain'.")
-        if "categories" not in options:
-            raise LdpDaskError("The 'rr' channel needs the public list of categories ('categories').")
-        return cls(epsilon=epsilon, **options)
 
     def __init__(self, epsilon: float, categories: Sequence[Any], encoding: str = "kary", other: bool = False) -> None:
         self.epsilon = check_epsilon(epsilon)
-        self.categories = _check_categories(categories)
         if encoding not in ENCODINGS:
             raise LdpDaskError(f"The 'encoding' parameter must be one of {', '.join(ENCODINGS)}. Got {encoding!r} instead.")
         self.encoding = encoding
-        self.other = bool(other)
-        self.labels = self.categories + ([OTHER] if self.other else [])
-        d = self.dim = len(self.labels)
-        if d < 2:
-            raise LdpDaskError("randomized response needs at least two categories (counting 'other').")
+        d = self.dim = self._set_categories(categories, other)
         if encoding == "warner" and d != 2:
             raise LdpDaskError(f"The 'warner' encoding needs exactly two categories; got {d}.")
         e = math.exp(self.epsilon)
         if encoding == "unary":
             h = math.exp(self.epsilon / 2)
-            self.keep = h / (1.0 + h)
-            while 2 * math.log(self.keep / (1 - self.keep)) > self.epsilon:
-                self.keep = math.nextafter(self.keep, 0.0)
+            self.p_in = nudge(h / (1.0 + h), lambda p: 2 * math.log(p / (1 - p)), self.epsilon)
+            self.p_out = 1.0 - self.p_in
+        elif encoding == "oue":
+            self.p_in = 0.5
+            self.p_out = nudge(1.0 / (e + 1.0), lambda q: math.log((1 - q) / q), self.epsilon, toward=1.0)
         else:
-            self.keep = e / (e + d - 1)
-            while self._kary_ratio() > self.epsilon:
-                self.keep = math.nextafter(self.keep, 0.0)
-        self._value_set = pa.array(self.categories)
-
-    def _kary_ratio(self) -> float:
-        return math.log(self.keep / ((1.0 - self.keep) / (self.dim - 1)))
+            self.p_in = nudge(e / (e + d - 1), lambda p: math.log(p / ((1.0 - p) / (d - 1))), self.epsilon)
+            self.p_out = (1.0 - self.p_in) / (d - 1)
 
     def epsilon_spent(self) -> float:
-        if self.encoding == "unary":
-            return 2 * math.log(self.keep / (1.0 - self.keep))
-        return self._kary_ratio()
+        p, q = self.p_in, self.p_out
+        if self.encoding in BIT_ENCODINGS:  # two bits differ between two one-hot vectors
+            return math.log(p * (1 - q) / ((1 - p) * q))
+        return math.log(p / q)
 
     def params(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "categories": list(self.categories), "encoding": self.encoding,
                 "other": self.other}
 
-    # --- response probabilities (estimators use them) ------------------------------------------------------
     @property
     def report_probabilities(self) -> tuple[float, float]:
         """(P(report c | true c), P(report c | true ≠ c)) per category or bit."""
-        if self.encoding == "unary":
-            return self.keep, 1.0 - self.keep
-        return self.keep, (1.0 - self.keep) / (self.dim - 1)
+        return self.p_in, self.p_out
 
-    # --- data ------------------------------------------------------------------------------------------------
-    def prepare(self, x: Any, clip: bool = False) -> tuple[np.ndarray, int]:
-        """Map raw values (pyarrow or numpy; strings, dictionary or integers) to category codes 0..d−1.
-
-        Values outside the categories raise unless ``other``; messages never quote values.
-        """
-        if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and x.dtype != object:
-            arr: Any = pa.array(x)
-        elif isinstance(x, (pa.Array, pa.ChunkedArray)):
-            arr = x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x
-        else:
-            try:
-                arr = pa.array(np.asarray(x) if not isinstance(x, list) else x)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                raise InputDataError("the column cannot be read as categories") from None
-        if pa.types.is_dictionary(arr.type):
-            codes_dict = self._codes(arr.dictionary)
-            codes = pc.take(codes_dict, arr.indices)
-        else:
-            codes = self._codes(arr)
-        missing = codes.null_count
-        if missing:
-            if not self.other:
-                raise InputDataError(
-                    "the column contains values outside the declared categories; "
-                    "add them to the category list or pass other=True (--other)"
-                )
-            codes = pc.fill_null(codes, self.dim - 1)
-        return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64), 0
-
-    def _codes(self, arr: pa.Array) -> pa.Array:
-        want = self._value_set.type
-        if arr.type != want:
-            both_int = pa.types.is_integer(arr.type) and pa.types.is_integer(want)
-            both_str = (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) and pa.types.is_string(want)
-            if not (both_int or both_str):
-                raise InputDataError(
-                    f"the column has type {arr.type} but the categories are {'integers' if pa.types.is_integer(want) else 'strings'}"
-                )
-            if both_int and pa.types.is_uint64(arr.type) and not pa.types.is_uint64(want):
-                # values above the categories' type cannot be categories: make them missing, not a cast error
-                limit = pa.scalar(np.iinfo(want.to_pandas_dtype()).max, pa.uint64())
-                arr = pc.if_else(pc.less_equal(arr, limit), arr, pa.scalar(None, pa.uint64()))
-            arr = arr.cast(want)
-        return pc.index_in(arr, value_set=self._value_set)
-
-    def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        return {"counts": np.bincount(x, minlength=self.dim).astype(np.int64)}
+    def log_likelihood(self, z: np.ndarray, code: int) -> np.ndarray:
+        z = np.asarray(z) == 1
+        p, q = self.p_in, self.p_out
+        if self.encoding in BIT_ENCODINGS:
+            base = np.where(z, math.log(q), math.log1p(-q)).sum(axis=1)
+            return base + np.where(z[:, code], math.log(p / q), math.log((1 - p) / (1 - q)))
+        return np.where(z[:, code], math.log(p), math.log(q))
 
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         N = np.asarray(exact["counts"], dtype=np.int64)
         d = self.dim
-        if self.encoding == "unary":
-            ones = rng.binomial(N, self.keep) + rng.binomial(m - N, 1.0 - self.keep)
+        if self.encoding in BIT_ENCODINGS:
+            ones = rng.binomial(N, self.p_in) + rng.binomial(m - N, self.p_out)
             return {"sum": ones.astype(np.float64)}
-        kept = rng.binomial(N, self.keep)
+        kept = rng.binomial(N, self.p_in)
         moved = N - kept
         out = kept.astype(np.int64)
         if d > MULTINOMIAL_MAX_CATEGORIES:
@@ -222,12 +153,12 @@ class RandomizedResponse(Channel):
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n, d = len(x), self.dim
-        if self.encoding == "unary":
-            bits = np.zeros((n, d))
-            bits[np.arange(n), x] = 1.0
-            flip = rng.random((n, d)) >= self.keep
-            return np.where(flip, 1.0 - bits, bits)
-        stay = rng.random(n) < self.keep
+        if self.encoding in BIT_ENCODINGS:
+            own = np.zeros((n, d), dtype=bool)
+            own[np.arange(n), x] = True
+            u = rng.random((n, d))
+            return np.where(own, u < self.p_in, u >= 1.0 - self.p_out).astype(np.float64)
+        stay = rng.random(n) < self.p_in
         other = rng.integers(0, d - 1, size=n)
         other += other >= x  # uniform over the d − 1 categories other than x
         report = np.where(stay, x, other)

@@ -25,7 +25,8 @@ __all__ = [
 #: The natural estimator of each channel's summaries (adaptive Haar summaries feed the goodness-of-fit test).
 ESTIMATORS: dict[str, Callable[..., Any]] = {
     "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "mean": mean,
-    "rr": frequencies,
+    "hybrid-mean": mean,
+    "rr": frequencies, "hadamard": frequencies,
 }
 
 
@@ -35,7 +36,7 @@ def estimator_for(channel: Channel | str) -> Callable[..., Any] | None:
 
 
 def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEstimate | FrequencyEstimate:
-    """The natural estimate for a summary's channel: density (histogram, haar, wavelet), mean, frequencies (rr)."""
+    """The natural estimate for a summary's channel: density (histogram, haar, wavelet), mean, frequencies (rr, hadamard)."""
     s = read_summary(summary)
     fn = estimator_for(s.channel)
     if fn is None:

@@ -1,14 +1,14 @@
-"""Category frequencies from a :class:`RandomizedResponse` summary (docs/estimators.md).
+"""Category frequencies from a categorical summary (randomized response, Hadamard response; docs/estimators.md).
 
-With S_j the number of reports of category j (kary, warner) or of 1-bits at
-coordinate j (unary), and (p_in, p_out) = P(report j | true j), P(report j |
-true ≠ j), the report rate is π_j = p_out + (p_in − p_out) θ_j, so
+With T_j the number of reports supporting category j — reports of j (kary, warner), 1-bits at coordinate j
+(unary, oue), reports in j's half of the Hadamard indices (hadamard) — and (p_in, p_out) = P(support j | true j),
+P(support j | true ≠ j), the support rate is π_j = p_out + (p_in − p_out) θ_j, so
 
     θ̂_j = (S_j/n − p_out) / (p_in − p_out)
 
 is unbiased (for unary, p_in − p_out = 2q − 1 = (e^{α/2} − 1)/(e^{α/2} + 1), the
-seed's formula with its typo fixed), with Var θ̂_j = π_j(1 − π_j)/(n (p_in − p_out)²);
-the standard error plugs in π̂_j = S_j/n and the interval is normal at
+formula of Duchi, Jordan and Wainwright with its typo fixed), with Var θ̂_j = π_j(1 − π_j)/(n (p_in − p_out)²);
+the standard error plugs in π̂_j = T_j/n and the interval is normal at
 ``level``. ``projection="simplex"`` replaces θ̂ by its Euclidean projection
 onto the probability simplex: a proper distribution, never farther from the
 truth in L2 (the truth lies in the simplex), free post-processing.
@@ -24,7 +24,7 @@ import numpy as np
 from scipy.stats import norm
 
 from .._validation import LdpDaskError, check_probability
-from ..channels import RandomizedResponse
+from ..channels import CategoricalChannel
 from ..summary import Summary, read_summary
 from .histogram import project_simplex
 from ..outputs import (Described, Description, Table, finish_plot, jsonable, new_axes, save_json, summary_facts,
@@ -98,15 +98,15 @@ def frequencies(summary: Summary | str, projection: str = "none", level: float =
     """Unbiased category frequencies (optionally projected onto the simplex) with intervals."""
     s = read_summary(summary)
     ch = s.channel
-    if not isinstance(ch, RandomizedResponse):
-        raise LdpDaskError(f"frequencies needs a summary of the 'rr' channel; got {ch.name!r}.")
+    if not isinstance(ch, CategoricalChannel):
+        raise LdpDaskError(f"frequencies needs a summary of a categorical channel ('rr', 'hadamard'); got {ch.name!r}.")
     if projection not in ("none", "simplex"):
         raise LdpDaskError(f"The 'projection' parameter must be 'none' or 'simplex'. Got {projection!r} instead.")
     level = check_probability(level, "level")
     n = s.n
     p_in, p_out = ch.report_probabilities
     slope = p_in - p_out
-    rate = s.sums["sum"] / n
+    rate = ch.support_counts(s.sums["sum"]) / n
     raw = (rate - p_out) / slope
     pi = np.clip(rate, 0.0, 1.0)
     se = np.sqrt(pi * (1 - pi) / n) / slope
@@ -114,6 +114,6 @@ def frequencies(summary: Summary | str, projection: str = "none", level: float =
     z = float(norm.ppf(0.5 + level / 2))
     return FrequencyEstimate(
         labels=list(ch.labels), frequencies=est, se=se, ci_low=raw - z * se, ci_high=raw + z * se, raw=raw,
-        method=f"{ch.encoding}" + ("+simplex" if projection == "simplex" else ""), n=n, epsilon=ch.epsilon,
+        method=ch.encoding + ("+simplex" if projection == "simplex" else ""), n=n, epsilon=ch.epsilon,
         level=level, info={**summary_info(s), "encoding": ch.encoding},
     )

@@ -1,6 +1,13 @@
-"""Mean and its confidence interval from a :class:`LaplaceMean` summary (docs/estimators.md).
+"""Mean and its confidence interval from a bounded-mean summary (docs/estimators.md).
 
-θ̂ = S/n is unbiased for E X with Var θ̂ = (Var X + 2b²)/n, b = (hi − lo)/α
+Hybrid, Piecewise and Duchi's mechanisms (:class:`~ldp_dask.channels.HybridMean`): θ̂ = S/n is unbiased for
+E X and the summary carries the sum of squares of the views, so the standard error is the views' sample standard
+deviation over √n — a consistent estimate of the whole variance (data and noise), with no bound on Var X needed.
+The share of it due to the noise is estimated from the mechanisms' closed-form Var[t* | t] (linear in E t²,
+solved for Var t); for Duchi's mechanism alone the views' variance B² − μ² does not depend on Var t, and the share
+reported is its lower bound with Var t at the Bhatia–Davis bound.
+
+Laplace mean (:class:`~ldp_dask.channels.LaplaceMean`): θ̂ = S/n is unbiased for E X with Var θ̂ = (Var X + 2b²)/n, b = (hi − lo)/α
 (docs/estimators.md: Var X/n + 8M²/(nα²)). Var X is not released, so the interval
 bounds it by the Bhatia–Davis inequality Var X ≤ (hi − μ)(μ − lo), with μ
 replaced by θ̂ clipped to the domain. At worst (Var X = 0 at the middle of the
@@ -15,7 +22,7 @@ import numpy as np
 from scipy.stats import norm
 
 from .._validation import LdpDaskError, check_probability
-from ..channels import LaplaceMean
+from ..channels import HybridMean, LaplaceMean
 from ..outputs import summary_info
 from ..summary import Summary, read_summary
 from .results import MeanEstimate
@@ -26,9 +33,11 @@ __all__ = ["mean"]
 def mean(summary: Summary | str, level: float = 0.95) -> MeanEstimate:
     """Private mean with a noise-aware confidence interval at ``level``."""
     s = read_summary(summary)
-    if not isinstance(s.channel, LaplaceMean):
-        raise LdpDaskError(f"mean needs a summary of the 'mean' channel; got {s.channel.name!r}.")
+    if not isinstance(s.channel, (LaplaceMean, HybridMean)):
+        raise LdpDaskError(f"mean needs a summary of a mean channel ('mean', 'hybrid-mean'); got {s.channel.name!r}.")
     level = check_probability(level, "level")
+    if isinstance(s.channel, HybridMean):
+        return _hybrid_mean(s, level)
     lo, hi = s.channel.domain
     n = s.n
     theta = float(s.sums["sum"][0] / n)
@@ -42,4 +51,33 @@ def mean(summary: Summary | str, level: float = 0.95) -> MeanEstimate:
         value=theta, se=se, ci=ci, level=level, n=n, epsilon=s.channel.epsilon,
         domain=(lo, hi), noise_share=var_noise / (var_x + var_noise),
         info=summary_info(s),
+    )
+
+
+def _hybrid_mean(s: Summary, level: float) -> MeanEstimate:
+    ch = s.channel
+    assert isinstance(ch, HybridMean)
+    n = s.n
+    if n < 2:
+        raise LdpDaskError(f"a mean interval needs at least 2 rows; the summary has {n}.")
+    lo, hi = ch.domain
+    total, squares = float(s.sums["sum"][0]), float(s.sums["sumsq"][0])
+    theta = total / n
+    # the views' sample variance, in t units: E of it is Var t + E Var[t* | t]
+    var_z = max(0.0, (squares - total * total / n) / (n - 1)) / ch.half**2
+    mu = min(max((theta - ch.mid) / ch.half, -1.0), 1.0)
+    base = float(ch.row_variance(0.0))  # Var[t* | t] = base + slope·t²
+    slope = float(ch.row_variance(1.0)) - base
+    if slope + 1 > 1e-12:  # var_z = Var t + base + slope (Var t + μ²)
+        var_t = (var_z - base - slope * mu * mu) / (1 + slope)
+    else:
+        var_t = 1 - mu * mu  # Duchi alone: not identified; Bhatia–Davis
+    var_t = min(max(var_t, 0.0), 1 - mu * mu)
+    se = ch.half * float(np.sqrt(var_z / n))
+    z = float(norm.ppf(0.5 + level / 2))
+    ci = (max(lo, theta - z * se), min(hi, theta + z * se))
+    share = 1.0 - var_t / var_z if var_z > 0 else 1.0
+    return MeanEstimate(
+        value=theta, se=se, ci=ci, level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
+        noise_share=min(max(share, 0.0), 1.0), info={**summary_info(s), "mechanism": ch.mechanism},
     )

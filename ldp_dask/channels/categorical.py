@@ -1,0 +1,160 @@
+"""What every channel on a categorical column shares: the public category list and the mapping of raw values
+(strings, dictionaries or integers, numpy or pyarrow) to category codes 0..d−1 (docs/channels.md).
+
+A categorical channel releases, per category ``c``, a count of "supporting" reports ``T_c`` with
+
+    P(a row of category c supports c) = p_in,   P(a row of another category supports c) = p_out,
+
+so that ``(T_c/n − p_out)/(p_in − p_out)`` is an unbiased frequency (ldp_dask.estimators.frequencies). The
+channels differ in what a row reports and in how ``T`` is read off the released sums (:meth:`support_counts`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._validation import InputDataError, LdpDaskError
+from .base import Channel, Option
+
+__all__ = ["CategoricalChannel", "CATEGORIES_OPTION", "OTHER_OPTION", "OTHER", "MAX_CATEGORIES", "check_categories",
+           "nudge"]
+
+#: Label of the extra category of ``other=True``.
+OTHER = "__other__"
+MAX_CATEGORIES = 100_000
+
+CATEGORIES_OPTION = Option("categories", "the public categories", many=True)
+OTHER_OPTION = Option("other", "map values outside the categories to '__other__' instead of failing", default=False,
+                      switch=True)
+
+
+def check_categories(categories: Any) -> list[Any]:
+    """The public category list, validated: strings only or integers only, no duplicates, at most 100,000."""
+    if isinstance(categories, (str, bytes)) or not hasattr(categories, "__iter__"):
+        raise LdpDaskError(f"The 'categories' parameter must be a list of category labels. Got {categories!r} instead.")
+    cats = list(categories)
+    if not cats:
+        raise LdpDaskError("The 'categories' parameter must not be empty.")
+    kinds = {type(c) for c in cats}
+    if not (kinds <= {str} or kinds <= {int}):
+        raise LdpDaskError("The 'categories' parameter must hold only strings or only integers. "
+                           f"Got types {sorted(k.__name__ for k in kinds)} instead.")
+    seen: set[Any] = set()
+    dup = [c for c in cats if c in seen or seen.add(c)]  # type: ignore[func-returns-value]
+    if dup:
+        raise LdpDaskError(f"The 'categories' parameter has duplicates: {dup[:5]!r}.")
+    if len(cats) > MAX_CATEGORIES:
+        raise LdpDaskError(f"The 'categories' parameter has {len(cats):,} categories; the limit is {MAX_CATEGORIES:,}.")
+    return cats
+
+
+def nudge(p: float, spent: Any, epsilon: float, toward: float = 0.0) -> float:
+    """The float nearest ``p`` (moving toward ``toward``) with ``spent(p) <= epsilon``: float rounding of a response
+    probability must not make the channel's likelihood ratio exceed e^ε."""
+    while spent(p) > epsilon:
+        p = math.nextafter(p, toward)
+    return p
+
+
+class CategoricalChannel(Channel):
+    """Base of the channels on a categorical column.
+
+    Subclasses set ``self.dim`` and their response probabilities after calling :meth:`_set_categories`, and
+    provide :attr:`report_probabilities` and :meth:`support_counts`.
+    """
+
+    value_kind: ClassVar[str] = "categorical"
+    categories: list[Any]
+    other: bool
+    labels: list[Any]
+
+    @classmethod
+    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> "Channel":
+        if domain is not None:
+            raise LdpDaskError(f"The {cls.name!r} channel takes a list of categories, not a numeric 'domain'.")
+        if "categories" not in options:
+            raise LdpDaskError(f"The {cls.name!r} channel needs the public list of categories ('categories').")
+        return cls(epsilon=epsilon, **options)  # type: ignore[call-arg]
+
+    def _set_categories(self, categories: Sequence[Any], other: bool) -> int:
+        """Validate and store the categories; return d, the number of labels (with ``__other__``)."""
+        self.categories = check_categories(categories)
+        self.other = bool(other)
+        self.labels = self.categories + ([OTHER] if self.other else [])
+        self._value_set = pa.array(self.categories)
+        if len(self.labels) < 2:
+            raise LdpDaskError(f"the {self.name!r} channel needs at least two categories (counting 'other').")
+        return len(self.labels)
+
+    @property
+    def categories_count(self) -> int:
+        """d, the number of labels (``__other__`` included)."""
+        return len(self.labels)
+
+    # --- what the estimator reads ------------------------------------------------------------------------------
+    @property
+    def report_probabilities(self) -> tuple[float, float]:
+        """(p_in, p_out): the probability that a row supports its own category, and another one."""
+        raise NotImplementedError
+
+    def support_counts(self, sums: np.ndarray) -> np.ndarray:
+        """T_c, the number of reports supporting each category, from the released ``sum`` statistic."""
+        return np.asarray(sums, dtype=np.float64)
+
+    def log_likelihood(self, z: np.ndarray, code: int) -> np.ndarray:
+        """log P(view | category ``code``) of each released row view ``z`` (the privacy audit's statistic)."""
+        raise NotImplementedError
+
+    # --- data ------------------------------------------------------------------------------------------------
+    def prepare(self, x: Any, clip: bool = False) -> tuple[np.ndarray, int]:
+        """Map raw values (pyarrow or numpy; strings, dictionary or integers) to category codes 0..d−1.
+
+        Values outside the categories raise unless ``other``; messages never quote values.
+        """
+        if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and x.dtype != object:
+            arr: Any = pa.array(x)
+        elif isinstance(x, (pa.Array, pa.ChunkedArray)):
+            arr = x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x
+        else:
+            try:
+                arr = pa.array(np.asarray(x) if not isinstance(x, list) else x)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                raise InputDataError("the column cannot be read as categories") from None
+        if pa.types.is_dictionary(arr.type):
+            codes_dict = self._codes(arr.dictionary)
+            codes = pc.take(codes_dict, arr.indices)
+        else:
+            codes = self._codes(arr)
+        missing = codes.null_count
+        if missing:
+            if not self.other:
+                raise InputDataError(
+                    "the column contains values outside the declared categories; "
+                    "add them to the category list or pass other=True (--other)"
+                )
+            codes = pc.fill_null(codes, len(self.labels) - 1)
+        return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64), 0
+
+    def _codes(self, arr: pa.Array) -> pa.Array:
+        want = self._value_set.type
+        if arr.type != want:
+            both_int = pa.types.is_integer(arr.type) and pa.types.is_integer(want)
+            both_str = (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) and pa.types.is_string(want)
+            if not (both_int or both_str):
+                raise InputDataError(
+                    f"the column has type {arr.type} but the categories are {'integers' if pa.types.is_integer(want) else 'strings'}"
+                )
+            if both_int and pa.types.is_uint64(arr.type) and not pa.types.is_uint64(want):
+                # values above the categories' type cannot be categories: make them missing, not a cast error
+                limit = pa.scalar(np.iinfo(want.to_pandas_dtype()).max, pa.uint64())
+                arr = pc.if_else(pc.less_equal(arr, limit), arr, pa.scalar(None, pa.uint64()))
+            arr = arr.cast(want)
+        return pc.index_in(arr, value_set=self._value_set)
+
+    def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        return {"counts": np.bincount(x, minlength=len(self.labels)).astype(np.int64)}

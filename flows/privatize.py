@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 import ldp_dask
-from ldp_dask.channels import build_channel, channel_class
+from ldp_dask.channels import AUTO, build_channel, value_kind_of
 from ldp_dask.estimators import estimator_for
 from ldp_dask.options import RunOptions
 from ldp_dask.pipeline import release_summary
@@ -26,11 +26,14 @@ from ._outputs import headline, publish_markdown, publish_plot, retry_on_io
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, persist_result=False)
 def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float] | None,
                  bins: int | str | None, partition_rows: int | None,
-                 options: dict[str, Any] | None = None, privacy_unit: str | None = None) -> dict[str, Any]:
-    """Read metadata only: plan partitions, build the channel (the release checks the outputs before any work)."""
-    dataset = plan(source, column, channel_class(channel).value_kind,
+                 options: dict[str, Any] | None = None, privacy_unit: str | None = None,
+                 mode: str = "summary") -> dict[str, Any]:
+    """Read metadata only: plan partitions, build the channel (the release checks the outputs before any work);
+    ``channel="auto"`` chooses it (ldp_dask.channels.choose_channel)."""
+    dataset = plan(source, column, value_kind_of(channel, (options or {}).get("categories")),
                    RunOptions(partition_rows=partition_rows, privacy_unit=privacy_unit))
-    ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}))
+    extra = {"mode": mode} if channel == AUTO else {}
+    ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}), **extra)
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
 
 
@@ -82,7 +85,8 @@ def privatize_flow(
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    planned = plan_release(source, column, channel, epsilon, domain, bins, partition_rows, options, privacy_unit)
+    planned = plan_release(source, column, channel, epsilon, domain, bins, partition_rows, options, privacy_unit,
+                           mode)
     ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
@@ -99,6 +103,7 @@ def privatize_flow(
         "epsilon_spent": ch.epsilon_spent(), "n": summary.n, "mode": mode,
         "key_id": meta["key_id"], "key_source": meta["key_source"], "reproducible": meta["reproducible"],
         "rows_out": rows_out, "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
+        "choice": summary.metadata.get("choice"),
     }
     ledger_line = rel.receipt.line() if rel.receipt else "ledger: not recorded"
     publish_markdown(summary, "ldp-release", "What was released and what it cost",

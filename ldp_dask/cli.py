@@ -183,9 +183,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _channel_args(p: argparse.ArgumentParser) -> None:
     """--channel, --epsilon, --domain and one flag per option the channels declare (ldp_dask.channels)."""
-    from ldp_dask.channels import CHANNELS, channel_options
+    from ldp_dask.channels import AUTO, CHANNELS, TARGETS, channel_options
 
-    p.add_argument("--channel", required=True, choices=sorted(CHANNELS), help="local channel")
+    p.add_argument("--channel", required=True, choices=[AUTO, *sorted(CHANNELS)],
+                   help="local channel; auto: the smallest predicted error for the column (docs/channels.md)")
+    p.add_argument("--target", choices=TARGETS, default=None,
+                   help="auto: what to optimise for (frequencies for categories; numeric columns: mean)")
     p.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
     numeric = sorted(n for n, c in CHANNELS.items() if c.value_kind == "numeric")
     p.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),
@@ -410,14 +413,18 @@ def _estimator_options(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_privatize(a: argparse.Namespace) -> int:
-    from ldp_dask.channels import build_channel, channel_class
+    from ldp_dask.channels import AUTO, build_channel, value_kind_of
     from ldp_dask.pipeline import release_summary
     from ldp_dask.release import plan
 
     opts = _run_options(a, partition_rows=a.partition_rows, split_every=a.split_every)
-    dataset = plan(a.source, a.column, channel_class(a.channel).value_kind, opts)
-    channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=dataset.n,
-                            **_channel_options(a))
+    chosen = _channel_options(a)
+    if a.channel == AUTO:
+        chosen.update(mode=a.mode, target=a.target)
+    elif a.target is not None:
+        raise LdpDaskError("--target applies to --channel auto only.")
+    dataset = plan(a.source, a.column, value_kind_of(a.channel, chosen.get("categories")), opts)
+    channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=dataset.n, **chosen)
     rel = release_summary(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
                           overwrite=a.overwrite, options=opts)
     summary = rel.result
@@ -425,12 +432,16 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     info = {"summary": rel.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
             "key_id": meta["key_id"], "key_source": meta["key_source"], "rows_out": a.rows_out,
-            "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit}
+            "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
+            "choice": summary.metadata.get("choice")}
     if a.json:
         print(json.dumps(info))
     else:
         print(f"wrote {info['summary']}: {summary.channel!r}, n={summary.n:,}, {summary.privacy_line()}, "
               f"key id {meta['key_id']} ({meta['key_source']})")
+        if info["choice"]:
+            c = info["choice"]
+            print(f"auto: chose {c['chosen']} for the {c['target']} ({c['criterion']})")
         if meta["key_source"] == "random":
             print("note: a fresh random secret was used; set LDP_DASK_SECRET or --secret-file to make releases reproducible")
     _report_receipt(rel.receipt)

@@ -375,6 +375,7 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
         "channel": channel.name, "params": channel.params(), "mode": mode,
     }
     rows_fs, rows_dir = rows if rows is not None else (None, None)
+    choice = getattr(channel, "choice", None)
     k = options.max_contributions
     if dataset.unit is not None:
         channel = per_row_channel(channel, k)
@@ -395,6 +396,8 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
         raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
     sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
     metadata = _metadata(dataset, secret, mode, options.clip, rows_path)
+    if choice:  # chosen by --channel auto: what was compared, kept with the release
+        metadata["choice"] = choice
     metadata.update(privacy_unit=dataset.unit or ROW_UNIT, max_contributions=k,
                     epsilon_per_unit=k * max(channel.epsilon, channel.epsilon_spent()))
     return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None,

@@ -87,6 +87,18 @@ def test_console_script_privatize_then_estimate(beta_dataset, tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("ldp-dask: error:") and len(r.stderr.splitlines()) == 1
 
 
+def test_auto_channel_flow_records_its_choice(prefect_harness, cluster, beta_dataset, tmp_path):
+    from flows import privatize_flow
+
+    out = tmp_path / "auto.summary.parquet"
+    facts = privatize_flow(source=str(beta_dataset), column="x", out=str(out), domain=[0.0, 1.0], channel="auto",
+                           epsilon=2.0, options={"target": "mean"}, scheduler=cluster.scheduler.address, seed=4)
+    assert facts["channel"] == "hybrid-mean" and facts["choice"]["chosen"] == "hybrid-mean/hybrid"
+    m = ldp_dask.mean(str(out))
+    # Beta(2, 5): mean 2/7; the hybrid's view sd at ε = 2 is ≈ 0.5·√(1.04 + 0.1) = 0.53, /√210,000 → 0.0012
+    assert abs(m.value - 2 / 7) < 4.5 * 0.0012 and m.ci[0] < 2 / 7 < m.ci[1]
+
+
 def test_wavelet_flows_and_console_script(prefect_harness, cluster, beta_dataset, tmp_path):
     from flows import estimate_flow, privatize_flow
 

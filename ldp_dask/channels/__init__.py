@@ -10,6 +10,7 @@ from .base import Channel, NumericChannel, Option, noise_scale_for
 from .categorical import CategoricalChannel
 from .hadamard import HadamardResponse
 from .hybrid import HybridMean
+from .auto import AUTO, TARGETS, choose_channel
 from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
@@ -40,6 +41,10 @@ __all__ = [
     "noise_scale_for",
     "default_bins",
     "build_channel",
+    "choose_channel",
+    "value_kind_of",
+    "AUTO",
+    "TARGETS",
     "channel_options",
     "Option",
 ]
@@ -85,6 +90,9 @@ def build_channel(
 ) -> Channel:
     """Build a channel by name from ε, the public domain, the public row count and its declared options.
 
+    ``name="auto"`` chooses the channel with the smallest predicted error (:func:`choose_channel`; options
+    ``categories``, ``other``, ``target``, ``noise`` and the release's ``mode``).
+
     The options a channel takes are declared in its module (``cls.options``,
     see :class:`~ldp_dask.channels.base.Option`); None means "default". Options
     whose default depends on the data's size (histogram ``bins="auto"``, wavelet
@@ -92,8 +100,15 @@ def build_channel(
     ``n`` and ε by the channel's :meth:`~Channel.build`. ``bins`` is the
     histogram's option, kept as a positional parameter.
     """
-    cls = channel_class(name)
     given = {k: v for k, v in options.items() if v is not None}
+    if name == AUTO:
+        extra = sorted(set(given) - {"categories", "other", "target", "mode", "noise"}
+                       | ({"bins"} if bins not in (None, "auto") else set()))
+        if extra:
+            raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to --channel auto; it takes "
+                               "categories, other, target and noise.")
+        return choose_channel(epsilon, domain, n, **given)
+    cls = channel_class(name)
     if bins is not None:
         given["bins"] = bins
     declared = [o.name for o in cls.options]
@@ -102,6 +117,14 @@ def build_channel(
         takes = f"it takes {', '.join(declared)}" if declared else "it takes none"
         raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to the {name!r} channel; {takes}.")
     return cls.build(epsilon, domain, n=n, **given)
+
+
+def value_kind_of(name: str, categories: Any = None) -> str:
+    """What the column must hold for channel ``name``: "numeric" or "categorical" (``auto``: categorical when
+    categories are given)."""
+    if name == AUTO:
+        return "categorical" if categories is not None else "numeric"
+    return channel_class(name).value_kind
 
 
 def channel_options() -> dict[str, tuple[Option, list[str]]]:

@@ -1,0 +1,117 @@
+"""``--channel auto``: the channel with the smallest predicted error for the column's ε and domain
+(docs/channels.md, "Choosing a channel").
+
+Predictions come from the channels' closed-form variances, computed from public quantities only (ε, the number of
+categories d, the domain), so the choice spends nothing and reveals nothing about the data:
+
+* categorical columns (frequencies): n·Var θ̂_c for a rare category (θ_c → 0), the regime that decides how many
+  categories can be told apart (Wang, Blocki, Li and Jha 2017): k-ary randomized response (e^ε + d − 2)/(e^ε − 1)²,
+  optimized unary encoding 4e^ε/(e^ε − 1)², Hadamard response (e^ε + 1)²/(e^ε − 1)². The last is exactly 1 more than
+  the second ((e^ε + 1)² − 4e^ε = (e^ε − 1)²), so it is chosen only where a row's view must stay small: rows mode
+  with many categories, where it writes one index per row instead of d bits.
+* numeric columns, target ``mean``: the worst case over the value of the noise variance of one view, in units of
+  the half-width of the domain: the Laplace mean 8/ε² against Piecewise, Duchi's and the Hybrid mechanism
+  (:meth:`HybridMean.row_variance`).
+
+The chosen channel carries ``choice`` — what was compared and why — which the release records in its summary.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._validation import LdpDaskError, check_epsilon
+from .base import Channel
+from .categorical import check_categories
+from .hadamard import HadamardResponse
+from .hybrid import MECHANISMS, HybridMean
+from .rr import RandomizedResponse
+
+__all__ = ["AUTO", "TARGETS", "choose_channel", "frequency_variances", "mean_variances"]
+
+AUTO = "auto"
+#: what ``auto`` optimises for: category frequencies (categorical columns) or the mean (numeric columns)
+TARGETS = ("frequencies", "mean")
+#: above this many categories, a rows-mode release uses Hadamard response (one index per row, not d bits)
+ROWS_HADAMARD_CATEGORIES = 64
+
+
+def frequency_variances(epsilon: float, d: int) -> dict[str, float]:
+    """n·Var θ̂_c of a rare category for each frequency channel (k-ary, optimized unary, Hadamard)."""
+    e = math.exp(epsilon)
+    return {"rr/kary": (e + d - 2) / (e - 1) ** 2, "rr/oue": 4 * e / (e - 1) ** 2,
+            "hadamard": (e + 1) ** 2 / (e - 1) ** 2}
+
+
+def mean_variances(epsilon: float) -> dict[str, float]:
+    """Worst-case noise variance of one view, in half-widths² of the domain, for each mean channel."""
+    out = {"mean": 8 / epsilon**2}
+    for m in MECHANISMS:
+        out[f"hybrid-mean/{m}"] = HybridMean(epsilon, (-1.0, 1.0), mechanism=m, noise="continuous").worst_variance()
+    return out
+
+
+def choose_channel(epsilon: float, domain: Any = None, n: int | None = None, *, categories: Any = None,
+                   other: bool = False, target: str | None = None, mode: str = "summary",
+                   noise: str | None = None) -> Channel:
+    """The channel with the smallest predicted error (see the module docstring), with its ``choice`` record.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε per row.
+    domain : (float, float), optional
+        The public domain of a numeric column (target ``mean``).
+    n : int, optional
+        The public row count (recorded; the predictions scale as 1/n for every candidate alike).
+    categories : sequence, optional
+        The public categories of a categorical column (target ``frequencies``).
+    other : bool
+        Map values outside the categories to ``"__other__"``.
+    target : {"frequencies", "mean"}, optional
+        Defaults to ``frequencies`` with categories; numeric columns must name ``mean``.
+    mode : {"summary", "rows"}
+        A rows-mode release of more than 64 categories uses Hadamard response, whose row view is one index.
+    noise : {"lattice", "continuous"}, optional
+        The noise mode of a numeric channel (default lattice).
+    """
+    epsilon = check_epsilon(epsilon)
+    if categories is not None:
+        if domain is not None:
+            raise LdpDaskError("--channel auto takes either categories (a categorical column) or a domain "
+                               "(a numeric column), not both.")
+        if target not in (None, "frequencies"):
+            raise LdpDaskError(f"The 'target' of a categorical column is 'frequencies'. Got {target!r} instead.")
+        cats = check_categories(categories)
+        d = len(cats) + bool(other)
+        pred = frequency_variances(epsilon, d)
+        if mode == "rows" and d > ROWS_HADAMARD_CATEGORIES:
+            best, why = "hadamard", (f"rows mode with {d} categories: one index per row instead of {d} bits, at "
+                                     f"{pred['hadamard'] / min(pred.values()):.2f}× the smallest variance")
+        else:
+            best = min(("rr/kary", "rr/oue"), key=lambda k: pred[k])
+            why = "smallest variance of a rare category's frequency"
+        ch: Channel = (HadamardResponse(epsilon, cats, other=other) if best == "hadamard" else
+                       RandomizedResponse(epsilon, cats, encoding=best.split("/")[1], other=other))
+        ch.choice = {"target": "frequencies", "chosen": best, "criterion": why, "categories": d, "n": n,  # type: ignore[attr-defined]
+                     "predicted_n_var": pred}
+        return ch
+    if domain is None:
+        raise LdpDaskError("--channel auto needs the public categories (a categorical column) or a domain "
+                           "(a numeric column).")
+    if target != "mean":
+        raise LdpDaskError("--channel auto on a numeric column chooses among the mean channels: give --target mean "
+                           f"(got {target!r}); for a distribution, choose the histogram or wavelet channel.")
+    pred = mean_variances(epsilon)
+    best = min(pred, key=lambda k: pred[k])
+    opts = {} if noise is None else {"noise": noise}
+    if best == "mean":
+        from .mean import LaplaceMean
+
+        ch = LaplaceMean(epsilon, domain, **opts)
+    else:
+        ch = HybridMean(epsilon, domain, mechanism=best.split("/")[1], **opts)
+    ch.choice = {"target": "mean", "chosen": best, "n": n,  # type: ignore[attr-defined]
+                 "criterion": "smallest worst-case noise variance of one view", "predicted_var_half_widths": pred}
+    return ch

@@ -38,6 +38,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/gof_power.py
 	$(PY) benchmarks/quantiles.py
 	$(PY) benchmarks/frequencies.py
+	$(PY) benchmarks/frequency_channels.py
+	$(PY) benchmarks/means.py
 	$(PY) benchmarks/local_vs_central.py
 	$(PY) benchmarks/quantile_coverage.py
 	$(PY) benchmarks/audit.py

@@ -150,7 +150,7 @@ def main() -> None:
         "Theory: the exact RMS L2 of the unbiased estimate, √(Σ_j π_j(1 − π_j)/(n (p_in − p_out)²)). "
         "+simplex: projected onto the simplex (post-processing). multi-freq-ldpy's aggregators return "
         "non-negative normalised estimates, to be compared with +simplex; its OUE is optimised unary "
-        "encoding (Wang et al. 2017), an encoding ldp_dask does not offer yet.", "",
+        "encoding (Wang et al. 2017), which ldp_dask offers as `--encoding oue` (benchmarks/frequency_channels.py).", "",
         "| d | n | method | data sets | mean L1 | RMS L2 | theory RMS L2 |", "|---|---|---|---|---|---|---|", *rows, "",
         "### Throughput (rows/s, one core)", "",
         "| d | method | rows/s | ldp_dask's best over it |", "|---|---|---|---|", *thr_rows,

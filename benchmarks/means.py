@@ -63,13 +63,13 @@ def main() -> None:
     ns = (10_000,) if a.quick else (10_000, 100_000)
     rng = np.random.default_rng(2028)
     t0 = time.perf_counter()
-    rows, worst = [], {}
+    rows, worst, worst_th = [], {}, {}
     for dname in ("Beta(2, 5)", "Uniform", "ends"):
         for n in ns:
             x = data(dname, n, rng)
             truth = float(x.mean())
             for eps in EPSILONS:
-                mse = {}
+                mse, th_of = {}, {}
                 for name in NAMES:
                     ch = build(name, eps)
                     exact = ch.exact_stats(x)
@@ -79,22 +79,26 @@ def main() -> None:
                         est.append(m.value)
                         hits += m.ci[0] <= truth <= m.ci[1]
                     mse[name] = float(np.mean((np.array(est) - truth) ** 2))
-                    th = closed_form(ch, x)
+                    th = th_of[name] = closed_form(ch, x)
                     ratio = mse[name] / mse[NAMES[0]]
                     if name == "hybrid-mean hybrid":
                         worst[eps] = max(worst.get(eps, 0.0), ratio)
+                        worst_th[eps] = max(worst_th.get(eps, 0.0), th / th_of[NAMES[0]])
                     rows.append(f"| {dname} | {n:,} | {eps:g} | {name} | {mse[name]:.3g} | {th:.3g} | "
                                 f"{mse[name] / th:.2f} | {ratio:.2f} | {hits / R:.3f} |")
             print(f"  {dname} n={n:,} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    goal = " ".join(f"ε = {e:g}: {worst[e]:.2f}{' ✓' if worst[e] <= (0.5 if e >= 2 else 1.0) else ' ✗'};"
-                    for e in EPSILONS)
+    goal = " ".join(f"ε = {e:g}: {worst_th[e]:.3f}{' ✓' if worst_th[e] <= (0.5 if e >= 2 else 1.0) else ' ✗'} "
+                    f"(measured {worst[e]:.2f});" for e in EPSILONS)
     body = "\n".join([
         "## Means: Hybrid, Piecewise and Duchi against the Laplace mean (`benchmarks/means.py`)", "",
         f"Machine: {machine()}. {R} releases of each fixed data set on [0, 1] (lattice noise, summary mode); MSE "
         "around the data's own mean; theory = Σ Var[z | x]/n²; the sampling error of a measured/theory ratio is "
         f"about √(2/{R}) = {math.sqrt(2 / R):.1%}. Coverage: 95% intervals (its sampling sd at {R} releases is "
         f"{math.sqrt(0.95 * 0.05 / R):.1%}). Run time {time.perf_counter() - t0:.0f} s.", "",
-        f"Largest hybrid/Laplace MSE ratio over the data sets and n (goal ≤ 1, and ≤ 0.5 at ε ≥ 2): {goal}", "",
+        "Largest hybrid/Laplace MSE ratio over the data sets and n, from the closed forms (the measured ratio, "
+        f"whose sampling error is about 6%, in brackets; goal ≤ 1, and ≤ 0.5 at ε ≥ 2): {goal}", "",
+        "The intervals cover E X of a sample; around a fixed table's own mean, as measured here, they are "
+        "conservative where the data's variance is a large part of the total (large ε).", "",
         "| data | n | ε | channel | MSE | theory | measured/theory | MSE / Laplace's | 95% coverage |",
         "|---|---|---|---|---|---|---|---|---|", *rows,
     ])

@@ -45,7 +45,7 @@ def test_privacy_parameters(eps):
         ch = HybridMean(eps, (0.0, 1.0), mechanism=mech)
         assert eps * (1 - 1e-12) <= ch.epsilon_spent() <= eps, mech
     ch = HybridMean(eps, (0.0, 1.0))
-    assert ch.beta == (1 - math.exp(-eps / 2) if eps > 0.61 else 0.0)
+    assert ch.beta == pytest.approx(1 - math.exp(-eps / 2) if eps > 0.61 else 0.0, rel=1e-12, abs=0)
     # the hybrid's worst case is no worse than either mechanism's and below the Laplace mean's 8/ε²
     worst = {m: HybridMean(eps, (0.0, 1.0), mechanism=m).worst_variance() for m in MECHS}
     assert worst["hybrid"] <= min(worst["piecewise"], worst["duchi"]) + 1e-12 and worst["hybrid"] < 8 / eps**2

@@ -29,7 +29,7 @@ import numpy as np
 from .._validation import InputDataError, LdpDaskError, check_domain
 
 __all__ = ["Channel", "NumericChannel", "Option", "NOISE_OPTION", "noise_scale_for", "check_values", "NOISE_MODES",
-           "check_noise", "require_n"]
+           "check_noise", "require_n", "nudge"]
 
 #: ``continuous``: Laplace noise on doubles; ``lattice``: every released value on a public
 #: lattice g·ℤ with discrete Laplace noise (docs/privacy.md, floating-point safe).
@@ -94,6 +94,14 @@ def check_noise(noise: Any) -> str:
     if noise not in NOISE_MODES:
         raise LdpDaskError(f"The 'noise' parameter must be one of {', '.join(NOISE_MODES)}. Got {noise!r} instead.")
     return str(noise)
+
+
+def nudge(p: float, spent: Any, epsilon: float, toward: float = 0.0) -> float:
+    """The float nearest ``p`` (moving toward ``toward``) with ``spent(p) <= epsilon``: float rounding of a response
+    probability must not make the channel's likelihood ratio exceed e^ε."""
+    while spent(p) > epsilon:
+        p = math.nextafter(p, toward)
+    return p
 
 
 def noise_scale_for(sensitivity: float, epsilon: float) -> float:

@@ -11,7 +11,6 @@ channels differ in what a row reports and in how ``T`` is read off the released 
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -21,8 +20,7 @@ import pyarrow.compute as pc
 from .._validation import InputDataError, LdpDaskError
 from .base import Channel, Option
 
-__all__ = ["CategoricalChannel", "CATEGORIES_OPTION", "OTHER_OPTION", "OTHER", "MAX_CATEGORIES", "check_categories",
-           "nudge"]
+__all__ = ["CategoricalChannel", "CATEGORIES_OPTION", "OTHER_OPTION", "OTHER", "MAX_CATEGORIES", "check_categories"]
 
 #: Label of the extra category of ``other=True``.
 OTHER = "__other__"
@@ -51,14 +49,6 @@ def check_categories(categories: Any) -> list[Any]:
     if len(cats) > MAX_CATEGORIES:
         raise LdpDaskError(f"The 'categories' parameter has {len(cats):,} categories; the limit is {MAX_CATEGORIES:,}.")
     return cats
-
-
-def nudge(p: float, spent: Any, epsilon: float, toward: float = 0.0) -> float:
-    """The float nearest ``p`` (moving toward ``toward``) with ``spent(p) <= epsilon``: float rounding of a response
-    probability must not make the channel's likelihood ratio exceed e^ε."""
-    while spent(p) > epsilon:
-        p = math.nextafter(p, toward)
-    return p
 
 
 class CategoricalChannel(Channel):

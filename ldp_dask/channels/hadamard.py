@@ -32,7 +32,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._validation import check_epsilon
-from .categorical import CATEGORIES_OPTION, OTHER_OPTION, CategoricalChannel, nudge
+from .base import nudge
+from .categorical import CATEGORIES_OPTION, OTHER_OPTION, CategoricalChannel
 
 __all__ = ["HadamardResponse", "fwht", "hadamard_size"]
 

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon
-from .base import NOISE_OPTION, NumericChannel, Option, check_noise
+from .base import NOISE_OPTION, NumericChannel, Option, check_noise, nudge
 
 __all__ = ["HybridMean", "MECHANISMS", "HYBRID_THRESHOLD"]
 
@@ -91,18 +91,13 @@ class HybridMean(NumericChannel):
         self.dim = 1
         eps = self.epsilon
         # Duchi: P(+B | t) = (1 + c·t)/2 with c = 1/B; ratio (1 + c)/(1 − c) ≤ e^ε
-        c = math.tanh(eps / 2)  # (e^ε − 1)/(e^ε + 1)
-        while math.log((1 + c) / (1 - c)) > eps:
-            c = math.nextafter(c, 0.0)
+        c = nudge(math.tanh(eps / 2), lambda c: math.log((1 + c) / (1 - c)), eps)  # (e^ε − 1)/(e^ε + 1)
         self.duchi_c, self.duchi_b = c, 1.0 / c
         # Piecewise: band probability P = h/(h + 1) on length C − 1, the rest on length C + 1
         h = math.exp(eps / 2)
         self.pm_h = h
         self.pm_c = (h + 1) / (h - 1)
-        p = h / (h + 1)
-        while self._pm_ratio(p) > eps:
-            p = math.nextafter(p, 0.0)
-        self.pm_band = p
+        self.pm_band = nudge(h / (h + 1), self._pm_ratio, eps)
         if mechanism == "piecewise":
             self.beta = 1.0
         elif mechanism == "duchi":

@@ -39,8 +39,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon
-from .base import Option
-from .categorical import CATEGORIES_OPTION, MAX_CATEGORIES, OTHER, OTHER_OPTION, CategoricalChannel, nudge
+from .base import Option, nudge
+from .categorical import CATEGORIES_OPTION, MAX_CATEGORIES, OTHER, OTHER_OPTION, CategoricalChannel
 
 __all__ = ["RandomizedResponse", "ENCODINGS", "OTHER", "MAX_CATEGORIES"]
 

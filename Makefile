@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/quantiles.py
 	$(PY) benchmarks/frequencies.py
 	$(PY) benchmarks/frequency_channels.py
+	$(PY) benchmarks/distributions.py
 	$(PY) benchmarks/means.py
 	$(PY) benchmarks/local_vs_central.py
 	$(PY) benchmarks/quantile_coverage.py

@@ -25,8 +25,9 @@ _PUBLIC = {
     "Ledger": "ledger", "BudgetExceeded": "ledger",
     "Channel": "channels", "LaplaceHistogram": "channels", "LaplaceMean": "channels", "WaveletLaplace": "channels",
     "HaarLaplace": "channels", "HaarAdaptive": "channels", "HybridMean": "channels", "RandomizedResponse": "channels",
-    "HadamardResponse": "channels",
+    "HadamardResponse": "channels", "SquareWave": "channels",
     "estimate": "estimators", "histogram_density": "estimators", "wavelet_density": "estimators",
+    "square_wave_density": "estimators",
     "mean": "estimators", "DensityEstimate": "estimators", "MeanEstimate": "estimators",
     "LdpDaskError": "_validation", "InputDataError": "_validation",
 }
@@ -36,8 +37,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import bases, central, channels, estimators, exactsum, gof, noise
     from ._validation import InputDataError, LdpDaskError
     from .channels import (Channel, HaarAdaptive, HaarLaplace, HadamardResponse, HybridMean, LaplaceHistogram,
-                           LaplaceMean, RandomizedResponse, WaveletLaplace)
-    from .estimators import DensityEstimate, MeanEstimate, estimate, histogram_density, mean, wavelet_density
+                           LaplaceMean, RandomizedResponse, SquareWave, WaveletLaplace)
+    from .estimators import (DensityEstimate, MeanEstimate, estimate, histogram_density, mean, square_wave_density,
+                             wavelet_density)
     from .ledger import BudgetExceeded, Ledger
     from .options import RunOptions
     from .pipeline import connect, privatize
@@ -81,9 +83,11 @@ __all__ = [
     "HybridMean",
     "RandomizedResponse",
     "HadamardResponse",
+    "SquareWave",
     "estimate",
     "histogram_density",
     "wavelet_density",
+    "square_wave_density",
     "mean",
     "DensityEstimate",
     "MeanEstimate",

@@ -60,7 +60,7 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
         if hasattr(est, "plot"):
             picture = f'<img alt="the estimate with its uncertainty" src="data:image/png;base64,{_png(est.plot())}">'
         body = picture + "\n" + est.to_html(heading="")
-        if s.channel.name in ("histogram", "haar", "wavelet"):  # quantiles with assumption-free intervals
+        if s.channel.name in ("histogram", "haar", "wavelet", "square-wave"):  # assumption-free quantile intervals
             from .estimators import local_quantiles
 
             body += "\n<h2>Quantiles</h2>\n" + local_quantiles(s, level=level).to_html(heading="")

@@ -1,5 +1,5 @@
-"""The privacy auditor on the channels with an explicit output law (categorical, bounded means; the Laplace
-channels are audited in both noise modes in tests/test_laws.py): a channel's audited ε lower bound stays ≤ its ε,
+"""The privacy auditor on the channels with an explicit output law (categorical, bounded means, Square Wave; the
+Laplace channels are audited in both noise modes in tests/test_laws.py): a channel's audited ε lower bound stays ≤ its ε,
 and a channel that really spends about 2ε is caught. Bounds are one-sided Clopper–Pearson bounds at confidence
 1 − 10⁻³, so a correct channel fails "passed" with probability ≤ 10⁻³ for a random seed; the seeds
 are fixed."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ldp_dask.audit import audit, audit_channel, miscalibrated, worst_pair
-from ldp_dask.channels import HadamardResponse, HybridMean, LaplaceHistogram, RandomizedResponse
+from ldp_dask.channels import HadamardResponse, HybridMean, LaplaceHistogram, RandomizedResponse, SquareWave
 
 ALPHA = 1e-3
 CHANNELS = {
@@ -22,6 +22,7 @@ CHANNELS = {
     "hybrid-mean": lambda: HybridMean(1.0, (0.0, 10.0)),
     "hybrid-mean-piecewise-continuous": lambda: HybridMean(1.0, (0.0, 10.0), "piecewise", "continuous"),
     "hybrid-mean-duchi": lambda: HybridMean(1.0, (-1.0, 1.0), "duchi"),
+    "square-wave": lambda: SquareWave(1.0, (0.0, 10.0), cells=64),
 }
 
 

@@ -246,7 +246,7 @@ def test_local_quantile_interval_choices(tmp_path, capsys):
     w = ldp_dask.privatize(x, channel=WaveletLaplace(1.0, (0, 1), 2, 3), seed=1)
     with pytest.raises(LdpDaskError, match="wavelet summaries support 'envelope' and 'bootstrap'"):
         local_quantiles(w, interval="bins")
-    with pytest.raises(LdpDaskError, match="'envelope' needs a wavelet summary"):
+    with pytest.raises(LdpDaskError, match="'envelope' needs a wavelet or square-wave summary"):
         local_quantiles(str(path), interval="envelope")
     assert local_quantiles(w, q=[0.5]).interval == "envelope"
     assert local_quantiles(w, q=[0.5], B=20, rng=1, interval="bootstrap").interval == "bootstrap"

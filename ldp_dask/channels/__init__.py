@@ -15,6 +15,7 @@ from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .histogram import LaplaceHistogram, default_bins
 from .mean import LaplaceMean
 from .rr import ENCODINGS, RandomizedResponse
+from .square_wave import SquareWave
 from .wavelet import CALIBRATIONS, WaveletLaplace, linear_level, wavelet_levels
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "LaplaceHistogram",
     "LaplaceMean",
     "HybridMean",
+    "SquareWave",
     "WaveletLaplace",
     "wavelet_levels",
     "linear_level",
@@ -54,6 +56,7 @@ CHANNELS: dict[str, type[Channel]] = {
     LaplaceHistogram.name: LaplaceHistogram,
     LaplaceMean.name: LaplaceMean,
     HybridMean.name: HybridMean,
+    SquareWave.name: SquareWave,
     WaveletLaplace.name: WaveletLaplace,
     HaarLaplace.name: HaarLaplace,
     HaarAdaptive.name: HaarAdaptive,

@@ -13,19 +13,21 @@ from .histogram import histogram_density, project_simplex
 from .local_quantiles import QuantileEstimate, local_quantiles
 from .mean import mean
 from .results import DensityEstimate, MeanEstimate
+from .square_wave import square_wave_cdf_bounds, square_wave_density
 from .wavelet import DEFAULT_GAMMA, THRESHOLDS, wavelet_density, wavelet_thresholds
 
 __all__ = [
     "estimate", "histogram_density", "wavelet_density", "wavelet_thresholds", "mean", "project_simplex",
     "DensityEstimate", "MeanEstimate", "DEFAULT_GAMMA", "THRESHOLDS", "frequencies", "FrequencyEstimate",
-    "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS",
+    "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS", "square_wave_density",
+    "square_wave_cdf_bounds",
 ]
 
 
 #: The natural estimator of each channel's summaries (adaptive Haar summaries feed the goodness-of-fit test).
 ESTIMATORS: dict[str, Callable[..., Any]] = {
     "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "mean": mean,
-    "hybrid-mean": mean,
+    "hybrid-mean": mean, "square-wave": square_wave_density,
     "rr": frequencies, "hadamard": frequencies,
 }
 
@@ -36,7 +38,8 @@ def estimator_for(channel: Channel | str) -> Callable[..., Any] | None:
 
 
 def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEstimate | FrequencyEstimate:
-    """The natural estimate for a summary's channel: density (histogram, haar, wavelet), mean, frequencies (rr, hadamard)."""
+    """The natural estimate for a summary's channel: density (histogram, haar, wavelet, square-wave), mean (mean,
+    hybrid-mean), frequencies (rr, hadamard)."""
     s = read_summary(summary)
     fn = estimator_for(s.channel)
     if fn is None:

@@ -21,12 +21,14 @@ Intervals (``interval=``):
     The same band, linearly interpolated between edges and inverted: narrower,
     but it assumes the CDF is close to linear within each bin (the binning bias
     is ignored) and under-covers where the density changes fast within a bin.
-``"envelope"`` (default for wavelet summaries)
-    Bounds on the CDF at a dyadic grid from combinations of the released father
-    coefficients that lie above, or below, the step 1[t < e] everywhere
-    (:mod:`ldp_dask.estimators.envelopes`): valid for every density, so no
-    assumption either; inverted as ``"bins"`` is. Its width is at least about
-    one and a half cells of the father level.
+``"envelope"`` (default for wavelet and square-wave summaries)
+    Bounds on the CDF at a grid from combinations of the released sums whose
+    weights lie above, or below, the step 1[t < e] everywhere: valid for every
+    density, so no assumption either; inverted as ``"bins"`` is. Wavelets
+    (:mod:`ldp_dask.estimators.envelopes`): father coefficients at a dyadic
+    grid, width at least about one and a half cells of the father level.
+    Square Wave (:func:`~ldp_dask.estimators.square_wave.square_wave_cdf_bounds`):
+    report counts at the cell edges, width up to the wave's 2b of the domain.
 ``"bootstrap"``
     A parametric bootstrap around the estimate: B replicate summaries drawn
     from the law the released sums would have if the estimate were the truth
@@ -45,13 +47,14 @@ from typing import Any
 import numpy as np
 
 from .._validation import DECILES, LdpDaskError, check_draws, check_int, check_probability, check_q
-from ..channels import HaarLaplace, LaplaceHistogram, WaveletLaplace
+from ..channels import HaarLaplace, LaplaceHistogram, SquareWave, WaveletLaplace
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
 from ..outputs import (
     Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json, summary_facts, summary_info,
 )
 from .results import DensityEstimate
+from .square_wave import ems, square_wave_cdf_bounds, square_wave_density
 from .wavelet import wavelet_density
 
 __all__ = ["local_quantiles", "QuantileEstimate", "cdf_band", "INTERVALS"]
@@ -60,7 +63,7 @@ __all__ = ["local_quantiles", "QuantileEstimate", "cdf_band", "INTERVALS"]
 INTERVALS = {
     "bins": "CDF band at the bin edges, inverted (no assumption within a bin)",
     "band": "CDF band interpolated within bins, inverted (assumes a near-linear CDF within each bin)",
-    "envelope": "CDF bounds from envelopes of the step in the wavelet basis, inverted (no assumption about the "
+    "envelope": "CDF bounds from envelopes of the step (wavelet, square-wave), inverted (no assumption about the "
                 "density)",
     "bootstrap": "parametric bootstrap percentile (ignores the estimator's bias; under-covers, see the docs)",
 }
@@ -209,7 +212,7 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
     Parameters
     ----------
     summary : Summary or path
-        A ``histogram``, ``haar`` or ``wavelet`` summary.
+        A ``histogram``, ``haar``, ``wavelet`` or ``square-wave`` summary.
     q : quantile levels in (0, 1) (default: the deciles)
     level : float
         Confidence level of each interval (pointwise in q).
@@ -219,8 +222,9 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
         Randomness of the bootstrap.
     interval : {"bins", "band", "envelope", "bootstrap"}
         How intervals are made (module docstring). Default: "bins" for
-        histogram and Haar summaries, "envelope" for wavelet summaries (both
-        assumption-free); "bootstrap" is narrower and under-covers.
+        histogram and Haar summaries, "envelope" for wavelet and square-wave
+        summaries (both assumption-free); "bootstrap" is narrower and
+        under-covers.
     """
     s = read_summary(summary)
     ch = s.channel
@@ -229,17 +233,34 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
     B = check_int(B, "B", 10, 100_000)
     binned = isinstance(ch, (LaplaceHistogram, HaarLaplace))
     wavelet = isinstance(ch, WaveletLaplace)
+    wave = isinstance(ch, SquareWave)
     if interval is None:
-        interval = "envelope" if wavelet else "bins"
+        interval = "envelope" if wavelet or wave else "bins"
     if interval not in INTERVALS:
         raise LdpDaskError(f"The 'interval' parameter must be one of {', '.join(INTERVALS)}. Got {interval!r} instead.")
-    if interval in ("bins", "band") and wavelet:
-        raise LdpDaskError(f"interval={interval!r} needs a histogram or Haar summary; wavelet summaries support "
+    if interval in ("bins", "band") and (wavelet or wave):
+        raise LdpDaskError(f"interval={interval!r} needs a histogram or Haar summary; {ch.name} summaries support "
                            "'envelope' and 'bootstrap'.")
-    if interval == "envelope" and not wavelet:
-        raise LdpDaskError("interval='envelope' needs a wavelet summary; histogram and Haar summaries use 'bins'.")
+    if interval == "envelope" and not (wavelet or wave):
+        raise LdpDaskError("interval='envelope' needs a wavelet or square-wave summary; histogram and Haar "
+                           "summaries use 'bins'.")
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     n = s.n
+    if wave:
+        est = square_wave_density(s, **estimator_kwargs)
+        if interval == "envelope":
+            edges, upper, lower = square_wave_cdf_bounds(s, level)
+            lo, hi = _invert(edges, upper, lower, qs)
+            return QuantileEstimate(q=qs, values=np.asarray(est.quantile(qs)), ci_low=lo, ci_high=hi, level=level,
+                                    B=0, method=est.method, n=n, epsilon=ch.epsilon, info=summary_info(s),
+                                    interval=interval)
+        theta = est.masses
+        smooth = estimator_kwargs.get("smooth", True)
+        reps = np.empty((B, len(qs)))
+        for b in range(B):  # the channel's own summary law around the fitted cells; EMS restarted from the fit
+            counts = ch.add_noise({"counts": gen.multinomial(n, theta / theta.sum())}, n, gen)["sum"]
+            th, _ = ems(counts, ch, smooth=smooth, start=theta)
+            reps[b] = _hist_quantiles(th, est.edges, qs)
     if interval == "envelope":
         est = wavelet_density(s, **estimator_kwargs)
         lo, hi = _envelope_intervals(s, qs, level)
@@ -271,8 +292,9 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
             Sb = center + ch.add_noise({"sum": np.zeros(ch.dim)}, n, gen)["sum"]  # the channel's own noise law
             reps[b] = wavelet_density(Summary(ch, n, {"sum": Sb}, s.metadata), grid=len(est.density),
                                       **estimator_kwargs).quantile(qs)
-    else:
-        raise LdpDaskError(f"local quantiles need a density summary (histogram, haar, wavelet); got {ch.name!r}.")
+    elif not wave:
+        raise LdpDaskError(f"local quantiles need a density summary (histogram, haar, wavelet, square-wave); got "
+                           f"{ch.name!r}.")
     alpha = (1 - level) / 2
     return QuantileEstimate(
         q=qs, values=np.asarray(est.quantile(qs)), ci_low=np.quantile(reps, alpha, axis=0),

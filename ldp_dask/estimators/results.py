@@ -39,7 +39,8 @@ class DensityEstimate(Described):
     density : ndarray, shape (K,)
         Estimated density on each bin.
     se : ndarray, shape (K,)
-        Standard error of the *raw* estimate on each bin (sampling + privacy noise).
+        Standard error of the *raw* estimate on each bin (sampling + privacy noise); NaN where the estimate has no
+        band (the smoothed Square Wave estimate: its bias is not in any standard error).
     method : str
         ``"histogram"`` (raw, unbiased, may be negative),
         ``"histogram+simplex"`` (projected to a proper density), or
@@ -64,6 +65,11 @@ class DensityEstimate(Described):
     @property
     def smooth(self) -> bool:
         return self.evaluator is not None
+
+    @property
+    def has_band(self) -> bool:
+        """Whether :meth:`band` is meaningful (False for estimates whose bias no standard error covers)."""
+        return bool(np.all(np.isfinite(self.se)))
 
     @property
     def widths(self) -> np.ndarray:
@@ -129,11 +135,11 @@ class DensityEstimate(Described):
         return float((np.mean(d**r) * (hi - lo)) ** (1.0 / r))
 
     def to_dict(self) -> dict[str, Any]:
-        lo, hi = self.band()
+        lo, hi = self.band() if self.has_band else (None, None)
         return jsonable({
             "kind": "density", "method": self.method, "n": self.n, "epsilon": self.epsilon,
-            "level": self.level, "edges": self.edges, "density": self.density, "se": self.se,
-            "band_lo": lo, "band_hi": hi, **self.info,
+            "level": self.level, "edges": self.edges, "density": self.density,
+            "se": self.se if self.has_band else None, "band_lo": lo, "band_hi": hi, **self.info,
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
@@ -158,13 +164,21 @@ class DensityEstimate(Described):
             table = Table(("x", "density", "band low", "band high"), rows, "the density on 21 points")
         else:
             K = len(self.density)
-            shape = f"{K} bins"
+            shape = i.get("label", f"{K} bins")
             shown = np.unique(np.linspace(0, K - 1, min(K, SHOWN_BINS)).astype(np.intp))
-            rows = tuple((fmt(self.edges[j], 5), fmt(self.edges[j + 1], 5), fmt(self.density[j], 4), fmt(lo[j], 4),
-                          fmt(hi[j], 4)) for j in shown)
             caption = (f"the density on its {K} bins" if len(shown) == K else
                        f"{len(shown)} of its {K:,} bins, evenly spaced (every bin is in the JSON output)")
-            table = Table(("from", "to", "density", "band low", "band high"), rows, caption)
+            if self.has_band:
+                rows = tuple((fmt(self.edges[j], 5), fmt(self.edges[j + 1], 5), fmt(self.density[j], 4),
+                              fmt(lo[j], 4), fmt(hi[j], 4)) for j in shown)
+                table = Table(("from", "to", "density", "band low", "band high"), rows, caption)
+            else:
+                rows = tuple((fmt(self.edges[j], 5), fmt(self.edges[j + 1], 5), fmt(self.density[j], 4))
+                             for j in shown)
+                table = Table(("from", "to", "density"), rows, caption)
+        band = (f"{self.level:.0%} pointwise confidence band, privacy noise included" if self.has_band else
+                "none: the smoothing's bias is in no standard error; quantile intervals that hold for every "
+                "distribution: 'ldp-dask quantiles'")
         return Description(
             title=f"Locally private density of {i.get('column', 'value')}",
             headline=f"density estimate ({self.method}): 10/50/90% quantiles {fmt(qs[0])} / {fmt(qs[2])} / "
@@ -172,7 +186,7 @@ class DensityEstimate(Described):
             facts=(("method", self.method), ("estimator", shape),
                    ("domain", f"[{fmt(self.edges[0])}, {fmt(self.edges[-1])}]"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
-                   ("band", f"{self.level:.0%} pointwise confidence band, privacy noise included"),
+                   ("band", band),
                    *((f"quantile {q:.0%} of the estimate", fmt(v)) for q, v in zip(SHOWN_QUANTILES, qs)),
                    *summary_facts(i)),
             table=table)
@@ -190,6 +204,9 @@ class DensityEstimate(Described):
             mid = (e[:-1] + e[1:]) / 2
             ax.fill_between(mid, lo, hi, alpha=0.25, color="tab:blue", label=f"{self.level:.0%} pointwise band")
             ax.plot(mid, self.density, color="tab:blue", label=f"estimate ({self.method})")
+        elif not self.has_band:
+            ax.step(e, np.append(self.density, self.density[-1]), where="post", color="tab:blue",
+                    label=f"estimate ({self.method})")
         else:
             dens, g = self.density, 1
             if len(dens) > PLOTTED_BINS:  # a picture has no more pixels: bin means of groups of g bins

@@ -211,8 +211,9 @@ def test_bad_input(kwargs, match):
     s = ldp_dask.privatize(np.array([0.5, 0.2]), channel=SquareWave(1.0, (0, 1)), seed=1)
     with pytest.raises(LdpDaskError, match="'tol' parameter"):
         square_wave_density(s, tol=0)
-    with pytest.raises(LdpDaskError, match="'bins' needs a histogram"):
-        local_quantiles(s, interval="bins")
+    for interval in ("bins", "band", "bootstrap"):
+        with pytest.raises(LdpDaskError, match="square-wave summaries support interval='envelope' only"):
+            local_quantiles(s, interval=interval)
     with pytest.raises(LdpDaskError, match="needs a summary of the 'square-wave' channel"):
         square_wave_density(ldp_dask.privatize(np.array([0.5]), channel=ldp_dask.LaplaceMean(1.0, (0, 1)), seed=1))
 

@@ -54,7 +54,7 @@ from ..outputs import (
     Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json, summary_facts, summary_info,
 )
 from .results import DensityEstimate
-from .square_wave import ems, square_wave_cdf_bounds, square_wave_density
+from .square_wave import square_wave_cdf_bounds, square_wave_density
 from .wavelet import wavelet_density
 
 __all__ = ["local_quantiles", "QuantileEstimate", "cdf_band", "INTERVALS"]
@@ -223,8 +223,8 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
     interval : {"bins", "band", "envelope", "bootstrap"}
         How intervals are made (module docstring). Default: "bins" for
         histogram and Haar summaries, "envelope" for wavelet and square-wave
-        summaries (both assumption-free); "bootstrap" is narrower and
-        under-covers.
+        summaries (both assumption-free); "bootstrap" (histogram, Haar,
+        wavelet) is narrower and under-covers.
     """
     s = read_summary(summary)
     ch = s.channel
@@ -238,8 +238,8 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
         interval = "envelope" if wavelet or wave else "bins"
     if interval not in INTERVALS:
         raise LdpDaskError(f"The 'interval' parameter must be one of {', '.join(INTERVALS)}. Got {interval!r} instead.")
-    if interval in ("bins", "band") and (wavelet or wave):
-        raise LdpDaskError(f"interval={interval!r} needs a histogram or Haar summary; {ch.name} summaries support "
+    if interval in ("bins", "band") and wavelet:
+        raise LdpDaskError(f"interval={interval!r} needs a histogram or Haar summary; wavelet summaries support "
                            "'envelope' and 'bootstrap'.")
     if interval == "envelope" and not (wavelet or wave):
         raise LdpDaskError("interval='envelope' needs a wavelet or square-wave summary; histogram and Haar "
@@ -247,20 +247,14 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     n = s.n
     if wave:
+        if interval != "envelope":
+            raise LdpDaskError("square-wave summaries support interval='envelope' only: a bootstrap that refits EMS "
+                               "ignores the smoothing's bias, and its coverage is not measured.")
         est = square_wave_density(s, **estimator_kwargs)
-        if interval == "envelope":
-            edges, upper, lower = square_wave_cdf_bounds(s, level)
-            lo, hi = _invert(edges, upper, lower, qs)
-            return QuantileEstimate(q=qs, values=np.asarray(est.quantile(qs)), ci_low=lo, ci_high=hi, level=level,
-                                    B=0, method=est.method, n=n, epsilon=ch.epsilon, info=summary_info(s),
-                                    interval=interval)
-        theta = est.masses
-        smooth = estimator_kwargs.get("smooth", True)
-        reps = np.empty((B, len(qs)))
-        for b in range(B):  # the channel's own summary law around the fitted cells; EMS restarted from the fit
-            counts = ch.add_noise({"counts": gen.multinomial(n, theta / theta.sum())}, n, gen)["sum"]
-            th, _ = ems(counts, ch, smooth=smooth, start=theta)
-            reps[b] = _hist_quantiles(th, est.edges, qs)
+        edges, upper, lower = square_wave_cdf_bounds(s, level)
+        lo, hi = _invert(edges, upper, lower, qs)
+        return QuantileEstimate(q=qs, values=np.asarray(est.quantile(qs)), ci_low=lo, ci_high=hi, level=level, B=0,
+                                method=est.method, n=n, epsilon=ch.epsilon, info=summary_info(s), interval=interval)
     if interval == "envelope":
         est = wavelet_density(s, **estimator_kwargs)
         lo, hi = _envelope_intervals(s, qs, level)

@@ -81,14 +81,14 @@ def _smooth(theta: np.ndarray) -> np.ndarray:
 
 
 def ems(counts: np.ndarray, ch: SquareWave, smooth: bool = True, tol: float = DEFAULT_TOL,
-        max_iterations: int = MAX_ITERATIONS, start: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """EM (with smoothing) for the cells' probabilities from the report counts, from the uniform ``θ`` or
-    ``start``; returns ``(θ, iterations)``."""
+        max_iterations: int = MAX_ITERATIONS) -> tuple[np.ndarray, int]:
+    """EM (with smoothing) for the cells' probabilities from the report counts, from the uniform θ; returns
+    ``(θ, iterations)``."""
     c = np.clip(np.asarray(counts, dtype=np.float64), 0.0, None)
     n = c.sum()
     if n <= 0:
         raise LdpDaskError("the summary holds no reports; EMS needs at least one row.")
-    theta = np.full(ch.cells, 1.0 / ch.cells) if start is None else np.clip(start, 1e-12, None) / np.sum(start)
+    theta = np.full(ch.cells, 1.0 / ch.cells)
     ll_old = -math.inf
     for it in range(1, max_iterations + 1):
         prev = theta

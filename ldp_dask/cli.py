@@ -188,7 +188,8 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--channel", required=True, choices=[AUTO, *sorted(CHANNELS)],
                    help="local channel; auto: the smallest predicted error for the column (docs/channels.md)")
     p.add_argument("--target", choices=TARGETS, default=None,
-                   help="auto: what to optimise for (frequencies for categories; numeric columns: mean)")
+                   help="auto: what to optimise for (categories: frequencies; numeric columns: distribution, the "
+                        "default, or mean)")
     p.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
     numeric = sorted(n for n, c in CHANNELS.items() if c.value_kind == "numeric")
     p.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),

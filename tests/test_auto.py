@@ -87,8 +87,12 @@ def test_cli_records_the_choice(tmp_path, capsys):
     assert ldp_dask.read_summary(m).channel.name == "hybrid-mean"
     bad = ["privatize", str(tmp_path / "t.parquet"), "--column", "x", "--channel", "auto", "--domain", "0", "5",
            "--epsilon", "2", "--out", str(tmp_path / "b.parquet"), "--local"]
-    assert main(bad) == 2
-    assert "--target mean" in capsys.readouterr().err
+    assert main(bad) == 0  # a numeric column with no target: its distribution, by the Square Wave
+    assert "auto: chose square-wave for the distribution" in capsys.readouterr().out
+    assert ldp_dask.read_summary(tmp_path / "b.parquet").metadata["choice"]["target"] == "distribution"
+    with pytest.raises(SystemExit):
+        main([*bad, "--overwrite", "--target", "median"])
+    assert "invalid choice: 'median'" in capsys.readouterr().err
     assert main([*bad[:5], "histogram", *bad[6:], "--target", "mean"]) == 2
     assert "--target applies to --channel auto only" in capsys.readouterr().err
 
@@ -102,3 +106,7 @@ def test_bad_auto_options():
         build_channel("auto", 1.0, categories=["a", "b"], target="mean")
     with pytest.raises(LdpDaskError, match="needs the public categories"):
         build_channel("auto", 1.0)
+    with pytest.raises(LdpDaskError, match="'target' of a numeric column is 'distribution' or 'mean'"):
+        build_channel("auto", 1.0, (0, 1), target="frequencies")
+    with pytest.raises(LdpDaskError, match="--noise does not apply to the square-wave"):
+        build_channel("auto", 1.0, (0, 1), noise="continuous")

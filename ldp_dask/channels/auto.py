@@ -12,6 +12,9 @@ categories d, the domain), so the choice spends nothing and reveals nothing abou
 * numeric columns, target ``mean``: the worst case over the value of the noise variance of one view, in units of
   the half-width of the domain: the Laplace mean 8/ε² against Piecewise, Duchi's and the Hybrid mechanism
   (:meth:`HybridMean.row_variance`).
+* numeric columns, target ``distribution`` (the default for numeric columns): the Square Wave channel. Its estimate
+  (EMS) is smoothed, so no closed-form variance predicts its error; the choice rests on the measured W1 and decile
+  errors of every local channel in ``benchmarks/distributions.py`` (docs/channels.md, "Choosing a channel").
 
 The chosen channel carries ``choice`` — what was compared and why — which the release records in its summary.
 """
@@ -27,12 +30,14 @@ from .categorical import check_categories
 from .hadamard import HadamardResponse
 from .hybrid import MECHANISMS, HybridMean
 from .rr import RandomizedResponse
+from .square_wave import SquareWave
 
 __all__ = ["AUTO", "TARGETS", "choose_channel", "frequency_variances", "mean_variances"]
 
 AUTO = "auto"
-#: what ``auto`` optimises for: category frequencies (categorical columns) or the mean (numeric columns)
-TARGETS = ("frequencies", "mean")
+#: what ``auto`` optimises for: category frequencies (categorical columns), the distribution (densities, CDFs,
+#: quantiles; the default for numeric columns) or the mean
+TARGETS = ("frequencies", "distribution", "mean")
 #: above this many categories, a rows-mode release uses Hadamard response (one index per row, not d bits)
 ROWS_HADAMARD_CATEGORIES = 64
 
@@ -69,12 +74,12 @@ def choose_channel(epsilon: float, domain: Any = None, n: int | None = None, *, 
         The public categories of a categorical column (target ``frequencies``).
     other : bool
         Map values outside the categories to ``"__other__"``.
-    target : {"frequencies", "mean"}, optional
-        Defaults to ``frequencies`` with categories; numeric columns must name ``mean``.
+    target : {"frequencies", "distribution", "mean"}, optional
+        Defaults to ``frequencies`` with categories and to ``distribution`` with a domain.
     mode : {"summary", "rows"}
         A rows-mode release of more than 64 categories uses Hadamard response, whose row view is one index.
     noise : {"lattice", "continuous"}, optional
-        The noise mode of a numeric channel (default lattice).
+        The noise mode of a mean channel (default lattice); the Square Wave's reports are indices and take none.
     """
     epsilon = check_epsilon(epsilon)
     if categories is not None:
@@ -100,9 +105,17 @@ def choose_channel(epsilon: float, domain: Any = None, n: int | None = None, *, 
     if domain is None:
         raise LdpDaskError("--channel auto needs the public categories (a categorical column) or a domain "
                            "(a numeric column).")
+    if target in (None, "distribution"):
+        if noise is not None:
+            raise LdpDaskError("--noise does not apply to the square-wave channel that --channel auto chooses for a "
+                               "distribution (its reports are indices).")
+        ch = SquareWave(epsilon, domain)
+        ch.choice = {"target": "distribution", "chosen": "square-wave", "n": n,  # type: ignore[attr-defined]
+                     "criterion": "smallest measured W1 and decile errors of the local channels "
+                                  "(benchmarks/distributions.py; a smoothed estimate has no closed-form variance)"}
+        return ch
     if target != "mean":
-        raise LdpDaskError("--channel auto on a numeric column chooses among the mean channels: give --target mean "
-                           f"(got {target!r}); for a distribution, choose the histogram or wavelet channel.")
+        raise LdpDaskError(f"The 'target' of a numeric column is 'distribution' or 'mean'. Got {target!r} instead.")
     pred = mean_variances(epsilon)
     best = min(pred, key=lambda k: pred[k])
     opts = {} if noise is None else {"noise": noise}

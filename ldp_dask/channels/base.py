@@ -29,7 +29,7 @@ import numpy as np
 from .._validation import InputDataError, LdpDaskError, check_domain
 
 __all__ = ["Channel", "NumericChannel", "Option", "NOISE_OPTION", "noise_scale_for", "check_values", "NOISE_MODES",
-           "check_noise", "require_n", "nudge"]
+           "check_noise", "require_n", "nudge", "grid_index"]
 
 #: ``continuous``: Laplace noise on doubles; ``lattice``: every released value on a public
 #: lattice g·ℤ with discrete Laplace noise (docs/privacy.md, floating-point safe).
@@ -102,6 +102,16 @@ def nudge(p: float, spent: Any, epsilon: float, toward: float = 0.0) -> float:
     while spent(p) > epsilon:
         p = math.nextafter(p, toward)
     return p
+
+
+def grid_index(x: np.ndarray, domain: tuple[float, float], cells: int) -> np.ndarray:
+    """Cell of each value of ``x`` (already inside ``domain``) among ``cells`` equal cells; ``hi`` goes to the last."""
+    lo, hi = domain
+    t = np.subtract(x, lo, dtype=np.float64)
+    np.multiply(t, cells / (hi - lo), out=t)
+    idx = t.astype(np.intp)  # t >= 0, so truncation is floor
+    np.minimum(idx, cells - 1, out=idx)
+    return idx
 
 
 def noise_scale_for(sensitivity: float, epsilon: float) -> float:

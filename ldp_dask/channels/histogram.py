@@ -33,7 +33,7 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
-from .base import NOISE_OPTION, NumericChannel, Option, check_noise, noise_scale_for, require_n
+from .base import NOISE_OPTION, NumericChannel, Option, check_noise, grid_index, noise_scale_for, require_n
 
 __all__ = ["LaplaceHistogram", "MAX_BINS"]
 
@@ -106,12 +106,7 @@ class LaplaceHistogram(NumericChannel):
 
     def bin_index(self, x: np.ndarray) -> np.ndarray:
         """Bin of each value of ``x`` (already inside the domain); ``hi`` goes to bin K−1."""
-        lo, hi = self.domain
-        t = np.subtract(x, lo)
-        np.multiply(t, self.bins / (hi - lo), out=t)
-        idx = t.astype(np.intp)  # t >= 0, so truncation is floor
-        np.minimum(idx, self.bins - 1, out=idx)
-        return idx
+        return grid_index(x, self.domain, self.bins)
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         counts = np.bincount(self.bin_index(x), minlength=self.bins)

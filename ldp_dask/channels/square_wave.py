@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_epsilon, check_int
-from .base import NumericChannel, Option, nudge
+from .base import NumericChannel, Option, grid_index, nudge
 
 __all__ = ["SquareWave", "wave_half_width", "DEFAULT_CELLS", "MAX_CELLS"]
 
@@ -86,7 +86,7 @@ class SquareWave(NumericChannel):
         self._set_domain(domain)
         d = self.cells
         self.half_width = wave_half_width(self.epsilon)
-        self.band = int(round(self.half_width * d))  # B
+        self.band = round(self.half_width * d)  # B
         w = 2 * self.band + 1
         self.dim = self.size = d + 2 * self.band
         e = math.exp(self.epsilon)
@@ -121,9 +121,7 @@ class SquareWave(NumericChannel):
     # --- data -------------------------------------------------------------------------------------------------
     def cell_index(self, x: np.ndarray) -> np.ndarray:
         """Cell of each value (already inside the domain); ``hi`` goes to cell d − 1."""
-        lo, hi = self.domain
-        idx = ((np.asarray(x, dtype=np.float64) - lo) * (self.cells / (hi - lo))).astype(np.intp)
-        return np.minimum(idx, self.cells - 1)
+        return grid_index(x, self.domain, self.cells)
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         return {"counts": np.bincount(self.cell_index(x), minlength=self.cells)}

@@ -89,15 +89,17 @@ def ems(counts: np.ndarray, ch: SquareWave, smooth: bool = True, tol: float = DE
     if n <= 0:
         raise LdpDaskError("the summary holds no reports; EMS needs at least one row.")
     theta = np.full(ch.cells, 1.0 / ch.cells)
+    fwd = _forward(theta, ch)
     ll_old = -math.inf
     for it in range(1, max_iterations + 1):
         prev = theta
-        theta = prev * _adjoint(c / _forward(prev, ch), ch)
+        theta = prev * _adjoint(c / fwd, ch)
         theta /= theta.sum()
         if smooth:
             theta = _smooth(theta)
             theta /= theta.sum()
-        ll = float(c @ np.log(_forward(theta, ch)))
+        fwd = _forward(theta, ch)  # the log-likelihood's and the next step's M·θ
+        ll = float(c @ np.log(fwd))
         if (it > 2 and abs(ll - ll_old) < tol) or np.abs(theta - prev).sum() <= 1.0 / n:
             return theta, it
         ll_old = ll

@@ -18,16 +18,16 @@ def load_summary(path: str) -> ldp_dask.Summary:
 
 
 @task(persist_result=False)
-def compute_estimate(summary: ldp_dask.Summary, level: float, projection: str | None,
+def compute_estimate(summary: ldp_dask.Summary, confidence: float, projection: str | None,
                      options: dict[str, Any] | None) -> DensityEstimate | MeanEstimate:
-    kwargs: dict[str, Any] = {"level": level, **(options or {})}
+    kwargs: dict[str, Any] = {"level": confidence, **(options or {})}
     if projection is not None:
         kwargs["projection"] = projection
     return ldp_dask.estimate(summary, **kwargs)
 
 
 @flow(name="ldp-estimate")
-def estimate_flow(summary: str, out: str | None = None, plot: str | None = None, level: float = 0.95,
+def estimate_flow(summary: str, out: str | None = None, plot: str | None = None, confidence: float = 0.95,
                   projection: str | None = None, overwrite: bool = False,
                   options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Estimate from ``summary``; write ``out`` (JSON) and ``plot`` (PNG).
@@ -35,11 +35,12 @@ def estimate_flow(summary: str, out: str | None = None, plot: str | None = None,
     The estimator follows the summary's channel (histogram or wavelet density,
     mean). ``projection`` is the estimator's (None: its default; "none": raw)
     and ``options`` its other keyword arguments, e.g. ``{"threshold": "soft",
-    "gamma": 2.0}`` for a wavelet summary.
+    "gamma": 2.0}`` for a wavelet summary; ``confidence`` is the level of the
+    intervals and bands.
     """
     logger = get_run_logger()
     s = load_summary(summary)
-    est = compute_estimate(s, level, projection, options)
+    est = compute_estimate(s, confidence, projection, options)
     written = write_outputs(est, out, plot, overwrite)
     publish_plot(est, written, "ldp-density-plot", "estimate", "Estimated density or frequencies with their uncertainty")
     publish_markdown(est, "ldp-estimate", "Estimate and its uncertainty", *written.items())

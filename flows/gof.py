@@ -17,19 +17,19 @@ from ._outputs import publish_markdown, publish_plot
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
-def run_test(source: str, null: Any, level: float, column: str | None, domain: list[float] | None,
+def run_test(source: str, null: Any, alpha: float, column: str | None, domain: list[float] | None,
              epsilon: float | None, adaptive: bool, split: str, J: int | None, smoothness: float,
              B: int, calibration_seed: int | None, summary_out: str | None, out: str | None, plot: str | None,
              overwrite: bool, options: RunOptions) -> Released:
     """Privatize if needed (through the release path; Dask retries its own tasks), test, write the outputs."""
-    return gof.release_test(source, null, level, column=column, domain=tuple(domain) if domain else None,
+    return gof.release_test(source, null, alpha, column=column, domain=tuple(domain) if domain else None,
                             epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
                             rng=calibration_seed, summary_out=summary_out, out=out, plot=plot, overwrite=overwrite,
                             options=options)
 
 
 @flow(name="ldp-gof")
-def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: str | None = None,
+def gof_flow(source: str, null: str | list[float], alpha: float = 0.05, column: str | None = None,
              domain: list[float] | None = None, epsilon: float | None = None, adaptive: bool = False,
              split: str = DEFAULT_SPLIT, J: int | None = None, smoothness: float = 1.0, B: int = 9999,
              calibration_seed: int | None = None, scheduler: str | None = None, secret_file: str | None = None,
@@ -43,7 +43,8 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
     person when ``privacy_unit`` names the column of the person a row belongs
     to (each keeping at most ``max_contributions`` rows), else per row.
 
-    ``null`` is a scipy.stats name such as ``"beta(2,2)"`` or bin probabilities.
+    ``null`` is a scipy.stats name such as ``"beta(2,2)"`` or bin probabilities;
+    ``alpha`` is the test's significance level, in (0, 0.5).
     Writes ``out`` (JSON) and ``plot`` (PNG) and publishes a markdown artifact.
     """
     from prefect.runtime import flow_run
@@ -52,7 +53,7 @@ def gof_flow(source: str, null: str | list[float], level: float = 0.05, column: 
     options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, ledger=ledger,
                          flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
                          max_contributions=max_contributions)
-    rel = run_test(source, null, level, column, domain, epsilon, adaptive, split, J, smoothness, B,
+    rel = run_test(source, null, alpha, column, domain, epsilon, adaptive, split, J, smoothness, B,
                    calibration_seed, summary_out, out, plot, overwrite, options)
     res, written = rel.result[0], rel.written
     publish_plot(res, written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")

@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
                    help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
     e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
-    e.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+    _confidence_arg(e)
     e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
     g = sub.add_parser("gof", help="locally private goodness-of-fit test (Lam-Weil et al. 2022)",
@@ -80,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--null", required=True,
                    help="f0: a scipy.stats name like 'beta(2,2)' or 'norm(loc=0.5, scale=0.1)', "
                         "or a file of bin probabilities (one per line)")
-    g.add_argument("--level", type=float, default=0.05, help="significance level γ (default 0.05)")
+    g.add_argument("--alpha", type=_alpha, default=0.05,
+                   help="significance level α of the test, in (0, 0.5) (default 0.05)")
     g.add_argument("--B", type=int, default=9999, help="Monte-Carlo replicates (default 9999)")
     g.add_argument("--statistic", choices=["summary", "U"], default="summary",
                    help="T' from the sums (default) or the paper's U-statistic from privatized rows (--rows)")
@@ -93,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--split", choices=["details", "rows", "epsilon"], default="details",
                    help="adaptive: one random Haar detail level per row, shared by every level (details, default: "
                         "the most powerful), one random level per row (rows, the paper's), or ε split across levels")
-    g.add_argument("--J", type=int, default=None, help="raw data: Haar level (default from n, ε and --smoothness)")
+    g.add_argument("--haar-level", "--J", dest="J", type=int, default=None,
+                   help="raw data: Haar level J, 2^J bins (default from n, ε and --smoothness)")
     g.add_argument("--smoothness", type=float, default=1.0, help="raw data: smoothness s for the default J (1)")
     g.add_argument("--summary-out", default=None, help="raw data: also write the summary here")
     g.add_argument("--scheduler", default=None, metavar="ADDRESS", help="raw data: running Dask scheduler")
@@ -115,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--bounds", nargs=2, type=float, default=None, metavar=("LO", "HI"),
                    help="public bounds (raw data)")
     c.add_argument("--epsilon", type=float, default=None, help="total ε for all the quantiles (raw data)")
-    c.add_argument("--level", type=float, default=0.95, help="summary: level of the intervals (default 0.95)")
+    _confidence_arg(c, "summary: ")
     c.add_argument("--interval", choices=["bins", "band", "envelope", "bootstrap"], default=None,
                    help="summary: CDF band at the bin edges (default for histogram/haar), interpolated within "
                         "bins, CDF envelopes (default for wavelet), or parametric bootstrap (under-covers)")
@@ -149,7 +151,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "uncertainty (plot, intervals) and the privacy parameters of the release.")
     h.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
     h.add_argument("--out", default=None, help="HTML file to write (default: the summary's name with .html)")
-    h.add_argument("--level", type=float, default=0.95, help="confidence level (default 0.95)")
+    _confidence_arg(h)
     h.add_argument("--overwrite", action="store_true", help="replace an existing page")
     h.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -178,7 +180,62 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print as JSON")
     b.add_argument("--ledger", default=None,
                    help="ledger file or postgresql:// URL (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
+    for name, command in sub.choices.items():
+        command.add_argument("--level", action=_Refused, nargs="?", help=argparse.SUPPRESS,
+                             instead=_LEVEL_INSTEAD.get(name, _LEVEL_INSTEAD[None]))
     return p
+
+
+#: What each command's old ``--level`` flag meant, and the flag that now says it.
+_LEVEL_INSTEAD: dict[str | None, str] = {
+    "privatize": "--haar-level J for the Haar channel's resolution (--levels J… for haar-adaptive)",
+    "gof": "--alpha for the test's significance level (--haar-level for the Haar resolution J)",
+    "estimate": "--confidence for the level of the intervals",
+    "quantiles": "--confidence for the level of the intervals",
+    "report": "--confidence for the level of the intervals",
+    None: "--confidence (intervals), --alpha (tests) or --haar-level (Haar resolution)",
+}
+
+
+class _Refused(argparse.Action):
+    """A retired flag: refused at parse time with a line naming the flag that replaces it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, instead: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.error(f"{option_string} had several meanings and is no longer accepted; use {self.instead}")
+
+
+def _alpha(text: str) -> float:
+    """--alpha: a significance level in (0, 0.5); 0.95 is a confidence, not a test level."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 0.5), got {text!r}") from None
+    if not 0 < value < 0.5:
+        raise argparse.ArgumentTypeError(
+            f"the significance level must be in (0, 0.5), got {text} (a test at α ≥ 0.5 rejects a true null at "
+            f"least half the time; for 95% confidence use --alpha 0.05)")
+    return value
+
+
+def _confidence(text: str) -> float:
+    """--confidence: a confidence level in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"the confidence level must be in (0, 1), got {text} (e.g. 0.95)")
+    return value
+
+
+def _confidence_arg(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    p.add_argument("--confidence", type=_confidence, default=0.95, metavar="LEVEL",
+                   help=f"{prefix}confidence level of the intervals, in (0, 1) (default 0.95)")
 
 
 def _channel_args(p: argparse.ArgumentParser) -> None:
@@ -200,9 +257,9 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
         default = "" if opt.default in (None, False) else f" (default {opt.default})"
         text = f"{', '.join(users) if len(users) < 4 else 'Laplace channels'}: {opt.help}{default}"
         if opt.switch:
-            p.add_argument(opt.flag, action="store_true", default=None, help=text)
+            p.add_argument(opt.flag, action="store_true", default=None, dest=name, help=text)
         else:
-            p.add_argument(opt.flag, type=opt.type, choices=opt.choices, nargs="+" if opt.many else None,
+            p.add_argument(opt.flag, dest=name, type=opt.type, choices=opt.choices, nargs="+" if opt.many else None,
                            default=None, help=text)
         if name == "categories":
             p.add_argument("--categories-file", default=None, help="rr, hadamard: file with one public category per line")
@@ -325,7 +382,7 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
         if a.plot:
             raise LdpDaskError("--plot applies to central releases; plot the density with 'ldp-dask estimate'.")
         lq = publish({"json": a.out, "html": a.html}, lambda outputs: _written(local_quantiles(
-            a.source, q=a.q or DECILES, level=a.level, B=a.B, rng=a.seed, interval=a.interval), outputs),
+            a.source, q=a.q or DECILES, level=a.confidence, B=a.B, rng=a.seed, interval=a.interval), outputs),
             overwrite=a.overwrite)[0]
         print(json.dumps(lq.to_dict()) if a.json else lq)
         return 0
@@ -359,7 +416,7 @@ def _cmd_gof(a: argparse.Namespace) -> int:
     from ldp_dask import gof
 
     rel = gof.release_test(
-        a.source, _read_null(a.null), a.level, column=a.column,
+        a.source, _read_null(a.null), a.alpha, column=a.column,
         domain=tuple(a.domain) if a.domain else None, epsilon=a.epsilon, adaptive=a.adaptive, split=a.split,
         J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
         summary_out=a.summary_out, out=a.out, plot=a.plot, overwrite=a.overwrite, options=_run_options(a),
@@ -404,7 +461,7 @@ def _estimator_options(a: argparse.Namespace) -> dict[str, Any]:
     """Estimator keyword arguments from the estimate command's flags (the estimator checks that they apply)."""
     if a.raw and a.simplex:
         raise LdpDaskError("Give at most one of --raw and --simplex.")
-    opts: dict[str, Any] = {"level": a.level}
+    opts: dict[str, Any] = {"level": a.confidence}
     if a.raw:
         opts["projection"] = "none"
     if a.simplex:
@@ -492,7 +549,7 @@ def _cmd_verify(a: argparse.Namespace) -> int:
 def _cmd_report(a: argparse.Namespace) -> int:
     from .report import default_report_path, write_report
 
-    path = write_report(a.summary, a.out or default_report_path(a.summary), level=a.level, overwrite=a.overwrite)
+    path = write_report(a.summary, a.out or default_report_path(a.summary), level=a.confidence, overwrite=a.overwrite)
     if a.json:
         print(json.dumps({"report": path, "summary": a.summary}))
     else:

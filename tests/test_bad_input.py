@@ -122,7 +122,7 @@ def test_bad_parameters(capsys, tmp_path, good, extra, message):
 
 @pytest.mark.parametrize("argv, message", [
     (["--channel", "mean"], "needs a public 'domain'"),
-    (["--channel", "haar", "--level", "77", "--domain", "0", "100"], "'level' parameter"),
+    (["--channel", "haar", "--haar-level", "77", "--domain", "0", "100"], "'level' parameter"),
     (["--channel", "rr", "--column", "name", "--categories", "a", "a"], "duplicates"),
     (["--channel", "rr", "--column", "name"], "list of categories"),
     (["--channel", "rr", "--column", "name", "--categories", "a", "--domain", "0", "1"], "not a numeric 'domain'"),
@@ -197,12 +197,10 @@ def test_cli_help_for_every_command(capsys):
     [
         (["--null", "beta(2,2)"], "needs column, domain, epsilon"),
         (["--null", "norm(0,1)", "--column", "x", "--domain", "0", "100", "--epsilon", "1"], "integrate to one"),
-        (["--null", "beta(2,2)", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--level", "1.5"],
-         "'level' parameter"),
         (["--null", "beta(2,2)", "--column", "x", "--domain", "0", "100", "--epsilon", "0"], "'epsilon' parameter"),
         (["--null", "beta(2,2)", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--B", "5"],
          "'B' parameter"),
-        (["--null", "uniform", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--J", "30"],
+        (["--null", "uniform", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--haar-level", "30"],
          "'level' parameter"),
         (["--null", "uniform", "--column", "x", "--domain", "0", "100", "--epsilon", "1", "--statistic", "U"],
          "directory for the privatized rows"),
@@ -258,3 +256,51 @@ def test_no_finite_input_makes_a_channel_emit_nan_or_inf(values, seed):
     rr = RandomizedResponse(3.0, ["a", "b", "c"], encoding="unary")
     codes = rr.prepare(np.array(["a", "c"] * len(values)))[0]
     assert np.all(np.isfinite(rr.stats(codes, rng)["sum"]))
+
+
+@pytest.mark.parametrize("argv, instead", [
+    (["privatize", "SRC", "--column", "x", "--channel", "haar", "--domain", "0", "100", "--epsilon", "1",
+      "--out", "OUT", "--level", "4"], "--haar-level"),
+    (["gof", "SRC", "--null", "uniform", "--level", "0.95"], "--alpha"),
+    (["estimate", "SRC", "--level", "0.9"], "--confidence"),
+    (["quantiles", "SRC", "--level", "0.9"], "--confidence"),
+    (["report", "SRC", "--level"], "--confidence"),
+])
+def test_retired_level_flag_names_its_replacement(capsys, tmp_path, good, argv, instead):
+    """--level once meant a Haar level, a confidence level and a significance level; it is refused everywhere with
+    the flag to use, before anything runs or is written."""
+    argv = [str(good) if a == "SRC" else str(tmp_path / "o.parquet") if a == "OUT" else a for a in argv]
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "no longer accepted" in err and instead in err, err
+    assert sorted(os.listdir(tmp_path)) == ["good"]
+
+
+@pytest.mark.parametrize("alpha", ["0.5", "0.95", "0", "1", "x"])
+def test_gof_alpha_must_be_a_test_level(capsys, good, alpha):
+    with pytest.raises(SystemExit) as info:
+        main(["gof", str(good), "--null", "uniform", "--column", "x", "--domain", "0", "100", "--epsilon", "1",
+              "--local", "--seed", "1", "--alpha", alpha])
+    assert info.value.code == 2 and "(0, 0.5)" in capsys.readouterr().err
+
+
+def test_python_gof_refuses_a_confidence_as_its_level():
+    s = ldp_dask.privatize(np.linspace(0, 1, 200), channel=HaarLaplace(1.0, level=2, domain=(0, 1)), seed=1)
+    with pytest.raises(LdpDaskError, match="significance level α, in \\(0, 0.5\\)"):
+        ldp_dask.gof.test(s, "uniform", 0.95, B=99)
+
+
+def test_new_flags_reach_the_estimators(capsys, tmp_path, good):
+    """--haar-level sets J, --alpha the test level, --confidence the interval level (read back from the JSON)."""
+    import json
+
+    out = tmp_path / "h.parquet"
+    assert main(["privatize", str(good), "--column", "x", "--channel", "haar", "--haar-level", "3", "--domain", "0",
+                 "100", "--epsilon", "1", "--out", str(out), "--local", "--seed", "1", "--no-ledger"]) == 0
+    capsys.readouterr()
+    assert main(["gof", str(out), "--null", "uniform", "--alpha", "0.01", "--B", "199", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["level"] == 0.01 and r["J"] == 3
+    assert main(["estimate", str(out), "--confidence", "0.8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["level"] == 0.8

@@ -224,7 +224,7 @@ def test_cli_gof_on_summary_and_raw_data(tmp_path, capsys, beta_dataset):
     from ldp_dask.cli import main
 
     out = tmp_path / "x.haar.parquet"
-    assert main(["privatize", str(beta_dataset), "--column", "x", "--channel", "haar", "--level", "4",
+    assert main(["privatize", str(beta_dataset), "--column", "x", "--channel", "haar", "--haar-level", "4",
                  "--domain", "0", "1", "--epsilon", "1", "--out", str(out), "--local", "--seed", "1"]) == 0
     capsys.readouterr()
     assert main(["gof", str(out), "--null", "beta(2,5)", "--B", "999", "--calibration-seed", "1", "--json"]) == 0

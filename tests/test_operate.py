@@ -107,8 +107,9 @@ def test_report_refuses_to_overwrite_and_reports_bad_input(summaries, tmp_path, 
     assert main(["report", str(summaries["hist"]), "--out", str(target), "--overwrite"]) == 0
     assert main(["report", str(tmp_path / "missing.parquet")]) == 2
     assert "no such summary file" in capsys.readouterr().err
-    assert main(["report", str(summaries["hist"]), "--out", str(tmp_path / "x.html"), "--level", "1.5"]) == 2
-    assert "level" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["report", str(summaries["hist"]), "--out", str(tmp_path / "x.html"), "--confidence", "1.5"])
+    assert "confidence level must be in (0, 1)" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -62,6 +62,10 @@ class Option:
         A boolean switch (``--other``).
     cli : bool
         Offered on the command line.
+    cli_name : str, optional
+        The flag's name when ``name`` alone would be ambiguous on the command
+        line (the Haar ``level`` is ``--haar-level``: ``--level`` once meant
+        three things).
     """
 
     name: str
@@ -72,11 +76,12 @@ class Option:
     many: bool = False
     switch: bool = False
     cli: bool = True
+    cli_name: str | None = None
 
     @property
     def flag(self) -> str:
-        """The command-line flag, ``--name`` with dashes."""
-        return "--" + self.name.replace("_", "-")
+        """The command-line flag, ``--name`` (or ``--cli_name``) with dashes."""
+        return "--" + (self.cli_name or self.name).replace("_", "-")
 
 
 NOISE_OPTION = Option("noise", "lattice outputs with discrete Laplace noise (floating-point safe) or Laplace noise "

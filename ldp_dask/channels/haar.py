@@ -157,7 +157,8 @@ class HaarLaplace(_HaarBase):
 
     name = "haar"
     options = (
-        Option("level", "Haar level J, 2^J bins (default: 2^J ≍ (n ε²)^(2/(4s+3)) with the smoothness s)", type=int),
+        Option("level", "Haar level J, 2^J bins (default: 2^J ≍ (n ε²)^(2/(4s+3)) with the smoothness s)", type=int,
+               cli_name="haar-level"),
         Option("smoothness", "smoothness s that sets the default level", type=float, default=1.0),
         NOISE_OPTION,
     )

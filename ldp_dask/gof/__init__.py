@@ -67,6 +67,10 @@ def _check_common(level: float, B: int, n: int, cells: int = 1) -> tuple[float, 
     """Check the level, B and n, and that the calibration's work (B replicates of ``cells`` cells) is within
     :data:`~ldp_dask._validation.MAX_DRAWS` (the U-statistic's direct simulation has its own budget)."""
     level = check_probability(level, "level")
+    if level >= 0.5:
+        raise LdpDaskError(f"The 'level' parameter of a test is its significance level α, in (0, 0.5). Got {level:g}: "
+                           f"a test at that level rejects a true null at least half the time (for 95% confidence "
+                           f"the level is 0.05).")
     B = check_int(B, "B", 1, 10**7)
     check_draws(B, cells, f"the Monte-Carlo calibration at {cells:,} cells", "lower B, or the Haar level J")
     if (B + 1) * level < 1:

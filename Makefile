@@ -2,19 +2,25 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# Two stamps: the demo needs only the runtime dependencies; the suite adds the test extra.
+RUNTIME := $(VENV)/.installed-runtime
+STAMP   := $(VENV)/.installed-test
 
-.PHONY: demo test test-fast bench stack clean venv
+.PHONY: demo test test-fast bench stack clean venv docs
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	@touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(VENV)/bin/ldp-dask demo --out demo-output
 
 # The whole suite (what CI runs): real LocalClusters, Prefect flow runs, the local stack.

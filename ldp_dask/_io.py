@@ -17,7 +17,34 @@ import fsspec
 
 from ._validation import LdpDaskError
 
-__all__ = ["check_output", "atomic_write", "remove_quietly", "StagedOutputs", "temp_name"]
+__all__ = ["check_output", "atomic_write", "remove_quietly", "StagedOutputs", "temp_name", "resolve_root",
+           "check_not_input"]
+
+
+def resolve_root(url: str) -> str:
+    """A location as the ledger compares it: a URL with its protocol, local paths absolute with symlinks resolved."""
+    if "://" not in url or url.startswith("file://"):
+        local = url[len("file://"):] if url.startswith("file://") else url
+        return "file://" + os.path.realpath(local)
+    return url.rstrip("/")
+
+
+def check_not_input(target: str, given: str, name: str, inputs: tuple[tuple[str, bool], ...]) -> None:
+    """Refuse an output that is an input, holds one, or lies inside an input directory.
+
+    ``target`` is the output's resolved URL (:func:`resolve_root`); ``inputs``
+    are ``(resolved URL, is a directory)``. Writing there would replace raw
+    data (``--out`` equal to the source), delete it (a rows directory around
+    it, with ``--overwrite``) or add a file the next read of the source would
+    take for data.
+    """
+    for where, is_dir in inputs:
+        if target == where or where.startswith(target + "/"):
+            raise LdpDaskError(f"The {name!r} path {given!r} is or contains the input {where!r}; write outputs "
+                               f"elsewhere (an output never replaces the data it was computed from).")
+        if is_dir and target.startswith(where + "/"):
+            raise LdpDaskError(f"The {name!r} path {given!r} is inside the input directory {where!r}, where the next "
+                               f"read of the source would take it for data; write outputs elsewhere.")
 
 
 def check_output(path: str | os.PathLike[str], overwrite: bool, name: str = "out",
@@ -85,8 +112,10 @@ class StagedOutputs:
     """
 
     def __init__(self, overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
-                 token: str | None = None) -> None:
+                 token: str | None = None, inputs: tuple[tuple[str, bool], ...] = ()) -> None:
         self.overwrite = bool(overwrite)
+        #: the run's inputs, ``(resolved URL, is a directory)``: no output may be, hold or sit inside one
+        self.inputs = tuple(inputs)
         self.storage_options = dict(storage_options or {})
         self.token = token or uuid.uuid4().hex
         #: labels renamed into place so far (a failure part-way through publish leaves these published)
@@ -99,6 +128,9 @@ class StagedOutputs:
         if path is None:
             return
         given = os.fspath(path)
+        if self.inputs:
+            fs0, p0 = fsspec.core.url_to_fs(given, **self.storage_options)
+            check_not_input(resolve_root(fs0.unstrip_protocol(p0.rstrip("/"))), given, label, self.inputs)
         fs, p = check_output(given, self.overwrite, label, self.storage_options)
         self._targets[label] = (fs, p, given)
 

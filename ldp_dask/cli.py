@@ -383,7 +383,7 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
             raise LdpDaskError("--plot applies to central releases; plot the density with 'ldp-dask estimate'.")
         lq = publish({"json": a.out, "html": a.html}, lambda outputs: _written(local_quantiles(
             a.source, q=a.q or DECILES, level=a.confidence, B=a.B, rng=a.seed, interval=a.interval), outputs),
-            overwrite=a.overwrite)[0]
+            overwrite=a.overwrite, inputs=[a.source])[0]
         print(json.dumps(lq.to_dict()) if a.json else lq)
         return 0
     missing = [f"--{k}" for k in ("column", "bounds", "epsilon") if getattr(a, k) is None]
@@ -519,7 +519,7 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
     if a.plot and not hasattr(est, "plot"):
         raise LdpDaskError(f"--plot: the estimate of a {s.channel.name!r} summary has no plot.")
     _, written = publish({"json": a.out, "plot": a.plot}, lambda outputs: _written(est, outputs),
-                         overwrite=a.overwrite)
+                         overwrite=a.overwrite, inputs=[a.summary])
     if a.json:
         print(json.dumps({**est.to_dict(), "summary_integrity": s.integrity}))
         return 0

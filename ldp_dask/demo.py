@@ -93,7 +93,7 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
     from distributed import Client, LocalCluster
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
 
-    from flows import estimate_flow, privatize_flow
+    from ldp_dask.flows import estimate_flow, privatize_flow
 
     from .noise import hidden_from_children
 

@@ -157,7 +157,8 @@ def render_text(d: Description) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-_MD_ESCAPES = str.maketrans({"|": r"\|", "`": r"\`", "*": r"\*", "[": r"\[", "]": r"\]", "<": "&lt;", ">": "&gt;",
+_MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": r"\|", "`": r"\`", "*": r"\*", "_": r"\_", "[": r"\[", "]": r"\]",
+                             "$": r"\$", "#": r"\#", "~": r"\~", "!": r"\!", "&": "&amp;", "<": "&lt;", ">": "&gt;",
                              "\n": " ", "\r": " "})
 
 

@@ -31,11 +31,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, TypeVar
 
-from ._io import StagedOutputs
+import fsspec
+
+from ._io import StagedOutputs, resolve_root
 from ._validation import LdpDaskError
 from .ledger import ROW_UNIT, SCOPES, Ledger, Reservation, open_ledger
 from .noise import Secret
@@ -137,18 +139,40 @@ def _location(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
 
 
+def _dataset_inputs(dataset: Dataset) -> tuple[tuple[str, bool], ...]:
+    """The planned source as outputs must avoid it: its files, then its root (a directory, or the one file)."""
+    if dataset.kind != "parquet" or not dataset.root:
+        return ()
+    files = {resolve_root(dataset.fs.unstrip_protocol(p.path)) for p in dataset.pieces if p.path is not None}
+    return (*((f, False) for f in sorted(files)), (dataset.root, dataset.root not in files))
+
+
+def _file_inputs(paths: Sequence[str | os.PathLike[str]],
+                 storage_options: Mapping[str, Any] | None) -> tuple[tuple[str, bool], ...]:
+    """Input files (a summary read by a post-processing step) as outputs must avoid them."""
+    found = []
+    for path in paths:
+        fs, p = fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
+        found.append((resolve_root(fs.unstrip_protocol(p.rstrip("/"))), False))
+    return tuple(found)
+
+
 def publish(targets: Mapping[str, str | os.PathLike[str] | None], produce: Callable[[StagedOutputs], R],
             *, overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
             outputs: StagedOutputs | None = None, before_publish: Callable[[R], None] | None = None,
+            inputs: Sequence[str | os.PathLike[str]] = (),
             ) -> tuple[R, dict[str, str]]:
     """Declare ``targets``, run ``produce(outputs)`` (which computes and writes them), then publish them all.
 
     ``before_publish(result)`` runs once everything is staged, just before
     the renames (the release path settles the charge there). On any exception
     before publishing the staged outputs are removed and nothing is published.
+    ``inputs`` are files the outputs are computed from: no target may be one
+    (``estimate s.parquet --out s.parquet --overwrite`` is refused).
     Returns ``produce``'s result and ``{label: path}`` of the published outputs.
     """
-    outputs = outputs if outputs is not None else StagedOutputs(overwrite, storage_options)
+    if outputs is None:
+        outputs = StagedOutputs(overwrite, storage_options, inputs=_file_inputs(inputs, storage_options))
     for label, path in targets.items():
         outputs.declare(label, path)
     try:
@@ -197,7 +221,7 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     secret = options.key()
     ledger = open_ledger(options.ledger)
     unit = options.privacy_unit or ROW_UNIT
-    outputs = StagedOutputs(overwrite, options.storage_options)
+    outputs = StagedOutputs(overwrite, options.storage_options, inputs=_dataset_inputs(dataset))
     held: list[Reservation] = []
     release_key = hashlib.sha256(json.dumps(
         [dataset.root, dataset.column, charge.scope, charge.mechanism, dict(charge.params), secret.key_id,

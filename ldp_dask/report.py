@@ -13,7 +13,6 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
-from ._io import atomic_write, check_output
 from ._validation import LdpDaskError
 from .outputs import figure_png
 from .estimators import estimate, estimator_for
@@ -133,7 +132,11 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
         if isinstance(summary, Summary):
             raise LdpDaskError("The 'path' parameter is required when the summary is not a file.")
         path = default_report_path(summary)
-    check_output(path, overwrite)
-    page = render_report(summary, level=level, result=result, **options).encode()
-    return atomic_write(path, lambda fh: fh.write(page), overwrite=overwrite)
+    from .release import publish
+
+    def produce(outputs: Any) -> None:  # the target is checked (exists? an input?) before the page is rendered
+        outputs.write("report", render_report(summary, level=level, result=result, **options).encode())
+
+    inputs = [] if isinstance(summary, Summary) else [summary]
+    return publish({"report": path}, produce, overwrite=overwrite, inputs=inputs)[1]["report"]
 

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._io import resolve_root
 from ._validation import InputDataError, LdpDaskError, check_int
 from .options import DEFAULT_PARTITION_ROWS
 
@@ -523,14 +524,6 @@ def source_root(source: str | os.PathLike[str], storage_options: dict[str, Any] 
     except (ValueError, ImportError) as exc:
         raise InputDataError(f"cannot open {url!r}: {exc}") from None
     return _population_root(fs, path)
-
-
-def resolve_root(url: str) -> str:
-    """A root as the ledger compares it: a URL with its protocol, local paths absolute with symlinks resolved."""
-    if "://" not in url or url.startswith("file://"):
-        local = url[len("file://"):] if url.startswith("file://") else url
-        return "file://" + os.path.realpath(local)
-    return url.rstrip("/")
 
 
 def _missing(column: str | None, names: list[Any], where: str, what: str = "column") -> str:

@@ -41,7 +41,7 @@ def _flow(entrypoint: str):
 
 @pytest.mark.slow
 def test_every_flow_has_a_deployment(prefect_yaml):
-    import flows
+    from ldp_dask import flows
     from prefect.flows import Flow
 
     deployed = {_flow(d["entrypoint"]).name for d in prefect_yaml["deployments"]}
@@ -91,7 +91,7 @@ def test_shared_definitions_pool_and_schedules(prefect_yaml):
             assert s["cron"] in crons, f"{d['name']}: schedule {s} is not one of the shared definitions"
     nightly = [d for d in prefect_yaml["deployments"] if d.get("schedules")
                and any(s["cron"] == defs["schedules"]["nightly"]["cron"] for s in d["schedules"])]
-    assert [d["entrypoint"] for d in nightly] == ["flows/release.py:release_flow"]
+    assert [d["entrypoint"] for d in nightly] == ["ldp_dask/flows/release.py:release_flow"]
     text = (DEPLOY / "prefect.yaml").read_text()
     assert "*process_pool" in text and "*nightly" in text, "deployments must reuse the shared definitions"
 

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.prefect, pytest.mark.cluster]
 def test_privatize_and_estimate_flows(prefect_harness, cluster, beta_dataset, tmp_path):
     from prefect.client.orchestration import get_client
 
-    from flows import estimate_flow, privatize_flow
+    from ldp_dask.flows import estimate_flow, privatize_flow
 
     out = tmp_path / "x.summary.parquet"
     facts = privatize_flow(source=str(beta_dataset), column="x", out=str(out), domain=[0.0, 1.0],
@@ -55,7 +55,7 @@ def test_privatize_and_estimate_flows(prefect_harness, cluster, beta_dataset, tm
 
 
 def test_flow_rejects_existing_output_before_work(prefect_harness, beta_dataset, tmp_path):
-    from flows import privatize_flow
+    from ldp_dask.flows import privatize_flow
 
     out = tmp_path / "exists.parquet"
     out.write_bytes(b"keep")
@@ -88,7 +88,7 @@ def test_console_script_privatize_then_estimate(beta_dataset, tmp_path):
 
 
 def test_auto_channel_flow_records_its_choice(prefect_harness, cluster, beta_dataset, tmp_path):
-    from flows import privatize_flow
+    from ldp_dask.flows import privatize_flow
 
     out = tmp_path / "auto.summary.parquet"
     facts = privatize_flow(source=str(beta_dataset), column="x", out=str(out), domain=[0.0, 1.0], channel="auto",
@@ -100,7 +100,7 @@ def test_auto_channel_flow_records_its_choice(prefect_harness, cluster, beta_dat
 
 
 def test_wavelet_flows_and_console_script(prefect_harness, cluster, beta_dataset, tmp_path):
-    from flows import estimate_flow, privatize_flow
+    from ldp_dask.flows import estimate_flow, privatize_flow
 
     out = tmp_path / "w.summary.parquet"
     facts = privatize_flow(source=str(beta_dataset), column="x", out=str(out), domain=[0.0, 1.0],
@@ -130,7 +130,7 @@ def test_wavelet_flows_and_console_script(prefect_harness, cluster, beta_dataset
 
 
 def test_gof_flow_on_raw_data(prefect_harness, cluster, beta_dataset, tmp_path):
-    from flows import gof_flow
+    from ldp_dask.flows import gof_flow
 
     from ldp_dask.ledger import Ledger
 
@@ -155,7 +155,7 @@ def test_gof_flow_on_raw_data(prefect_harness, cluster, beta_dataset, tmp_path):
 
 
 def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
-    from flows import quantile_flow
+    from ldp_dask.flows import quantile_flow
 
     from ldp_dask.ledger import Ledger
 
@@ -192,7 +192,7 @@ def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
 
 
 def test_estimate_flow_on_a_frequency_summary(prefect_harness, tmp_path):
-    from flows import estimate_flow
+    from ldp_dask.flows import estimate_flow
 
     from ldp_dask.channels import RandomizedResponse
 
@@ -207,7 +207,7 @@ def test_estimate_flow_on_a_frequency_summary(prefect_harness, tmp_path):
 def test_secret_never_appears_in_any_output(prefect_harness, cluster, beta_dataset, tmp_path, capsys):
     # the secret is read from a file; every byte the run writes (summary, privatized rows, JSON, PNG,
     # Prefect artifacts, stdout/stderr) is searched for it and for its hex form
-    from flows import estimate_flow, privatize_flow
+    from ldp_dask.flows import estimate_flow, privatize_flow
 
     from ldp_dask.cli import main
 
@@ -245,7 +245,7 @@ def test_secret_never_appears_in_any_output(prefect_harness, cluster, beta_datas
 def test_rerun_flow_does_not_double_count(prefect_harness, cluster, beta_dataset, tmp_path):
     # a flow run repeated with the same key (a resumed or retried schedule) reproduces its summary
     # and spends nothing more in the ledger; a failed run records nothing
-    from flows import privatize_flow
+    from ldp_dask.flows import privatize_flow
 
     from ldp_dask.ledger import Ledger
 

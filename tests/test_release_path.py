@@ -64,7 +64,7 @@ def _cli(job, data, out, led):
 
 
 def _flow(job, data, out, led, scheduler):
-    from flows import gof_flow, privatize_flow, quantile_flow
+    from ldp_dask.flows import gof_flow, privatize_flow, quantile_flow
 
     common = dict(source=str(data), column="x", scheduler=scheduler, seed=1, ledger=str(led), out=out)
     if job == "privatize":

@@ -95,7 +95,7 @@ def test_cli_privatize_estimate_and_budget_on_s3(bucket, capsys, tmp_path):
 
 @pytest.mark.prefect
 def test_flow_reads_and_writes_s3(bucket, s3_cluster, prefect_harness):
-    from flows import privatize_flow
+    from ldp_dask.flows import privatize_flow
 
     out = privatize_flow(source="s3://ldp-test/beta", column="x", out="s3://ldp-test/flow/beta.summary.parquet",
                          domain=[0.0, 1.0], channel="histogram", epsilon=1.0, bins=16, seed=3,

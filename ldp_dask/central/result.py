@@ -81,7 +81,7 @@ class QuantileRelease(Described):
         ax.plot(np.concatenate([[0], self.q, [1]]), np.concatenate([[lo], self.values, [hi]]), "o-",
                 color="tab:blue", label="released quantiles (bounds at 0 and 1)")
         ax.set_xlabel("probability q")
-        ax.set_ylabel(self.column)
+        ax.set_ylabel(self.column, parse_math=False)
         ax.set_ylim(lo, hi)
         ax.set_title(f"Central-DP quantiles ({self.method}), ε = {self.epsilon:g}, n = {self.n:,}")
         ax.legend(fontsize=8)

@@ -87,7 +87,8 @@ class FrequencyEstimate(Described):
             ax.plot(xs, np.asarray(truth)[order], "o", color="tab:red", ms=4, label="truth")
         ax.set_xticks(xs)
         ax.set_xticklabels([str(self.labels[i]) for i in order], rotation=60 if len(order) > 8 else 0,
-                           ha="right" if len(order) > 8 else "center", fontsize=8)
+                           ha="right" if len(order) > 8 else "center", fontsize=8,
+                           parse_math=False)  # labels are data: '$a^$' is text, not mathtext
         ax.set_ylabel("frequency")
         ax.set_title(f"Locally private frequencies: n = {self.n:,}, ε = {self.epsilon:g}")
         ax.legend(fontsize=8)

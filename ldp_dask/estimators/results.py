@@ -224,7 +224,7 @@ class DensityEstimate(Described):
             x = np.linspace(e[0], e[-1], 1000)
             ax.plot(x, truth(x), color="black", lw=1.2, ls="--", label="true density")
         ax.axhline(0, color="grey", lw=0.5)
-        ax.set_xlabel(self.info.get("column", "value"))
+        ax.set_xlabel(self.info.get("column", "value"), parse_math=False)
         ax.set_ylabel("density")
         what = self.info.get("label") or f"K = {len(self.density)}"
         ax.set_title(title or f"Locally private density: n = {self.n:,}, ε = {self.epsilon:g}, {what}")

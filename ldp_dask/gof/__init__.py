@@ -272,7 +272,8 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
             write_result_files(res, outputs)
             return res, s
 
-        result, written = publish(targets, produce, overwrite=overwrite)
+        result, written = publish(targets, produce, overwrite=overwrite,
+                                  inputs=[source] if isinstance(source, (str, os.PathLike)) else [])
         return Released(result, None, written)  # post-processing of an earlier release: nothing new is released
     missing = [k for k, v in (("column", column), ("domain", domain), ("epsilon", epsilon)) if v is None]
     if missing:

@@ -98,6 +98,7 @@ class TestResult(Described):
         ax.axvline(self.statistic, color="tab:red" if self.reject else "tab:blue", lw=2,
                    label=f"observed (p = {self.p_value:.3g})")
         ax.set_xlabel("statistic" if not isinstance(self.J, list) else "max_J (T_J − threshold_J)")
-        ax.set_title(f"LDP goodness of fit: H0 f = {self.null}, n = {self.n:,}, ε = {self.epsilon:g}")
+        ax.set_title(f"LDP goodness of fit: H0 f = {self.null}, n = {self.n:,}, ε = {self.epsilon:g}",
+                     parse_math=False)
         ax.legend(fontsize=8)
         return finish_plot(ax, path, own, overwrite)

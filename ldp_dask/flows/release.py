@@ -8,12 +8,17 @@ deployment keeps one release per day::
     {out_dir}/{YYYY-MM-DD}/{column}.{channel}.png                (plot, densities and frequencies)
     {out_dir}/{YYYY-MM-DD}/{column}.{channel}.html               (report page)
 
+A column name that is not a plain file name (``../..``, ``a/b``, ``.hidden``)
+is made one by :func:`file_stem`, so every output stays inside ``out_dir``.
+
 A run whose summary already exists (a retry, or a manual re-run the same day)
 reuses it and spends nothing; the estimate and report are rewritten.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,9 +29,9 @@ import ldp_dask
 from ldp_dask.estimators import estimator_for
 from ldp_dask.report import write_report
 
-from ._outputs import headline, publish_markdown
-from .estimate import estimate_flow
-from .privatize import privatize_flow
+from ldp_dask.flows._outputs import headline, publish_markdown
+from ldp_dask.flows.estimate import estimate_flow
+from ldp_dask.flows.privatize import privatize_flow
 
 
 def _run_date() -> str:
@@ -38,6 +43,16 @@ def _run_date() -> str:
         return datetime.fromisoformat(str(when)).astimezone(timezone.utc).date().isoformat()
     except (TypeError, ValueError):
         return datetime.now(timezone.utc).date().isoformat()
+
+
+def file_stem(column: str) -> str:
+    """``column`` as one safe file-name part: letters, digits, ``_``, ``-`` and inner dots are kept; anything else
+    (a ``/``, a leading ``.``) becomes ``_`` and the name gets 8 hex of its SHA-256, so a column named ``../..``
+    stays inside ``out_dir`` and two columns never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", column).lstrip(".")
+    if safe == column and safe:
+        return safe
+    return f"{safe or 'column'}-{hashlib.sha256(column.encode()).hexdigest()[:8]}"
 
 
 @flow(name="ldp-release")
@@ -63,12 +78,15 @@ def release_flow(
     """
     logger = get_run_logger()
     day = date or _run_date()
+    if not re.fullmatch(r"[0-9A-Za-z_-]+", day):
+        raise ldp_dask.LdpDaskError(f"The 'date' parameter must be a date like 2026-11-23. Got {day!r} instead.")
     fs, root = fsspec.core.url_to_fs(out_dir)
     folder = f"{out_dir.rstrip('/')}/{day}"
     fs.makedirs(f"{root.rstrip('/')}/{day}", exist_ok=True)
-    stem = f"{folder}/{column}.{channel}"
+    name = f"{file_stem(column)}.{file_stem(channel)}"
+    stem = f"{folder}/{name}"
     summary = f"{stem}.summary.parquet"
-    if fs.exists(f"{root.rstrip('/')}/{day}/{column}.{channel}.summary.parquet"):
+    if fs.exists(f"{root.rstrip('/')}/{day}/{name}.summary.parquet"):
         logger.info("The release for %s already exists (%s): reusing it, no ε spent", day, summary)
         release: dict[str, Any] = {"summary": summary, "reused": True}
     else:

@@ -13,7 +13,7 @@ from ldp_dask.channels.haar import DEFAULT_SPLIT
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
 
-from ._outputs import publish_markdown, publish_plot
+from ldp_dask.flows._outputs import publish_markdown, publish_plot
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source

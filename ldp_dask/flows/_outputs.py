@@ -23,10 +23,12 @@ def retry_on_io(task: Any, task_run: Any, state: Any) -> bool:
 
 
 @task(retries=3, retry_delay_seconds=1, retry_condition_fn=retry_on_io, persist_result=False)
-def write_outputs(result: Any, out: str | None, plot: str | None, overwrite: bool) -> dict[str, str]:
-    """A post-processed result's JSON (``out``) and plot (``plot``, when it can plot), published together."""
+def write_outputs(result: Any, out: str | None, plot: str | None, overwrite: bool,
+                  inputs: tuple[str, ...] = ()) -> dict[str, str]:
+    """A post-processed result's JSON (``out``) and plot (``plot``, when it can plot), published together; neither
+    may be one of ``inputs`` (the summary it was computed from)."""
     return publish({"json": out, "plot": plot}, lambda outputs: write_result_files(result, outputs),
-                   overwrite=overwrite)[1]
+                   overwrite=overwrite, inputs=inputs)[1]
 
 
 def publish_plot(result: Any, written: dict[str, str], key: str, alt: str, description: str) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
-from ._outputs import publish_markdown, publish_plot, write_outputs
+from ldp_dask.flows._outputs import publish_markdown, publish_plot, write_outputs
 
 import ldp_dask
 from ldp_dask.estimators import DensityEstimate, MeanEstimate
@@ -41,7 +41,7 @@ def estimate_flow(summary: str, out: str | None = None, plot: str | None = None,
     logger = get_run_logger()
     s = load_summary(summary)
     est = compute_estimate(s, confidence, projection, options)
-    written = write_outputs(est, out, plot, overwrite)
+    written = write_outputs(est, out, plot, overwrite, (summary,))
     publish_plot(est, written, "ldp-density-plot", "estimate", "Estimated density or frequencies with their uncertainty")
     publish_markdown(est, "ldp-estimate", "Estimate and its uncertainty", *written.items())
     logger.info("Estimated %s from %s (n=%d, ε=%g): %s", type(est).__name__, summary, est.n, est.epsilon, written)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -62,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
                        description="Density (histogram or wavelet channel) or mean (mean channel) from a summary.")
     e.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
     e.add_argument("--plot", default=None, help="write a PNG plot of the density")
-    e.add_argument("--out", default=None, help="write the estimate as JSON")
+    e.add_argument("--out", default=None,
+                   help="write the estimate: a tidy Parquet table for a .parquet name (bins or categories, estimate, "
+                        "standard error, interval bounds: pandas and DuckDB read it as it is), else JSON")
     e.add_argument("--raw", action="store_true",
                    help="density: the raw estimate (no projection onto densities)")
     e.add_argument("--simplex", action="store_true", help="rr: project the frequencies onto the simplex")
@@ -209,6 +212,24 @@ class _Refused(argparse.Action):
         parser.error(f"{option_string} had several meanings and is no longer accepted; use {self.instead}")
 
 
+#: Above this ε a release protects little (e^10 ≈ 22,000 between neighbours); the command line refuses it.
+MAX_CLI_EPSILON = 50.0
+#: Above this ε the command line warns.
+WARN_EPSILON = 10.0
+
+
+def _check_cli_epsilon(value: float) -> None:
+    """--epsilon of a release: refused above 50; above 10 a warning says how little it protects (the channel
+    checks that it is a finite positive number)."""
+    if value > MAX_CLI_EPSILON:
+        raise LdpDaskError(f"The 'epsilon' parameter must be at most {MAX_CLI_EPSILON:g} on the command line. Got "
+                           f"{value:g}: the odds of an output could differ e^{value:g}-fold between neighbours, "
+                           f"which protects nobody.")
+    if value > WARN_EPSILON:
+        print(f"ldp-dask: warning: ε = {value:g} per row lets the odds of an output differ up to "
+              f"{math.exp(value):,.0f}-fold between neighbouring data sets: little protection", file=sys.stderr)
+
+
 def _alpha(text: str) -> float:
     """--alpha: a significance level in (0, 0.5); 0.95 is a confidence, not a test level."""
     try:
@@ -247,7 +268,7 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=TARGETS, default=None,
                    help="auto: what to optimise for (categories: frequencies; numeric columns: distribution, the "
                         "default, or mean)")
-    p.add_argument("--epsilon", type=float, required=True, help="ε per row (> 0)")
+    p.add_argument("--epsilon", type=float, required=True, help=f"ε per row, in (0, {MAX_CLI_EPSILON:g}]")
     numeric = sorted(n for n, c in CHANNELS.items() if c.value_kind == "numeric")
     p.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),
                    help=f"public domain ({', '.join(numeric)})")
@@ -275,7 +296,11 @@ def _show_progress(a: argparse.Namespace) -> bool:
 
 
 def _ledger_args(p: argparse.ArgumentParser) -> None:
-    """How a release is accounted: the ledger, and who ε is counted for."""
+    """How a release is accounted: the ledger, and who ε is counted for; and what a null becomes."""
+    p.add_argument("--nulls", nargs="+", default=["error"], metavar="POLICY",
+                   help="what a null of the column becomes: 'error' (default: refused, from the Parquet footers "
+                        "before any work) or 'value V' (replaced by the public value V before privatization; ε "
+                        "unchanged). Dropping is not offered: it would release the exact count of non-nulls")
     p.add_argument("--ledger", default=None, help="privacy budget ledger: a file or a postgresql:// URL "
                                                   "(default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
     p.add_argument("--no-ledger", action="store_true", help="do not record the release (no budget enforced)")
@@ -285,7 +310,23 @@ def _ledger_args(p: argparse.ArgumentParser) -> None:
                    help="with --privacy-unit: rows kept per person, chosen at random; ε/K per row (default 1)")
 
 
-def _run_options(a: argparse.Namespace, **extra: Any) -> Any:
+def _null_policy(words: list[str], numeric: bool) -> Any:
+    """``--nulls error`` → None; ``--nulls value V`` → V (a number for a numeric column, else the category)."""
+    if words == ["error"]:
+        return None
+    if len(words) == 2 and words[0] == "value":
+        if not numeric:
+            return words[1]
+        try:
+            return float(words[1])
+        except ValueError:
+            raise LdpDaskError(f"--nulls value: the column is numeric, so V must be a number. Got {words[1]!r}.") \
+                from None
+    raise LdpDaskError(f"--nulls must be 'error' or 'value V'. Got {' '.join(words)!r} instead"
+                       f"{' (dropping nulls would release their exact count)' if words[0] == 'drop' else ''}.")
+
+
+def _run_options(a: argparse.Namespace, numeric: bool = True, **extra: Any) -> Any:
     """The run options of a releasing command, from its flags."""
     from ldp_dask.options import RunOptions
 
@@ -294,7 +335,7 @@ def _run_options(a: argparse.Namespace, **extra: Any) -> Any:
     ledger = None if getattr(a, "no_ledger", False) else (a.ledger or True)
     return RunOptions(client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
                       clip=a.clip, progress=_show_progress(a), ledger=ledger, privacy_unit=a.privacy_unit,
-                      max_contributions=a.max_contributions, **extra)
+                      max_contributions=a.max_contributions, nulls=_null_policy(a.nulls, numeric), **extra)
 
 
 def _report_receipt(receipt: Any) -> None:
@@ -438,12 +479,26 @@ def _read_categories(a: argparse.Namespace) -> list[Any] | None:
                 labels = [line.rstrip("\r\n") for line in fh if line.strip()]
         except OSError as exc:
             raise LdpDaskError(f"cannot read --categories-file {a.categories_file!r}: {exc.strerror}") from None
-    if labels is None:
-        return None
+    return None if labels is None else list(labels)
+
+
+def _typed_categories(labels: list[str], dataset: Any) -> list[Any]:
+    """Command-line labels typed as the column: integers on an integer column, else the strings as given
+    (``--categories 01 02 10`` matches the strings "01", "02", "10" of a string column)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if dataset.kind != "parquet" or not dataset.pieces:
+        return labels
+    t = pq.read_schema(dataset.pieces[0].path, filesystem=dataset.fs).field(dataset.column).type
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    if not pa.types.is_integer(t):
+        return labels
     try:
         return [int(x) for x in labels]
     except ValueError:
-        return list(labels)
+        raise LdpDaskError(f"column {dataset.column!r} holds integers, so every category must be one; "
+                           f"got {next(x for x in labels if not x.lstrip('-').isdigit())!r}.") from None
 
 
 def _channel_options(a: argparse.Namespace) -> dict[str, Any]:
@@ -475,14 +530,23 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     from ldp_dask.pipeline import release_summary
     from ldp_dask.release import plan
 
-    opts = _run_options(a, partition_rows=a.partition_rows, split_every=a.split_every)
     chosen = _channel_options(a)
     if a.channel == AUTO:
         chosen.update(mode=a.mode, target=a.target)
     elif a.target is not None:
         raise LdpDaskError("--target applies to --channel auto only.")
-    dataset = plan(a.source, a.column, value_kind_of(a.channel, chosen.get("categories")), opts)
+    _check_cli_epsilon(a.epsilon)
+    kind = value_kind_of(a.channel, chosen.get("categories"))
+    opts = _run_options(a, kind == "numeric", partition_rows=a.partition_rows, split_every=a.split_every)
+    dataset = plan(a.source, a.column, kind, opts)
+    if "categories" in chosen:
+        chosen["categories"] = _typed_categories(chosen["categories"], dataset)
     channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=dataset.n, **chosen)
+    cells = getattr(channel, "bins", None) or getattr(channel, "cells", None)
+    if isinstance(cells, int) and cells > dataset.n:
+        print(f"ldp-dask: warning: {cells:,} {'bins' if hasattr(channel, 'bins') else 'cells'} for {dataset.n:,} "
+              f"rows: most will hold no row and only noise; the default ('auto') is sized from n and ε",
+              file=sys.stderr)
     rel = release_summary(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
                           overwrite=a.overwrite, options=opts)
     summary = rel.result
@@ -518,16 +582,25 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
     est = ldp_dask.estimate(s, **_estimator_options(a))
     if a.plot and not hasattr(est, "plot"):
         raise LdpDaskError(f"--plot: the estimate of a {s.channel.name!r} summary has no plot.")
-    _, written = publish({"json": a.out, "plot": a.plot}, lambda outputs: _written(est, outputs),
+    tidy = a.out is not None and a.out.lower().endswith(".parquet")
+    _, written = publish({"table" if tidy else "json": a.out, "plot": a.plot}, lambda outputs: _written(est, outputs),
                          overwrite=a.overwrite, inputs=[a.summary])
     if a.json:
+        _warn(est)
         print(json.dumps({**est.to_dict(), "summary_integrity": s.integrity}))
         return 0
+    _warn(est)
     print(est)
     print(f"summary integrity: {s.integrity}")
     for label, path in written.items():
         print(f"wrote {label}: {path}")
     return 0
+
+
+def _warn(result: Any) -> None:
+    """A result's warnings on stderr, one line each (never silent; they are in its JSON and report too)."""
+    for w in getattr(result, "warnings", ()):
+        print(f"ldp-dask: warning: {w}", file=sys.stderr)
 
 
 def _cmd_verify(a: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ shipped to a Dask worker (tasks carry only their partition and their keys).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -105,6 +106,14 @@ class RunOptions:
     max_contributions : int
         Rows kept per person, 1–10^6 (default 1); the channel runs at
         ε / ``max_contributions`` per row. Only with ``privacy_unit``.
+    nulls : float or str, optional
+        The null policy. None (default): a column with nulls is refused, from
+        the Parquet footers before any cluster starts. A value ``V``: each
+        null is replaced by the public value ``V`` (a number in the domain, or
+        one of the categories) before privatization; the channel's guarantee
+        covers it like any other value, and ε is unchanged (docs/how-to/parameters.md).
+        Dropping nulls is not offered: the released n would be the exact count
+        of non-null values, which no finite ε covers.
     """
 
     client: Any = None
@@ -123,6 +132,7 @@ class RunOptions:
     max_contributions: int = 1
     in_process_rows: int = DEFAULT_IN_PROCESS_ROWS
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    nulls: Any = None
 
     def __post_init__(self) -> None:
         check_int(self.max_contributions, "max_contributions", 1, 1_000_000)
@@ -145,6 +155,10 @@ class RunOptions:
         if self.storage_options is not None and not isinstance(self.storage_options, Mapping):
             raise LdpDaskError("The 'storage_options' parameter must be a mapping of fsspec options. "
                                f"Got {type(self.storage_options).__name__} instead.")
+        if self.nulls is not None and (isinstance(self.nulls, bool) or not isinstance(self.nulls, (int, float, str))
+                                       or (isinstance(self.nulls, float) and not math.isfinite(self.nulls))):
+            raise LdpDaskError(f"The 'nulls' parameter must be None (refuse nulls) or the public value that replaces "
+                               f"them, a finite number or a category. Got {self.nulls!r} instead.")
         if sum(x is not None for x in (self.secret, self.seed, self.secret_file)) > 1:
             raise LdpDaskError("Give at most one of 'secret', 'seed' and 'secret_file'.")
 

@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from ._io import atomic_write
+from ._validation import LdpDaskError
 
 __all__ = ["jsonable", "json_bytes", "save_json", "new_axes", "figure_png", "finish_plot", "write_result_files",
-           "Description", "Table", "Described", "render_text", "render_markdown", "render_html", "md_cell", "fmt"]
+           "Description", "Table", "Described", "render_text", "render_markdown", "render_html", "md_cell", "fmt", "tidy_table", "parquet_bytes"]
 
 
 def jsonable(v: Any) -> Any:
@@ -85,12 +86,39 @@ def save_json(obj: dict[str, Any], path: str | os.PathLike[str], overwrite: bool
     return atomic_write(path, lambda fh: fh.write(blob), overwrite=overwrite)
 
 
+def parquet_bytes(table: Any) -> bytes:
+    """A pyarrow Table as the bytes of a Parquet file (what pandas, DuckDB and polars read as they are)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def tidy_table(columns: dict[str, Any], facts: dict[str, Any]) -> Any:
+    """A tidy pyarrow Table of ``columns`` (one row per bin, category or quantile) with ``facts`` (method, n, ε,
+    level …) as repeated columns too, so a reader without ldp_dask sees everything in plain columns; the facts
+    are also kept as JSON in the schema metadata under ``ldp_dask.result``."""
+    import pyarrow as pa
+
+    rows = len(next(iter(columns.values())))
+    data = {**columns, **{k: [v] * rows for k, v in facts.items()}}
+    table = pa.table({k: pa.array(jsonable(list(v)) if not hasattr(v, "dtype") else v) for k, v in data.items()})
+    return table.replace_schema_metadata({"ldp_dask.result": json.dumps(jsonable(facts))})
+
+
 def write_result_files(result: Any, outputs: Any) -> None:
     """Stage a result's files among ``outputs`` (:class:`ldp_dask._io.StagedOutputs`): the ``json``
-    output gets :meth:`to_dict`, the ``plot`` output the PNG of :meth:`plot` (results that draw one), the
+    output gets :meth:`to_dict`, the ``table`` output the Parquet file of ``to_table()`` (tidy rows), the
+    ``plot`` output the PNG of :meth:`plot` (results that draw one), the
     ``html`` output a self-contained page (:func:`ldp_dask.report.render_result`)."""
     if "json" in outputs:
         outputs.write("json", json_bytes(result.to_dict()))
+    if "table" in outputs:
+        if not hasattr(result, "to_table"):
+            raise LdpDaskError(f"a {type(result).__name__} has no table form; write it as JSON (.json)")
+        outputs.write("table", parquet_bytes(result.to_table()))
     if "plot" in outputs and hasattr(result, "plot"):
         outputs.write("plot", figure_png(result.plot()))
     if "html" in outputs:

@@ -671,5 +671,6 @@ def _metadata(dataset: Dataset, sec: Secret, mode: str, clip: bool, rows_path: A
         "reproducible": sec.reproducible,
         "insecure_seed": sec.insecure,
         "clip": bool(clip),
+        "nulls": None if dataset.fill is None else {"policy": "value", "value": dataset.fill},
         "rows_path": os.fspath(rows_path) if rows_path is not None else None,
     }

@@ -32,7 +32,11 @@ from ._validation import InputDataError, LdpDaskError, check_int
 from .options import DEFAULT_PARTITION_ROWS
 
 __all__ = ["Piece", "Dataset", "Reader", "open_source", "read_piece", "read_units", "source_root",
-           "DEFAULT_PARTITION_ROWS", "task_rows_for"]
+           "DEFAULT_PARTITION_ROWS", "task_rows_for", "fill_nulls", "NULLS_HINT"]
+
+#: What a refused null says to do: a null is not a value of the domain, so a release needs a policy for it.
+NULLS_HINT = ("choose a policy: --nulls value V (Python: nulls=V) replaces each null by the public value V before "
+              "privatization; or drop or fill them first")
 
 #: Consecutive pieces smaller than this many rows (or the planned partition size, if smaller) are read by one
 #: task, up to :data:`TASK_PIECES` of them: a task then costs tens of milliseconds of work against Dask's few
@@ -78,6 +82,8 @@ class Reader:
     unit: str | None = None
     values: Any = field(default=None, repr=False, compare=False)
     unit_values: Any = field(default=None, repr=False, compare=False)
+    #: the public value that replaces a null (None: a null fails the read), see :data:`NULL_POLICY`
+    fill: Any = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,8 @@ class Dataset:
     #: rows a task reads before it is cut (at most ``target_rows``): None for :data:`TASK_ROWS`, or more for a
     #: release with many noisy coordinates (:meth:`for_noise_cells`)
     task_rows: int | None = None
+    #: the public value that replaces a null of the column (None: nulls are refused)
+    fill: Any = None
 
     def for_noise_cells(self, cells: int) -> "Dataset":
         """This plan with tasks sized for a release of ``cells`` noisy coordinates per partition (:func:`task_rows_for`)."""
@@ -146,7 +154,8 @@ class Dataset:
     @property
     def reader(self) -> Reader:
         """The part of the dataset a worker needs to read its pieces."""
-        return Reader(self.kind, self.column, self.value_kind, self.fs, self.unit, self.values, self.unit_values)
+        return Reader(self.kind, self.column, self.value_kind, self.fs, self.unit, self.values, self.unit_values,
+                      self.fill)
 
     @property
     def layout(self) -> str:
@@ -180,6 +189,7 @@ def open_source(
     storage_options: dict[str, Any] | None = None,
     value_kind: str = "numeric",
     unit: str | None = None,
+    fill: Any = None,
 ) -> Dataset:
     """Plan a source into partitions.
 
@@ -200,6 +210,10 @@ def open_source(
     unit : str, optional
         The privacy unit's column (integers or strings naming a person), read
         beside the column (:mod:`ldp_dask.units`).
+    fill : float or str, optional
+        The public value that replaces each null of the column before it is
+        privatized (``--nulls value V``); None (default): a column with nulls
+        is refused, from the Parquet footers before any work.
 
     Raises
     ------
@@ -218,13 +232,39 @@ def open_source(
     if unit is not None and unit == column:
         raise LdpDaskError(f"The privacy unit {unit!r} cannot be the released column itself.")
     if isinstance(source, (str, os.PathLike)):
-        return _open_parquet(os.fspath(source), column, target, storage_options or {}, value_kind, unit)
-    ds = _open_memory(source, column, target, value_kind)
+        return _with_fill(_open_parquet(os.fspath(source), column, target, storage_options or {}, value_kind, unit,
+                                        fill is not None), fill)
+    ds = _with_fill(_open_memory(source, column, target, value_kind, fill), fill)
     if unit is None:
         return ds
     units = _memory_units(source, unit, ds.n)
     return dataclasses.replace(ds, unit=unit, unit_values=units, fingerprint=_fingerprint(
         {"fingerprint": ds.fingerprint, "unit": unit}))
+
+
+def _with_fill(ds: Dataset, fill: Any) -> Dataset:
+    """``ds`` with nulls replaced by ``fill`` on reading; the policy is part of the release's fingerprint."""
+    if fill is None:
+        return ds
+    if ds.value_kind == "numeric" and not isinstance(fill, (int, float)):
+        raise LdpDaskError(f"The null fill value must be a number for the numeric column {ds.column!r}. "
+                           f"Got {fill!r} instead.")
+    return dataclasses.replace(ds, fill=fill, fingerprint=_fingerprint({"fingerprint": ds.fingerprint,
+                                                                       "nulls": ["value", repr(fill)]}))
+
+
+def fill_nulls(col: pa.Array | pa.ChunkedArray, fill: Any) -> pa.Array | pa.ChunkedArray:
+    """``col`` with each null replaced by ``fill`` (cast to the column's type)."""
+    import pyarrow.compute as pc
+
+    t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+    if pa.types.is_dictionary(col.type):
+        col = pc.cast(col, t)
+    try:
+        value = pa.scalar(fill).cast(t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        raise InputDataError(f"the null fill value {fill!r} cannot be stored in a column of type {t}") from None
+    return pc.fill_null(col, value)
 
 
 def _memory_units(source: Any, unit: str, n: int) -> pa.Array:
@@ -253,8 +293,9 @@ def _is_unit_type(t: pa.DataType) -> bool:
 
 
 # --- in-memory --------------------------------------------------------------------
-def _open_memory(source: Any, column: str | None, target: int, value_kind: str = "numeric") -> Dataset:
-    values, name = _memory_values(source, column, value_kind)
+def _open_memory(source: Any, column: str | None, target: int, value_kind: str = "numeric",
+                 fill: Any = None) -> Dataset:
+    values, name = _memory_values(source, column, value_kind, fill)
     if value_kind == "numeric" and values.dtype.kind not in "iuf":
         raise InputDataError(
             f"column {name!r} has dtype {values.dtype}; a numeric column is required"
@@ -267,7 +308,9 @@ def _open_memory(source: Any, column: str | None, target: int, value_kind: str =
         if not _is_categorical(values.type):
             raise InputDataError(f"column {name!r} has type {values.type}; {_KIND_CHECK[value_kind][1]}")
         if values.null_count:
-            raise InputDataError(f"column {name!r} contains null values; drop or fill them first")
+            if fill is None:
+                raise InputDataError(f"column {name!r} contains null values; {NULLS_HINT}")
+            values = fill_nulls(values, fill)
     n = int(len(values))
     if n == 0:
         raise InputDataError("the dataset is empty (0 rows)")
@@ -281,13 +324,16 @@ def _open_memory(source: Any, column: str | None, target: int, value_kind: str =
                    root=f"memory:{fp}", target_rows=target)
 
 
-def _memory_values(source: Any, column: str | None, value_kind: str = "numeric") -> tuple[Any, str]:
+def _memory_values(source: Any, column: str | None, value_kind: str = "numeric",
+                   fill: Any = None) -> tuple[Any, str]:
     if isinstance(source, pa.Table):
         if column is None or column not in source.column_names:
             raise InputDataError(_missing(column, source.column_names, "the table"))
         col = source.column(column)
         if col.null_count:
-            raise InputDataError(f"column {column!r} contains null values; drop or fill them first")
+            if fill is None:
+                raise InputDataError(f"column {column!r} contains null values; {NULLS_HINT}")
+            col = fill_nulls(col, fill)
         check, need = _KIND_CHECK[value_kind]
         if not check(col.type):
             raise InputDataError(f"column {column!r} has type {col.type}; {need}")
@@ -305,7 +351,9 @@ def _memory_values(source: Any, column: str | None, value_kind: str = "numeric")
     if pd is not None and isinstance(source, pd.Series):
         name = column or (str(source.name) if source.name is not None else "value")
         if source.isna().any():
-            raise InputDataError(f"column {name!r} contains null values; drop or fill them first")
+            if fill is None:
+                raise InputDataError(f"column {name!r} contains null values; {NULLS_HINT}")
+            source = source.fillna(fill)
         if value_kind == "categorical":
             return pa.array(source), name
         return source.to_numpy(), name
@@ -392,7 +440,7 @@ FOOTER_THREADS = 16
 
 
 def _open_parquet(url: str, column: str | None, target: int, storage_options: dict[str, Any],
-                  value_kind: str = "numeric", unit: str | None = None) -> Dataset:
+                  value_kind: str = "numeric", unit: str | None = None, filled: bool = False) -> Dataset:
     """Plan Parquet files with ``pyarrow.dataset``: discovery (directories, hive partitions, globs, any fsspec
     file system), then one footer per file (row groups, schema, statistics), read by threads where remote."""
     if column is None:
@@ -458,9 +506,9 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
             rows += r
         if rows:
             pieces.append(Piece(len(pieces), rows, f, tuple(group)))
-    if stats.nulls is not None:
+    if stats.nulls is not None and not filled:
         raise InputDataError(f"column {column!r}{'' if unit is None else f' or {unit!r}'} contains null values "
-                             f"(the Parquet statistics of {stats.nulls!r} show it); drop or fill them first")
+                             f"(the Parquet statistics of {stats.nulls!r} show it); {NULLS_HINT}")
     n = sum(p.num_rows for p in pieces)
     if n == 0:
         raise InputDataError(f"the dataset at {url!r} is empty (0 rows)")
@@ -577,9 +625,9 @@ def read_piece(reader: Reader, piece: Piece) -> Any:
     # OSError (a transient I/O failure) propagates, so Dask retries the task
     col = table.column(0)
     if col.null_count:
-        raise InputDataError(
-            f"column {reader.column!r} contains null values; drop or fill them first"
-        )
+        if reader.fill is None:
+            raise InputDataError(f"column {reader.column!r} contains null values; {NULLS_HINT}")
+        col = fill_nulls(col, reader.fill)
     if reader.value_kind == "categorical":
         return col.combine_chunks()
     if col.num_chunks == 1:

@@ -28,7 +28,7 @@ from ..channels import CategoricalChannel
 from ..summary import Summary, read_summary
 from .histogram import project_simplex
 from ..outputs import (Described, Description, Table, finish_plot, jsonable, new_axes, save_json, summary_facts,
-                       summary_info)
+                       summary_info, tidy_table)
 
 __all__ = ["frequencies", "FrequencyEstimate"]
 
@@ -48,6 +48,14 @@ class FrequencyEstimate(Described):
     epsilon: float
     level: float
     info: dict[str, Any] = field(default_factory=dict)
+
+    def to_table(self) -> Any:
+        """One row per category: ``category`` (the labels as text), ``frequency``, ``se``, ``ci_low``,
+        ``ci_high``, the ``unbiased`` estimate, with ``method``, ``n``, ``epsilon``, ``confidence`` as columns."""
+        return tidy_table({"category": [str(c) for c in self.labels], "frequency": self.frequencies, "se": self.se,
+                           "ci_low": self.ci_low, "ci_high": self.ci_high, "unbiased": self.raw},
+                          {"column": self.info.get("column", "value"), "method": self.method, "n": self.n,
+                           "epsilon": self.epsilon, "confidence": self.level})
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({

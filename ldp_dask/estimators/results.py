@@ -11,7 +11,7 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_probability
 from ..outputs import (Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json,
-                       summary_facts)
+                       summary_facts, tidy_table)
 
 __all__ = ["DensityEstimate", "MeanEstimate"]
 
@@ -21,6 +21,10 @@ SHOWN_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 #: Tables show at most this many bins of a histogram estimate (evenly spaced); plots at most PLOTTED_BINS steps.
 SHOWN_BINS = 64
 PLOTTED_BINS = 4096
+#: A density estimate warns when more than this share of its mass lies in 1/20 of the domain (or one bin).
+MASS_WARNING = 0.5
+#: A mean warns when the privacy noise makes more than this share of its variance.
+NOISE_SHARE_WARNING = 0.9
 
 
 @dataclass(frozen=True)
@@ -134,12 +138,48 @@ class DensityEstimate(Described):
             raise LdpDaskError(f"The 'r' parameter must be > 0. Got {r!r} instead.")
         return float((np.mean(d**r) * (hi - lo)) ** (1.0 / r))
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the released estimate says about the choice of domain, from released values only.
+
+        More than half of the estimated mass in 1/20 of the domain (or in one
+        bin, when there are fewer than 20) means the domain is probably too
+        wide, or the bins too few: most of the noise is spent on empty space.
+        """
+        width = np.diff(self.edges)
+        mass = np.clip(self.density, 0, None) * width
+        total = float(mass.sum())
+        if not total > 0:
+            return ("the estimate has no positive mass: the privacy noise dominates (more rows, a larger ε or a "
+                    "narrower domain would help)",)
+        k = max(1, int(math.ceil(len(mass) / 20)))
+        window = np.convolve(mass, np.ones(k), mode="valid") / total
+        j = int(np.argmax(window))
+        if window[j] <= MASS_WARNING:
+            return ()
+        part = "one bin" if k == 1 else f"{k} of its {len(mass)} bins (1/20 of the domain)"
+        return (f"{window[j]:.0%} of the estimated mass lies in [{fmt(self.edges[j], 5)}, "
+                f"{fmt(self.edges[j + k], 5)}], {part}: the domain [{fmt(self.edges[0])}, {fmt(self.edges[-1])}] "
+                f"is probably too wide (or the bins too few) for this column",)
+
+    def to_table(self) -> Any:
+        """One row per bin: ``bin_low``, ``bin_high``, ``density``, ``se`` and the band's ``ci_low``/``ci_high``
+        (null where the estimate has no band), with ``method``, ``n``, ``epsilon``, ``confidence`` as columns."""
+        lo, hi = self.band() if self.has_band else (None, None)
+        nulls = [None] * len(self.density)
+        return tidy_table({"bin_low": self.edges[:-1], "bin_high": self.edges[1:], "density": self.density,
+                           "se": self.se if self.has_band else nulls,
+                           "ci_low": lo if self.has_band else nulls, "ci_high": hi if self.has_band else nulls},
+                          {"column": self.info.get("column", "value"), "method": self.method, "n": self.n,
+                           "epsilon": self.epsilon, "confidence": self.level})
+
     def to_dict(self) -> dict[str, Any]:
         lo, hi = self.band() if self.has_band else (None, None)
         return jsonable({
             "kind": "density", "method": self.method, "n": self.n, "epsilon": self.epsilon,
             "level": self.level, "edges": self.edges, "density": self.density,
             "se": self.se if self.has_band else None, "band_lo": lo, "band_hi": hi, **self.info,
+            "warnings": list(self.warnings),
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
@@ -188,7 +228,7 @@ class DensityEstimate(Described):
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("band", band),
                    *((f"quantile {q:.0%} of the estimate", fmt(v)) for q, v in zip(SHOWN_QUANTILES, qs)),
-                   *summary_facts(i)),
+                   *summary_facts(i), *(("warning", w) for w in self.warnings)),
             table=table)
 
     def plot(self, path: str | os.PathLike[str] | None = None, truth: Callable[[np.ndarray], np.ndarray] | None = None,
@@ -262,11 +302,29 @@ class MeanEstimate(Described):
     def __post_init__(self) -> None:
         check_probability(self.level, "level")
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """When the privacy noise makes more than 90% of the variance (public: it depends on n, ε and the domain):
+        the domain's width enters the noise variance squared, so a domain much wider than the data is costly."""
+        if self.noise_share <= NOISE_SHARE_WARNING:
+            return ()
+        return (f"privacy noise makes {self.noise_share:.1%} of this estimate's variance: a narrower domain than "
+                f"[{fmt(self.domain[0])}, {fmt(self.domain[1])}] (its width enters the noise variance squared), a "
+                f"larger ε or more rows would narrow the interval",)
+
+    def to_table(self) -> Any:
+        """One row: ``estimate``, ``se``, ``ci_low``, ``ci_high``, ``confidence``, ``noise_share``, ``n``,
+        ``epsilon`` and the domain's ``domain_low``/``domain_high``."""
+        return tidy_table({"estimate": [self.value], "se": [self.se], "ci_low": [self.ci[0]], "ci_high": [self.ci[1]]},
+                          {"column": self.info.get("column", "value"), "confidence": self.level,
+                           "noise_share": self.noise_share, "n": self.n, "epsilon": self.epsilon,
+                           "domain_low": self.domain[0], "domain_high": self.domain[1]})
+
     def to_dict(self) -> dict[str, Any]:
         return jsonable({
             "kind": "mean", "value": self.value, "se": self.se, "ci": list(self.ci), "level": self.level,
             "n": self.n, "epsilon": self.epsilon, "domain": list(self.domain),
-            "noise_share": self.noise_share, **self.info,
+            "noise_share": self.noise_share, **self.info, "warnings": list(self.warnings),
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
@@ -282,4 +340,4 @@ class MeanEstimate(Described):
                    ("share of the variance from privacy noise", f"{self.noise_share:.1%}"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("public domain", f"[{fmt(self.domain[0])}, {fmt(self.domain[1])}]"),
-                   *summary_facts(self.info)))
+                   *summary_facts(self.info), *(("warning", w) for w in self.warnings)))

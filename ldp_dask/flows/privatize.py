@@ -27,11 +27,11 @@ from ldp_dask.flows._outputs import headline, publish_markdown, publish_plot, re
 def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float] | None,
                  bins: int | str | None, partition_rows: int | None,
                  options: dict[str, Any] | None = None, privacy_unit: str | None = None,
-                 mode: str = "summary") -> dict[str, Any]:
+                 mode: str = "summary", nulls: float | str | None = None) -> dict[str, Any]:
     """Read metadata only: plan partitions, build the channel (the release checks the outputs before any work);
     ``channel="auto"`` chooses it (ldp_dask.channels.choose_channel)."""
     dataset = plan(source, column, value_kind_of(channel, (options or {}).get("categories")),
-                   RunOptions(partition_rows=partition_rows, privacy_unit=privacy_unit))
+                   RunOptions(partition_rows=partition_rows, privacy_unit=privacy_unit, nulls=nulls))
     extra = {"mode": mode} if channel == AUTO else {}
     ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}), **extra)
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
@@ -67,6 +67,7 @@ def privatize_flow(
     ledger: str | bool = True,
     privacy_unit: str | None = None,
     max_contributions: int = 1,
+    nulls: float | str | None = None,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
 
@@ -80,20 +81,21 @@ def privatize_flow(
     retried run never counts twice. ``privacy_unit`` names the column of the
     person a row belongs to (ε is then per person, each keeping at most
     ``max_contributions`` rows); without it ε is per row. Returns public facts
-    about the release.
+    about the release. ``nulls`` is the null policy (None: refused; a value:
+    the public value that replaces each null, :class:`~ldp_dask.options.RunOptions`).
     """
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
     planned = plan_release(source, column, channel, epsilon, domain, bins, partition_rows, options, privacy_unit,
-                           mode)
+                           mode, nulls)
     ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
     run_options = RunOptions(client=scheduler, seed=seed, secret_file=secret_file, clip=clip,
                              partition_rows=partition_rows, split_every=split_every, ledger=ledger,
                              flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
-                             max_contributions=max_contributions)
+                             max_contributions=max_contributions, nulls=nulls)
     rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_options)
     summary, path = rel.result, rel.written["summary"]
     meta = summary.file_metadata()

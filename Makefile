@@ -57,3 +57,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info
+
+# The documentation site (mkdocs.yml) into site/; the suite builds it with --strict too.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict

@@ -234,6 +234,8 @@ class HaarAdaptive(_HaarBase):
         one level per row with full α (the paper's sample splitting), or α/|𝒥|
         per level (module docstring).
 
+    Notes
+    -----
     Released statistics: ``sum`` (the blocks' sums, concatenated: the levels
     of ``levels`` in order, or for ``split="details"`` the detail levels
     0, …, max 𝒥 − 1) and ``group_n`` (rows per block: Multinomial(n, 1/k) for

@@ -1,4 +1,4 @@
-"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles, budget, report, verify.
+"""``ldp-dask`` command line: demo, privatize, estimate, gof, quantiles, bounds, budget, report, verify.
 
 Bad input exits with status 2 and one line ``ldp-dask: error: ...`` on
 stderr; nothing is written in that case.
@@ -148,6 +148,26 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="print the release as JSON")
     _progress_arg(c)
     _ledger_args(c)
+
+    bd = sub.add_parser("bounds", help="central-DP bounds of a column, to choose a public domain",
+                        description="Release symmetric bounds (-2^k, 2^k) holding about --fraction of a raw "
+                                    "column, with central DP (AboveThreshold), charged to the central budget. "
+                                    "For operators who run central releases anyway; the domain of a local "
+                                    "release can then be chosen without looking at the data.")
+    bd.add_argument("source", help="Parquet data (file, directory, glob, fsspec URL)")
+    bd.add_argument("--column", required=True, help="the numeric column")
+    bd.add_argument("--epsilon", type=float, default=0.1, help="central ε spent (default 0.1)")
+    bd.add_argument("--fraction", type=float, default=0.95, help="share of the values inside, in [0.5, 1) (0.95)")
+    bd.add_argument("--clip", action="store_true", help=argparse.SUPPRESS)
+    bd.add_argument("--scheduler", default=None, metavar="ADDRESS", help="running Dask scheduler")
+    bd.add_argument("--local", action="store_true", help="run in this process, without Dask")
+    bd.add_argument("--secret-file", default=None, help="file with the secret key")
+    bd.add_argument("--seed", type=int, default=None, help="insecure integer key, for simulations only")
+    bd.add_argument("--out", default=None, help="write the release as JSON")
+    bd.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    bd.add_argument("--json", action="store_true", help="print the release as JSON")
+    _progress_arg(bd)
+    _ledger_args(bd)
 
     h = sub.add_parser("report", help="write an HTML page for a summary (estimate, uncertainty, privacy)",
                        description="Write a self-contained HTML page with the estimate of a summary, its "
@@ -441,6 +461,16 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bounds(a: argparse.Namespace) -> int:
+    from ldp_dask.central import release_bounds
+
+    rel = release_bounds(a.source, a.column, a.epsilon, a.fraction, out=a.out, overwrite=a.overwrite,
+                         options=_run_options(a))
+    print(json.dumps(rel.result.to_dict()) if a.json else rel.result)
+    _report_receipt(rel.receipt)
+    return 0
+
+
 def _read_null(spec: str) -> Any:
     """A null from the command line: a scipy name, or a file of bin probabilities."""
     import numpy as np
@@ -654,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
                                 "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget,
-                                "report": _cmd_report, "verify": _cmd_verify}
+                                "report": _cmd_report, "verify": _cmd_verify, "bounds": _cmd_bounds}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error

@@ -33,12 +33,13 @@ from ..options import RunOptions
 from ..outputs import write_result_files
 from ..release import Charge, Outputs, Released, plan, release
 from . import mechanisms
+from .bounds import BoundsRelease, bounds, release_bounds
 from .data import DEFAULT_CELLS, DEFAULT_EXACT_MAX, PrivateData, collect
 from .result import QuantileRelease
 
 __all__ = [
     "quantiles", "release_quantiles", "QuantileRelease", "PrivateData", "METHODS", "DECILES", "check_q",
-    "run_mechanism", "best_method", "BEST_CROSSOVER",
+    "run_mechanism", "best_method", "BEST_CROSSOVER", "bounds", "release_bounds", "BoundsRelease",
 ]
 
 METHODS = ("best", "joint-exp", "inverse-sensitivity", "histogram", "laplace")

@@ -183,6 +183,7 @@ class Summary(Described):
                 "statistic": pa.array(names, pa.string()),
                 "index": pa.array(np.concatenate(idx), pa.int32()),
                 "value": pa.array(np.concatenate(vals), pa.float64()),
+                **_index_columns(self.channel, names, np.concatenate(idx)),
             }
         )
         meta = self.file_metadata()
@@ -202,6 +203,22 @@ class Summary(Described):
         """
         mac_key = summary_mac_key(key) if key is not None else None
         return atomic_write(path, lambda fh: self.write_parquet(fh, mac_key), overwrite=overwrite)
+
+
+#: The optional columns naming what an index stands for (public: derived from the channel's parameters).
+INDEX_COLUMNS = {"bin_low": pa.float64(), "bin_high": pa.float64(), "label": pa.string()}
+
+
+def _index_columns(channel: Any, names: list[str], index: np.ndarray) -> dict[str, pa.Array]:
+    """``bin_low``/``bin_high`` or ``label`` per row of the file (null where a statistic's index has none)."""
+    meaning = channel.index_columns()
+    wanted = sorted({c for cols in meaning.values() for c in cols}, key=list(INDEX_COLUMNS).index)
+    out = {}
+    for col in wanted:
+        values = [meaning.get(s, {}).get(col) for s in names]
+        out[col] = pa.array([v[i] if v is not None and i < len(v) else None for v, i in zip(values, index.tolist())],
+                            INDEX_COLUMNS[col])
+    return out
 
 
 def _show(value: Any) -> str:
@@ -329,10 +346,16 @@ def _checked(url: str, meta: dict[str, Any], table: pa.Table) -> tuple[Channel, 
             raise bad(f"its ε per unit {meta['epsilon_per_unit']!r} disagrees with {k} × the channel's ε")
     if meta.get("mode", "summary") not in ("summary", "rows"):
         raise bad(f"unknown mode {meta.get('mode')!r}")
-    if set(table.column_names) != {"statistic", "index", "value"}:
-        raise bad(f"columns {table.column_names}, expected statistic, index, value")
+    extra = set(table.column_names) - {"statistic", "index", "value"}
+    if not {"statistic", "index", "value"} <= set(table.column_names) or not extra <= set(INDEX_COLUMNS):
+        raise bad(f"columns {table.column_names}, expected statistic, index, value (and {', '.join(INDEX_COLUMNS)})")
     stat = np.asarray(table.column("statistic").to_pylist(), dtype=object)
     index = table.column("index").to_numpy()
+    if extra:
+        expected_cols = _index_columns(channel, stat.tolist(), index)
+        if set(expected_cols) != extra or any(not table.column(c).combine_chunks().equals(expected_cols[c])
+                                              for c in extra):
+            raise bad("its bin or label columns disagree with the channel's public parameters")
     value = table.column("value").to_numpy()
     expected = {k: int(np.size(v)) for k, v in channel.row_sums(np.zeros((1, channel.view_dim))).items()}
     if set(stat.tolist()) != set(expected):

@@ -49,7 +49,7 @@ def test_privatize_and_estimate_flows(prefect_harness, cluster, beta_dataset, tm
 
     arts = anyio.run(artifacts)
     keys = {a["key"] for a in arts}
-    assert {"ldp-release", "ldp-estimate", "ldp-density-plot"} <= keys
+    assert {"ldp-release", "ldp-estimate", "ldp-estimate-table", "ldp-density-plot"} <= keys
     release = next(a for a in arts if a["key"] == "ldp-release")
     assert "| rows (n) | 210,000 |" in release["data"] and "| channel | histogram |" in release["data"]
 
@@ -196,12 +196,27 @@ def test_estimate_flow_on_a_frequency_summary(prefect_harness, tmp_path):
 
     from ldp_dask.channels import RandomizedResponse
 
-    x = np.random.default_rng(0).choice(["a", "b", "c"], size=5000)
-    s = ldp_dask.privatize(x, channel=RandomizedResponse(2.0, ["a", "b", "c"]), seed=1)
+    labels = ["a", "**b**", "<i>c</i> | $d^$"]  # markup, a table separator and mathtext: text, everywhere
+    x = np.random.default_rng(0).choice(labels, size=5000)
+    s = ldp_dask.privatize(x, channel=RandomizedResponse(2.0, labels), seed=1)
     s.to_parquet(tmp_path / "f.parquet")
     res = estimate_flow(summary=str(tmp_path / "f.parquet"), plot=str(tmp_path / "f.png"), projection="simplex")
     assert res["estimate"]["kind"] == "frequencies" and abs(sum(res["estimate"]["frequencies"]) - 1) < 1e-9
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+    import anyio
+    from prefect.client.orchestration import get_client
+
+    async def artifacts():
+        async with get_client() as client:
+            r = await client._client.post("/artifacts/filter", json={"limit": 200, "offset": 0,
+                                                                    "sort": "CREATED_DESC"})
+            return r.json()
+
+    table = next(a for a in anyio.run(artifacts) if a["key"] == "ldp-estimate-table")
+    assert table["type"] == "table"
+    rows = json.loads(table["data"]) if isinstance(table["data"], str) else table["data"]
+    assert [r["category"] for r in rows] == ["a", r"\*\*b\*\*", r"&lt;i&gt;c&lt;/i&gt; \| \$d^\$"]
 
 
 def test_secret_never_appears_in_any_output(prefect_harness, cluster, beta_dataset, tmp_path, capsys):

@@ -152,3 +152,27 @@ def test_a_summary_without_a_mac_is_marked_not_verified(tmp_path, capsys):
     assert "carries no MAC" in capsys.readouterr().err
     s.to_parquet(tmp_path / "mac.parquet", key=ldp_dask.noise.resolve_secret(seed=2))
     assert main(["verify", str(tmp_path / "mac.parquet"), "--seed", "2"]) == 0
+
+
+def test_bin_and_label_columns_are_public_and_checked(tmp_path, released):
+    """Summary files carry what each sum stands for (bin edges, category labels) as plain columns, derived from the
+    channel's public parameters; an edited column is caught on reading, whatever the key."""
+    _, out = released
+    t = pq.read_table(out["hist"])
+    assert t.column_names == ["statistic", "index", "value", "bin_low", "bin_high"]
+    assert t.column("bin_low").to_pylist() == pytest.approx(np.linspace(0, 1, 9)[:-1].tolist())
+    edited = t.set_column(4, "bin_high", pa.array([0.5] * t.num_rows, pa.float64()))
+    pq.write_table(edited, tmp_path / "edited.parquet")
+    with pytest.raises(ldp_dask.LdpDaskError, match="bin or label columns disagree"):
+        ldp_dask.read_summary(tmp_path / "edited.parquet")
+    cats = ["01", "02", "<b>"]
+    s = ldp_dask.privatize(np.array(cats * 50, dtype=object),
+                           channel=ldp_dask.RandomizedResponse(1.0, categories=cats, other=True), seed=1)
+    s.to_parquet(tmp_path / "rr.parquet")
+    t = pq.read_table(tmp_path / "rr.parquet")
+    assert t.column("label").to_pylist() == ["01", "02", "<b>", "__other__"]
+    relabelled = t.set_column(3, "label", pa.array(["02", "01", "<b>", "__other__"]))
+    pq.write_table(relabelled, tmp_path / "relabelled.parquet")
+    with pytest.raises(ldp_dask.LdpDaskError, match="bin or label columns disagree"):
+        ldp_dask.read_summary(tmp_path / "relabelled.parquet")
+    assert "label" not in pq.read_table(out["adaptive"]).column_names  # Haar sums are coefficients, not bins

@@ -208,6 +208,12 @@ class Channel(ABC):
         """The same statistics computed from released views ``z`` (rows mode)."""
         return {"sum": np.asarray(z, dtype=np.float64).sum(axis=0)}
 
+    def index_columns(self) -> dict[str, dict[str, list[Any]]]:
+        """What each index of a statistic stands for, from public parameters only: ``{statistic: {column:
+        values}}`` with ``bin_low``/``bin_high`` (bins) or ``label`` (categories). The summary file carries them
+        as columns, so a reader without ldp_dask sees which bin or category a sum belongs to. Default: none."""
+        return {}
+
 
 class NumericChannel(Channel):
     """A channel on a numeric column with a public domain ``[lo, hi]``."""

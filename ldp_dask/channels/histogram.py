@@ -104,6 +104,10 @@ class LaplaceHistogram(NumericChannel):
         lo, hi = self.domain
         return np.linspace(lo, hi, self.bins + 1)
 
+    def index_columns(self) -> dict[str, dict[str, list[Any]]]:
+        e = self.edges
+        return {"sum": {"bin_low": e[:-1].tolist(), "bin_high": e[1:].tolist()}}
+
     def bin_index(self, x: np.ndarray) -> np.ndarray:
         """Bin of each value of ``x`` (already inside the domain); ``hi`` goes to bin K−1."""
         return grid_index(x, self.domain, self.bins)

@@ -112,6 +112,9 @@ class RandomizedResponse(CategoricalChannel):
         return {"epsilon": self.epsilon, "categories": list(self.categories), "encoding": self.encoding,
                 "other": self.other}
 
+    def index_columns(self) -> dict[str, dict[str, list[Any]]]:
+        return {"sum": {"label": [str(c) for c in self.labels]}}
+
     @property
     def report_probabilities(self) -> tuple[float, float]:
         """(P(report c | true c), P(report c | true ≠ c)) per category or bit."""

@@ -6,10 +6,10 @@ import base64
 from typing import Any
 
 from prefect import task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ldp_dask import LdpDaskError
-from ldp_dask.outputs import figure_png, render_markdown, write_result_files
+from ldp_dask.outputs import figure_png, md_cell, render_markdown, write_result_files
 from ldp_dask.release import publish
 
 
@@ -58,6 +58,11 @@ def headline(est: Any) -> str:
 
 def publish_markdown(result: Any, key: str, description: str, *facts: tuple[str, str],
                      title: str | None = None) -> None:
-    """Publish ``result.describe()`` (with extra ``facts``, e.g. the files written) as a markdown artifact."""
-    create_markdown_artifact(key=key, markdown=render_markdown(result.describe().with_facts(*facts, title=title)),
-                             description=description)
+    """Publish ``result.describe()`` (with extra ``facts``, e.g. the files written) as a markdown artifact, and its
+    rows (per bin, category or quantile) as a table artifact ``<key>-table`` whose cells are escaped like the
+    markdown's (labels are data: a category named ``**x**`` or ``<b>`` shows as written)."""
+    d = result.describe().with_facts(*facts, title=title)
+    create_markdown_artifact(key=key, markdown=render_markdown(d), description=description)
+    if d.table is not None and d.table.rows:
+        rows = [{md_cell(c): md_cell(v) for c, v in zip(d.table.columns, r)} for r in d.table.rows]
+        create_table_artifact(key=f"{key}-table", table=rows, description=d.table.caption or description)

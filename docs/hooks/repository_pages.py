@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from mkdocs.structure.files import File, Files
 
@@ -32,7 +33,7 @@ def _security_page() -> str:
     return re.sub(r"\bdocs/([\w-]+)\.md", r"[\1](\1.md)", text)
 
 
-def on_files(files: Files, config) -> Files:  # noqa: ANN001 - MkDocs' hook signature
+def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "benchmarks.md", content=_benchmarks_page()))
     files.append(File.generated(config, "security.md", content=_security_page()))
     for png in sorted((ROOT / "benchmarks").glob("*.png")):

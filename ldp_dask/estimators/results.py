@@ -152,7 +152,7 @@ class DensityEstimate(Described):
         if not total > 0:
             return ("the estimate has no positive mass: the privacy noise dominates (more rows, a larger ε or a "
                     "narrower domain would help)",)
-        k = max(1, int(math.ceil(len(mass) / 20)))
+        k = max(1, math.ceil(len(mass) / 20))
         window = np.convolve(mass, np.ones(k), mode="valid") / total
         j = int(np.argmax(window))
         if window[j] <= MASS_WARNING:

@@ -25,7 +25,7 @@ demo: $(RUNTIME)
 
 # The whole suite (what CI runs): real LocalClusters, Prefect flow runs, the local stack.
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=20 tests
 
 # Everything but the slow tests, the Prefect runs, the S3 server and the local stack: about 2 minutes on 2 cores.
 test-fast: $(STAMP)

@@ -111,10 +111,12 @@ def _page_params():
     return [pytest.param(p, marks=marks(p), id=p) for p in PAGES if any(lang in RUNNABLE for lang, _ in blocks(p))]
 
 
-def _upload(tmp_path: Path) -> None:
+def _upload(tmp_path: Path, endpoint: str) -> None:
     import fsspec
 
-    fs = fsspec.filesystem("s3")  # endpoint and credentials from the environment, as the page says
+    # the page's commands take the endpoint from the environment (read by fsspec when it starts, as in their
+    # subprocesses); this process imported fsspec before the server started, so it is named here
+    fs = fsspec.filesystem("s3", endpoint_url=endpoint)
     if not fs.exists("ldp-docs"):
         fs.mkdir("ldp-docs")
     fs.put(str(tmp_path / "data"), "ldp-docs/data", recursive=True)
@@ -124,8 +126,8 @@ def _upload(tmp_path: Path) -> None:
 def test_code_blocks_run(page, tmp_path, request):
     make_data(tmp_path)
     if page in S3_PAGES:
-        request.getfixturevalue("s3")
-        _upload(tmp_path)
+        endpoint, _ = request.getfixturevalue("s3")
+        _upload(tmp_path, endpoint)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "LDP_DASK_LEDGER": str(tmp_path / "ledger.sqlite"), "MPLBACKEND": "Agg", "PYTHONHASHSEED": "0"}
     env.pop("LDP_DASK_SECRET", None)

@@ -2,7 +2,7 @@
 
 * ``benchmarks.md``: ``benchmarks/RESULTS.md`` (what the benchmarks measured, with the machine) and every
   ``benchmarks/*.png`` plot, shown at the top.
-* ``security.md``: ``SECURITY.md`` (the security model), its ``docs/x.md`` pointers turned into site links.
+* ``security.md``: ``SECURITY.md`` (the security model), its pointers to pages of docs/ turned into site links.
 
 The sources stay the single copy: the benchmarks write RESULTS.md and their plots where they are.
 """

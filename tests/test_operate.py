@@ -122,6 +122,7 @@ def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys
         "gof": ["gof", str(summaries["adaptive"]), "--null", "beta(2,5)", "--B", "199", "--calibration-seed", "1"],
         "quantiles": ["quantiles", x, "--column", "x", "--bounds", "0", "1", "--epsilon", "1", "--local",
                       "--seed", "2", "--no-ledger"],
+        "bounds": ["bounds", x, "--column", "x", "--epsilon", "0.5", "--local", "--seed", "3", "--no-ledger"],
         "verify": ["verify", str(tmp_path / "s.parquet"), "--seed", "1"],
         "budget": ["budget"],
         "report": ["report", str(summaries["mean"]), "--out", str(tmp_path / "m.html")],

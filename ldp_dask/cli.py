@@ -250,28 +250,26 @@ def _check_cli_epsilon(value: float) -> None:
               f"{math.exp(value):,.0f}-fold between neighbouring data sets: little protection", file=sys.stderr)
 
 
-def _alpha(text: str) -> float:
-    """--alpha: a significance level in (0, 0.5); 0.95 is a confidence, not a test level."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 0.5), got {text!r}") from None
-    if not 0 < value < 0.5:
-        raise argparse.ArgumentTypeError(
-            f"the significance level must be in (0, 0.5), got {text} (a test at α ≥ 0.5 rejects a true null at "
-            f"least half the time; for 95% confidence use --alpha 0.05)")
-    return value
+def _level(hi: float, what: str, hint: str) -> Any:
+    """An argparse type for a level in (0, ``hi``): ``what`` names it in the error, ``hint`` says why."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number in (0, {hi:g}), got {text!r}") from None
+        if not 0 < value < hi:
+            raise argparse.ArgumentTypeError(f"the {what} must be in (0, {hi:g}), got {text} ({hint})")
+        return value
+
+    return parse
 
 
-def _confidence(text: str) -> float:
-    """--confidence: a confidence level in (0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"the confidence level must be in (0, 1), got {text} (e.g. 0.95)")
-    return value
+#: --alpha: a significance level in (0, 0.5); 0.95 is a confidence, not a test level.
+_alpha = _level(0.5, "significance level", "a test at α ≥ 0.5 rejects a true null at least half the time; for 95% "
+                                           "confidence use --alpha 0.05")
+#: --confidence: a confidence level in (0, 1).
+_confidence = _level(1.0, "confidence level", "e.g. 0.95")
 
 
 def _confidence_arg(p: argparse.ArgumentParser, prefix: str = "") -> None:

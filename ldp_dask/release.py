@@ -143,7 +143,8 @@ def _dataset_inputs(dataset: Dataset) -> tuple[tuple[str, bool], ...]:
     """The planned source as outputs must avoid it: its files, then its root (a directory, or the one file)."""
     if dataset.kind != "parquet" or not dataset.root:
         return ()
-    files = {resolve_root(dataset.fs.unstrip_protocol(p.path)) for p in dataset.pieces if p.path is not None}
+    paths = {p.path for p in dataset.pieces if p.path is not None}  # a file has many pieces: resolve it once
+    files = {resolve_root(dataset.fs.unstrip_protocol(path)) for path in paths}
     return (*((f, False) for f in sorted(files)), (dataset.root, dataset.root not in files))
 
 

@@ -82,7 +82,7 @@ class Reader:
     unit: str | None = None
     values: Any = field(default=None, repr=False, compare=False)
     unit_values: Any = field(default=None, repr=False, compare=False)
-    #: the public value that replaces a null (None: a null fails the read), see :data:`NULL_POLICY`
+    #: the public value that replaces a null (None: a null fails the read), see :func:`fill_nulls`
     fill: Any = None
 
 
@@ -253,10 +253,15 @@ def _with_fill(ds: Dataset, fill: Any) -> Dataset:
                                                                        "nulls": ["value", repr(fill)]}))
 
 
-def fill_nulls(col: pa.Array | pa.ChunkedArray, fill: Any) -> pa.Array | pa.ChunkedArray:
-    """``col`` with each null replaced by ``fill`` (cast to the column's type)."""
+def fill_nulls(col: pa.Array | pa.ChunkedArray, fill: Any, name: str) -> pa.Array | pa.ChunkedArray:
+    """``col`` as it is without nulls; else with each null replaced by ``fill`` (cast to the column's type), or
+    refused when there is no fill (the null policy, ``--nulls``)."""
     import pyarrow.compute as pc
 
+    if not col.null_count:
+        return col
+    if fill is None:
+        raise InputDataError(f"column {name!r} contains null values; {NULLS_HINT}")
     t = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
     if pa.types.is_dictionary(col.type):
         col = pc.cast(col, t)
@@ -307,10 +312,7 @@ def _open_memory(source: Any, column: str | None, target: int, value_kind: str =
             raise InputDataError(f"column {name!r} cannot be read as categories ({exc})") from None
         if not _is_categorical(values.type):
             raise InputDataError(f"column {name!r} has type {values.type}; {_KIND_CHECK[value_kind][1]}")
-        if values.null_count:
-            if fill is None:
-                raise InputDataError(f"column {name!r} contains null values; {NULLS_HINT}")
-            values = fill_nulls(values, fill)
+        values = fill_nulls(values, fill, name)
     n = int(len(values))
     if n == 0:
         raise InputDataError("the dataset is empty (0 rows)")
@@ -330,10 +332,7 @@ def _memory_values(source: Any, column: str | None, value_kind: str = "numeric",
         if column is None or column not in source.column_names:
             raise InputDataError(_missing(column, source.column_names, "the table"))
         col = source.column(column)
-        if col.null_count:
-            if fill is None:
-                raise InputDataError(f"column {column!r} contains null values; {NULLS_HINT}")
-            col = fill_nulls(col, fill)
+        col = fill_nulls(col, fill, column)
         check, need = _KIND_CHECK[value_kind]
         if not check(col.type):
             raise InputDataError(f"column {column!r} has type {col.type}; {need}")
@@ -624,10 +623,7 @@ def read_piece(reader: Reader, piece: Piece) -> Any:
     table = _read_columns(reader, piece, reader.column)
     # OSError (a transient I/O failure) propagates, so Dask retries the task
     col = table.column(0)
-    if col.null_count:
-        if reader.fill is None:
-            raise InputDataError(f"column {reader.column!r} contains null values; {NULLS_HINT}")
-        col = fill_nulls(col, reader.fill)
+    col = fill_nulls(col, reader.fill, reader.column)
     if reader.value_kind == "categorical":
         return col.combine_chunks()
     if col.num_chunks == 1:

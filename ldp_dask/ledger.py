@@ -54,14 +54,18 @@ from typing import Any
 from ._validation import LdpDaskError
 
 __all__ = ["Ledger", "Reservation", "BudgetExceeded", "LedgerError", "default_ledger_path", "SCOPES",
-           "open_ledger", "DEFAULT_LEASE_SECONDS", "ROW_UNIT", "overlaps"]
+           "open_ledger", "DEFAULT_LEASE_SECONDS", "ROW_UNIT", "overlaps", "Part", "spent_per_person"]
 
 SCOPES = ("local", "central")
 #: A reservation's lease; a live run renews it every third of this.
 DEFAULT_LEASE_SECONDS = 600.0
 #: The privacy unit of releases made without ``privacy_unit``.
 ROW_UNIT = "row"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
+#: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
+#: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew).
+MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
+                    "UPDATE ledger_meta SET value='3' WHERE key='schema'"]}
 
 _TABLES = [
     "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -89,6 +93,7 @@ _TABLES = [
         outputs TEXT NOT NULL,
         token TEXT NOT NULL,
         flow_run_id TEXT,
+        parts TEXT,
         status TEXT NOT NULL,
         note TEXT,
         host TEXT,
@@ -133,6 +138,85 @@ class Reservation:
     limit: float | None
     tentative: bool = False
     requested: float = field(default=0.0)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One partition of a partitioned release: charged on its own root, free when it reproduces a recorded part.
+
+    Attributes
+    ----------
+    root : str
+        The partition's location (a file's resolved URL): the people it holds.
+    key : str
+        The partition's release key: everything but its content that decides its noisy sums (dataset column,
+        mechanism and parameters, key id, the file's layout).
+    epsilon : float
+        ε per person if the partition is released anew.
+    """
+
+    root: str
+    key: str
+    epsilon: float
+
+
+def _charges(active: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """Every charge of the active releases as ``(root, ε)``: a partitioned release's parts, else its root."""
+    out: list[tuple[str, float]] = []
+    for r in active:
+        if r.get("parts"):
+            out += [(p["root"], float(p["epsilon"])) for p in json.loads(r["parts"])]
+        else:
+            out.append((r["root"], float(r["epsilon"])))
+    return out
+
+
+def _recorded_parts(tx: _Tx, exclude: int | None = None) -> dict[str, set[str | None]]:
+    """The parts of committed releases: content tags by part key."""
+    out: dict[str, set[str | None]] = {}
+    for r in tx.all("SELECT id, parts FROM releases WHERE status='committed' AND parts IS NOT NULL"):
+        if r["id"] != exclude:
+            for p in json.loads(r["parts"]):
+                out.setdefault(p["key"], set()).add(p.get("tag"))
+    return out
+
+
+def _ancestors(path: str) -> Iterator[str]:
+    """``path`` and every directory above it (``file:///a/b`` → itself, ``file:///a``, ``file://``, …)."""
+    path = path.rstrip("/")
+    yield path
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        yield path
+
+
+def spent_per_person(charges: Sequence[tuple[str, float]], root: str, unit: str = ROW_UNIT) -> float:
+    """The most ε any one person in ``root`` has spent, from charges ``(root, ε)``.
+
+    With a privacy unit naming a person, a person may have rows anywhere, so
+    every charge overlapping ``root`` adds up. With ε per row, a row lives in
+    one file: it has paid for the charges on that file and on the directories
+    above it, and nothing for a sibling file. Its spend is then the largest
+    sum over the charges above any one location under ``root`` (the root itself,
+    or a charged location inside it), so that a table growing a partition a
+    day is charged per day, not per night times the table's age.
+    """
+    mine = [(r.rstrip("/"), e) for r, e in charges if overlaps(r, root)]
+    if unit != ROW_UNIT:
+        return float(sum(e for _, e in mine))
+    by_root: dict[str, float] = {}
+    for r, e in mine:
+        by_root[r] = by_root.get(r, 0.0) + e
+    top = root.rstrip("/")
+    points = {top} | {r for r in by_root if r.startswith(top + "/")}
+    return max((sum(by_root.get(a, 0.0) for a in _ancestors(c)) for c in points), default=0.0)
+
+
+def _groups(charges: Sequence[tuple[str, float]], root: str) -> dict[str, float]:
+    """ε per row at each charged location inside ``root`` (the person groups of a per-row dataset)."""
+    top = root.rstrip("/")
+    points = sorted({r.rstrip("/") for r, _ in charges if r.rstrip("/").startswith(top + "/")})
+    return {c: spent_per_person(charges, c) for c in points}
 
 
 # --- storage: one small adapter per database; the rules above are written once, in Ledger -----------------
@@ -215,11 +299,17 @@ class _SQLite(_Store):
         try:
             con = self._connect()
             try:
+                con.execute("BEGIN IMMEDIATE")  # a migration by another process is seen whole
                 names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 version = None
                 if "ledger_meta" in names:
                     row = con.execute("SELECT value FROM ledger_meta WHERE key='schema'").fetchone()
                     version = row[0] if row else None
+                if version in MIGRATIONS and {"datasets", "releases"} <= names:
+                    for stmt in MIGRATIONS[version]:
+                        con.execute(stmt)
+                    version = SCHEMA_VERSION
+                con.execute("COMMIT")
             finally:
                 con.close()
         except sqlite3.DatabaseError:
@@ -303,7 +393,7 @@ class Ledger:
         if loc.startswith(("postgresql://", "postgres://")):
             from ._ledger_pg import PostgresStore
 
-            self.store: _Store = PostgresStore(loc, _TABLES, SCHEMA_VERSION, _check_schema)
+            self.store: _Store = PostgresStore(loc, _TABLES, SCHEMA_VERSION, _check_schema, MIGRATIONS)
         else:
             self.store = _SQLite(loc)
         self.location = self.store.location
@@ -352,14 +442,16 @@ class Ledger:
 
     @staticmethod
     def _active(tx: _Tx) -> list[dict[str, Any]]:
-        return tx.all(f"SELECT root, epsilon, privacy_unit FROM releases WHERE status IN {_ACTIVE}")
+        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts FROM releases WHERE status IN {_ACTIVE}")
 
     @staticmethod
-    def _spent_on(active: list[dict[str, Any]], root: str) -> float:
-        return float(sum(r["epsilon"] for r in active if overlaps(r["root"], root)))
+    def _spent_on(active: list[dict[str, Any]], root: str, extra: Sequence[tuple[str, float]] = ()) -> float:
+        """ε per person on ``root`` from the active releases (and ``extra`` charges not recorded yet)."""
+        unit = next((r["privacy_unit"] for r in active), ROW_UNIT)
+        return spent_per_person([*_charges(active), *extra], root, unit)
 
     def spent(self, root: str) -> float:
-        """ε per person spent on ``root``: every reserved or committed release overlapping it."""
+        """ε per person spent on ``root``: the most any one person in it has spent (:func:`spent_per_person`)."""
         with self.store.transaction() as tx:
             self._recover(tx)
             return self._spent_on(self._active(tx), root)
@@ -369,7 +461,7 @@ class Ledger:
                 epsilon: float, key_id: str, release_key: str, source: str | None = None,
                 privacy_unit: str = ROW_UNIT, outputs: Sequence[str] = (), reproducible: bool = True,
                 flow_run_id: str | None = None, epsilon_requested: float | None = None,
-                token: str | None = None) -> Reservation:
+                token: str | None = None, parts: Sequence[Part] | None = None) -> Reservation:
         """Reserve ``epsilon`` against every budget the release overlaps, or refuse (atomic, before any work).
 
         A release that could be a free re-run (an identical recorded release
@@ -377,6 +469,12 @@ class Ledger:
         content digest decides at :meth:`settle`. ``token`` names the
         outputs staged by the run (see :func:`ldp_dask._io.temp_name`), so that
         recovery can tell whether a dead run left a private output on disk.
+
+        ``parts`` makes it a *partitioned* release: each :class:`Part` (a file
+        of the dataset, with its own noise) is charged on its own root, and a
+        part that reproduces a recorded part (same part key, and at
+        :meth:`settle` the same content tag) costs nothing. ``epsilon`` is then
+        the most a part may cost.
         """
         _check_scope(scope)
         token = token or uuid.uuid4().hex
@@ -394,49 +492,65 @@ class Ledger:
                 if d["privacy_unit"] != privacy_unit:
                     raise LdpDaskError(f"the dataset {d['name']!r} ({d['root']}) is declared with privacy unit "
                                        f"{d['privacy_unit']!r}; this release uses {privacy_unit!r}")
+            recorded = _recorded_parts(tx) if parts is not None else {}
+            if parts is None:
+                charges = [(root, float(epsilon))]
+                maybe_free = bool(reproducible and tx.one(
+                    "SELECT id FROM releases WHERE release_key=? AND status='committed'", (release_key,)))
+            else:  # a part that may reproduce a recorded one is held at 0 until its content tag is known
+                charges = [(p.root, 0.0 if reproducible and p.key in recorded else float(p.epsilon)) for p in parts]
+                maybe_free = False
             checks = [(d["name"], d["root"], float(d["epsilon_limit"])) for d in declared]
             tight = min(checks, key=lambda c: c[2] - self._spent_on(active, c[1]), default=None)
             identity = tight[0] if tight else root
             spent = self._spent_on(active, tight[1] if tight else root)
             limit = tight[2] if tight else None
-            over = [c for c in checks if self._spent_on(active, c[1]) + epsilon > c[2] * (1 + 1e-12)]
-            tentative = False
+            over = [c for c in checks if self._spent_on(active, c[1], charges) > c[2] * (1 + 1e-12)]
+            tentative = parts is not None and any(e == 0.0 for _, e in charges)
             if over:
-                if not (reproducible and tx.one("SELECT id FROM releases WHERE release_key=? AND status='committed'",
-                                                (release_key,))):
+                if not maybe_free:
                     name, croot, clim = over[0]
                     s = self._spent_on(active, croot)
                     raise BudgetExceeded(
                         f"this release needs ε = {epsilon:g} per {privacy_unit}, but the dataset {name!r} has spent "
                         f"{s:g} of its budget {clim:g} (remaining {max(0.0, clim - s):g}); nothing was run")
                 tentative = True  # may be a free re-run: decided by the content digest
-            held = 0.0 if tentative else float(epsilon)
+                charges = [(root, 0.0)]
+            held = max((e for _, e in charges), default=0.0)
+            stored = None if parts is None else json.dumps(
+                [{"root": p.root, "key": p.key, "epsilon": e, "requested": float(p.epsilon)}
+                 for p, (_, e) in zip(parts, charges)])
             cur = tx.run(
                 "INSERT INTO releases (created_at, root, source, column_name, scope, channel, params, privacy_unit, "
-                "epsilon, epsilon_requested, key_id, release_key, content_tag, outputs, token, flow_run_id, status, "
-                "note, host, pid, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'reserved', "
-                "NULL, ?, ?, ?) RETURNING id",
+                "epsilon, epsilon_requested, key_id, release_key, content_tag, outputs, token, flow_run_id, parts, "
+                "status, note, host, pid, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, "
+                "'reserved', NULL, ?, ?, ?) RETURNING id",
                 (time.time(), root, source, column, scope, channel, json.dumps(dict(params), sort_keys=True,
                                                                                default=str),
                  privacy_unit, held, float(epsilon_requested if epsilon_requested is not None else epsilon), key_id,
-                 release_key, json.dumps(list(outputs)), token, flow_run_id, socket.gethostname(), os.getpid(),
-                 time.time() + self.lease_seconds))
+                 release_key, json.dumps(list(outputs)), token, flow_run_id, stored, socket.gethostname(),
+                 os.getpid(), time.time() + self.lease_seconds))
             rid = int(cur.fetchone()[0])
         return Reservation(rid, float(epsilon), False, token, release_key, identity, spent, limit, tentative,
                            float(epsilon))
 
-    def settle(self, reservation: Reservation, content_tag: str | None, reproducible: bool = True) -> Reservation:
+    def settle(self, reservation: Reservation, content_tag: str | None, reproducible: bool = True,
+               part_tags: Mapping[str, str] | None = None) -> Reservation:
         """Decide the charge once the output is computed, just before it is published (status *publishing*).
 
         Free when a committed release has the same release key and content
         digest; otherwise charged its ε, which a tentative reservation must
         still fit (:class:`BudgetExceeded` otherwise: nothing is published).
+        A partitioned release gives each part's content tag in ``part_tags``
+        (by part key): each part is free or charged on its own.
         """
         with self.store.transaction() as tx:
-            row = tx.one("SELECT status FROM releases WHERE id=?", (reservation.id,))
+            row = tx.one("SELECT status, root, parts FROM releases WHERE id=?", (reservation.id,))
             if row is None or row["status"] != "reserved":
                 raise LedgerError(f"reservation #{reservation.id} was lost from the ledger {self.location!r} "
                                   "(its lease expired?); nothing was published")
+            if row["parts"] is not None:
+                return self._settle_parts(tx, reservation, row, content_tag, reproducible, part_tags or {})
             same = (reproducible and content_tag is not None and tx.one(
                 "SELECT id FROM releases WHERE release_key=? AND content_tag=? AND status='committed' AND id<>?",
                 (reservation.release_key, content_tag, reservation.id)))
@@ -445,20 +559,41 @@ class Ledger:
                        (content_tag, f"identical to #{same['id']}", reservation.id))
                 return dataclasses.replace(reservation, epsilon=0.0, reused=True, tentative=False)
             if reservation.tentative:
-                root = tx.one("SELECT root, privacy_unit FROM releases WHERE id=?", (reservation.id,))
-                active = self._active(tx)
-                for d in tx.all("SELECT * FROM datasets"):
-                    if overlaps(d["root"], root["root"]):
-                        s = self._spent_on(active, d["root"])
-                        if s + reservation.requested > float(d["epsilon_limit"]) * (1 + 1e-12):
-                            tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
-                            raise BudgetExceeded(
-                                f"the data changed since the recorded release, so this is a new release needing "
-                                f"ε = {reservation.requested:g}, but the dataset {d['name']!r} has spent {s:g} of its "
-                                f"budget {float(d['epsilon_limit']):g}; nothing was published")
+                self._check_fits(tx, reservation, row["root"], [(row["root"], reservation.requested)])
             tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=? WHERE id=?",
                    (reservation.requested, content_tag, reservation.id))
             return dataclasses.replace(reservation, epsilon=reservation.requested, reused=False, tentative=False)
+
+    def _settle_parts(self, tx: _Tx, reservation: Reservation, row: dict[str, Any], content_tag: str | None,
+                      reproducible: bool, part_tags: Mapping[str, str]) -> Reservation:
+        """Each part free when a committed part has its key and content tag, else charged its ε."""
+        recorded = _recorded_parts(tx, exclude=reservation.id)
+        parts = json.loads(row["parts"])
+        for p in parts:
+            p["tag"] = part_tags.get(p["key"])
+            same = reproducible and p["tag"] is not None and p["tag"] in recorded.get(p["key"], ())
+            p["epsilon"] = 0.0 if same else float(p["requested"])
+        charged = max((p["epsilon"] for p in parts), default=0.0)
+        fresh = sum(p["epsilon"] > 0 for p in parts)
+        if reservation.tentative:
+            self._check_fits(tx, reservation, row["root"], [(p["root"], p["epsilon"]) for p in parts])
+        tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=?, parts=?, note=? WHERE id=?",
+               (charged, content_tag, json.dumps(parts), f"{fresh} of {len(parts)} partitions released anew",
+                reservation.id))
+        return dataclasses.replace(reservation, epsilon=charged, reused=fresh == 0, tentative=False)
+
+    def _check_fits(self, tx: _Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]]) -> None:
+        """A tentative release turned out to be charged: it must still fit every budget it overlaps."""
+        active = [r for r in self._active(tx) if r["id"] != reservation.id]
+        for d in tx.all("SELECT * FROM datasets"):
+            if overlaps(d["root"], root):
+                s = self._spent_on(active, d["root"])
+                if self._spent_on(active, d["root"], charges) > float(d["epsilon_limit"]) * (1 + 1e-12):
+                    tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
+                    raise BudgetExceeded(
+                        f"the data changed since the recorded release, so this is a new release needing "
+                        f"ε = {reservation.requested:g}, but the dataset {d['name']!r} has spent {s:g} of its "
+                        f"budget {float(d['epsilon_limit']):g}; nothing was published")
 
     def commit(self, reservation: Reservation) -> None:
         """The outputs are published: the charge is final."""
@@ -527,12 +662,13 @@ class Ledger:
                           "ORDER BY id")
 
     def summary(self) -> list[dict[str, Any]]:
-        """Per dataset (declared, or the root of undeclared releases): ε per person spent, budget, and the
-        per-column and per-scope views."""
+        """Per dataset (declared, or the root of undeclared releases): ε per person spent (the most any one
+        person has spent, :func:`spent_per_person`), budget, the per-column and per-scope views, and for a
+        per-row dataset its person ``groups``: ε per row at each charged location inside it (a partition)."""
         with self.store.transaction() as tx:
             self._recover(tx)
             declared = tx.all("SELECT name, root, epsilon_limit, privacy_unit FROM datasets ORDER BY name")
-            rows = tx.all(f"SELECT root, column_name, scope, privacy_unit, epsilon FROM releases "
+            rows = tx.all(f"SELECT root, column_name, scope, privacy_unit, epsilon, parts FROM releases "
                           f"WHERE status IN {_ACTIVE}")
         items = [{"dataset": d["name"], "root": d["root"], "budget": float(d["epsilon_limit"]),
                   "privacy_unit": d["privacy_unit"]} for d in declared]
@@ -542,17 +678,18 @@ class Ledger:
                 items.append({"dataset": None, "root": r["root"], "budget": None, "privacy_unit": r["privacy_unit"]})
         for item in items:
             mine = [r for r in rows if overlaps(r["root"], item["root"])]
-            item["spent"] = float(sum(r["epsilon"] for r in mine))
-            item["by_column"] = _group(mine, "column_name")
-            item["by_scope"] = _group(mine, "scope")
+            unit = item["privacy_unit"] or ROW_UNIT
+            item["spent"] = spent_per_person(_charges(mine), item["root"], unit)
+            item["by_column"] = _view(mine, "column_name", item["root"], unit)
+            item["by_scope"] = _view(mine, "scope", item["root"], unit)
+            item["groups"] = _groups(_charges(mine), item["root"]) if unit == ROW_UNIT else {}
         return items
 
 
-def _group(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for r in rows:
-        out[r[key]] = out.get(r[key], 0.0) + float(r["epsilon"])
-    return out
+def _view(rows: list[dict[str, Any]], key: str, root: str, unit: str) -> dict[str, float]:
+    """ε per person on ``root`` from the releases of each value of ``key`` (a column, a scope)."""
+    return {v: spent_per_person(_charges([r for r in rows if r[key] == v]), root, unit)
+            for v in sorted({r[key] for r in rows})}
 
 
 def _check_scope(scope: str) -> None:

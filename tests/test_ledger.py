@@ -380,3 +380,92 @@ def test_the_environment_can_name_a_postgresql_ledger(postgres, data, tmp_path, 
     assert main(["budget"]) == 0
     out = capsys.readouterr().out
     assert "1 per row" in out and "s3cret" not in out
+
+
+# --- partitioned releases: charged per partition, per row --------------------------------------------------
+def _reserve_parts(location, parts, key_id="k", release="r"):
+    from ldp_dask.ledger import Part
+
+    led = Ledger(location)
+    r = led.reserve(root="file:///d", column="x", scope="local", channel="histogram", params={}, epsilon=1.0,
+                    key_id=key_id, release_key=release, parts=[Part(f"file:///d/{p}", f"key-{p}", 1.0) for p in parts])
+    return led, r
+
+
+def test_partitions_are_charged_per_row_not_per_night(led):
+    Ledger(led).declare("d", "file:///d", 2.5)
+    for night in range(1, 6):  # a table growing a file a night: each night releases the new file anew
+        ledger, r = _reserve_parts(led, [f"day{i}" for i in range(1, night + 1)])
+        settled = ledger.settle(r, "t", part_tags={f"key-day{i}": f"tag{i}" for i in range(1, night + 1)})
+        ledger.commit(settled)
+        assert settled.epsilon == 1.0 and not settled.reused
+    (row,) = Ledger(led).summary()
+    # each row was released once with fresh noise: ε 1 per row, not 5 (nor 15)
+    assert row["spent"] == 1.0 and row["groups"] == {f"file:///d/day{i}": 1.0 for i in range(1, 6)}
+    notes = [e["note"] for e in Ledger(led).entries()]
+    assert notes == ["1 of 1 partitions released anew", "1 of 2 partitions released anew",
+                     "1 of 3 partitions released anew", "1 of 4 partitions released anew",
+                     "1 of 5 partitions released anew"]
+
+
+def test_a_changed_partition_is_charged_again_and_only_it(led):
+    ledger, r = _reserve_parts(led, ["a", "b"])
+    ledger.commit(ledger.settle(r, "t", part_tags={"key-a": "A", "key-b": "B"}))
+    ledger, r = _reserve_parts(led, ["a", "b"])
+    ledger.commit(ledger.settle(r, "t", part_tags={"key-a": "A", "key-b": "B2"}))  # b was edited
+    (row,) = Ledger(led).summary()
+    assert row["groups"] == {"file:///d/a": 1.0, "file:///d/b": 2.0} and row["spent"] == 2.0
+    # a full release of the directory covers every row: it adds to each group
+    Ledger(led).commit(Ledger(led).settle(Ledger(led).reserve(
+        root="file:///d", column="x", scope="local", channel="c", params={}, epsilon=0.5, key_id="k",
+        release_key="whole"), "w"))
+    (row,) = Ledger(led).summary()
+    assert row["groups"] == {"file:///d/a": 1.5, "file:///d/b": 2.5} and row["spent"] == 2.5
+
+
+def test_a_budget_refuses_a_partition_it_cannot_afford_but_not_a_reproduced_one(led):
+    Ledger(led).declare("d", "file:///d", 1.0)
+    ledger, r = _reserve_parts(led, ["a"])
+    ledger.commit(ledger.settle(r, "t", part_tags={"key-a": "A"}))
+    ledger, r = _reserve_parts(led, ["a", "b"])  # a reproduced, b new: fits (ε 1 per row)
+    ledger.commit(ledger.settle(r, "t", part_tags={"key-a": "A", "key-b": "B"}))
+    ledger, r = _reserve_parts(led, ["a", "b"])  # both tentative: they may reproduce recorded parts
+    assert r.tentative
+    with pytest.raises(BudgetExceeded, match="data changed"):
+        ledger.settle(r, "t", part_tags={"key-a": "A", "key-b": "B-edited"})
+    ledger.abort(r)  # what the release path does: nothing was published
+    assert [e["status"] for e in Ledger(led).entries()] == ["committed", "committed"]
+    with pytest.raises(BudgetExceeded, match="needs ε = 0.1"):  # b's rows have spent their budget
+        Ledger(led).reserve(root="file:///d/b", column="y", scope="central", channel="c", params={}, epsilon=0.1,
+                            key_id="k", release_key="other")
+    ledger, r = _reserve_parts(led, ["c"])  # new rows: they have spent nothing
+    ledger.commit(ledger.settle(r, "t", part_tags={"key-c": "C"}))
+    (row,) = Ledger(led).summary()
+    assert row["spent"] == 1.0 and row["groups"] == {f"file:///d/{p}": 1.0 for p in "abc"}
+
+
+def test_sibling_files_released_apart_do_not_add_up_per_row(tmp_path, data, capsys, led):
+    _write(data / "b.parquet", 1)
+    assert main(["budget", "set", "d", "--source", str(data), "--limit", "1", "--ledger", str(led)]) == 0
+    assert _privatize(data / "a.parquet", tmp_path / "a.parquet", led, "--seed", "1") == 0
+    assert _privatize(data / "b.parquet", tmp_path / "b.parquet", led, "--seed", "1") == 0  # other rows
+    assert _privatize(data, tmp_path / "all.parquet", led, "--seed", "1") == 2  # every row again: over
+    assert "'d' has spent 1 of its budget 1" in capsys.readouterr().err
+    (row,) = _spent(led, capsys)
+    assert row["spent"] == 1.0 and set(row["groups"].values()) == {1.0}
+
+
+def test_a_schema_2_ledger_is_brought_up_to_date_with_its_releases(tmp_path):
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as con:  # what the previous ldp_dask created
+        from ldp_dask.ledger import _TABLES
+
+        for stmt in _TABLES:
+            con.execute(stmt.format(id="INTEGER PRIMARY KEY AUTOINCREMENT").replace("        parts TEXT,\n", ""))
+        con.execute("INSERT INTO ledger_meta VALUES ('schema', '2')")
+        con.execute("INSERT INTO releases (created_at, root, column_name, scope, channel, params, privacy_unit, "
+                    "epsilon, epsilon_requested, key_id, release_key, outputs, token, status, lease_until) VALUES "
+                    "(0, 'file:///d', 'x', 'local', 'c', '{}', 'row', 1.5, 1.5, 'k', 'r', '[]', 't', 'committed', 0)")
+    assert "parts" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(releases)")}
+    assert Ledger(path).spent("file:///d") == 1.5
+    assert _select(str(path), "SELECT value FROM ledger_meta") == ("3",)

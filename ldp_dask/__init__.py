@@ -22,6 +22,7 @@ from ._version import __version__
 _PUBLIC = {
     "privatize": "pipeline", "connect": "pipeline", "RunOptions": "options",
     "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
+    "merge_summaries": "partitions",
     "Ledger": "ledger", "BudgetExceeded": "ledger",
     "Channel": "channels", "LaplaceHistogram": "channels", "LaplaceMean": "channels", "WaveletLaplace": "channels",
     "HaarLaplace": "channels", "HaarAdaptive": "channels", "HybridMean": "channels", "RandomizedResponse": "channels",
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
                              wavelet_density)
     from .ledger import BudgetExceeded, Ledger
     from .options import RunOptions
+    from .partitions import merge_summaries
     from .pipeline import connect, privatize
     from .summary import Summary, read_summary, verify_summary
 
@@ -72,6 +74,7 @@ __all__ = [
     "Summary",
     "read_summary",
     "verify_summary",
+    "merge_summaries",
     "Ledger",
     "BudgetExceeded",
     "Channel",

@@ -55,6 +55,16 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"target rows per partition (default {DEFAULT_PARTITION_ROWS:,})")
     r.add_argument("--split-every", type=int, default=DEFAULT_SPLIT_EVERY,
                    help=f"fan-in of the tree reduction (default {DEFAULT_SPLIT_EVERY})")
+    r.add_argument("--incremental", action="store_true",
+                   help="a partitioned release: each file is a partition with its own noise, and the summary keeps "
+                        "every file's noisy sums so that a later run reads only new or changed files (--since)")
+    r.add_argument("--since", default=None, metavar="SUMMARY",
+                   help="a partitioned summary released earlier with the same key and channel: its unchanged files "
+                        "are not read, their kept sums are used (implies --incremental); only files released anew "
+                        "are charged")
+    r.add_argument("--window", default=None, metavar="DAYS",
+                   help="e.g. 30d: release only the files of the last 30 days of a table partitioned by date "
+                        "directories (date=YYYY-MM-DD/), ending at the newest (implies --incremental)")
     _progress_arg(r)
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     _ledger_args(r)
@@ -186,6 +196,19 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--secret-file", default=None, help="file with the release key")
     v.add_argument("--seed", type=int, default=None, help="the insecure seed the summary was released with")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    m = sub.add_parser("merge", help="merge summaries of disjoint data, or take a window of kept partitions",
+                       description="Combine summaries of disjoint data released with the same channel and parameters "
+                                   "(refusing overlapping data or mismatched releases), and/or keep the partitions "
+                                   "of the last days (--window). Post-processing: no data is read, no ε is spent.")
+    m.add_argument("summaries", nargs="+", metavar="SUMMARY", help="summary files (two or more, or one with --window)")
+    m.add_argument("--out", required=True, help="summary file to write")
+    m.add_argument("--window", default=None, metavar="DAYS",
+                   help="e.g. 30d: keep the partitions of the last 30 days (date=YYYY-MM-DD/ directories)")
+    m.add_argument("--secret-file", default=None, help="file with the release key (checks the inputs, signs the output)")
+    m.add_argument("--seed", type=int, default=None, help="the insecure seed the summaries were released with")
+    m.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    m.add_argument("--json", action="store_true", help="print the result as JSON")
 
     b = sub.add_parser("budget", help="show the privacy budget ledger, or declare a dataset and its budget",
                        description="Every release is recorded in the ledger and charged, per person, against the "
@@ -403,7 +426,26 @@ def _cmd_budget(a: argparse.Namespace) -> int:
         print(f"  {name} {r['root']}: {r['spent']:g} per {r['privacy_unit']}{budget}")
         if views:
             print(f"      by column: {views}; by scope: {scopes}")
+        _print_groups(r)
     return 0
+
+
+#: ``budget`` lists at most this many person groups of a dataset (``--json`` lists them all)
+GROUPS_SHOWN = 12
+
+
+def _print_groups(row: dict[str, Any]) -> None:
+    """The per-row groups of a dataset: ε per row in each charged location inside it (a partition, a file)."""
+    groups = row.get("groups") or {}
+    if not groups:
+        return
+    head = row["root"].rstrip("/") + "/"
+    values = sorted(set(groups.values()))
+    print(f"      per partition: {len(groups)} charged inside it, ε per row from {values[0]:g} to {values[-1]:g}")
+    for where, eps in list(groups.items())[:GROUPS_SHOWN]:
+        print(f"        {where[len(head):] if where.startswith(head) else where}: {eps:g}")
+    if len(groups) > GROUPS_SHOWN:
+        print(f"        … {len(groups) - GROUPS_SHOWN} more (budget --json lists them all)")
 
 
 def _is_categorical_source(source: str, column: str) -> bool:
@@ -576,19 +618,27 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
               f"rows: most will hold no row and only noise; the default ('auto') is sized from n and ε",
               file=sys.stderr)
     rel = release_summary(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
-                          overwrite=a.overwrite, options=opts)
+                          overwrite=a.overwrite, options=opts, incremental=a.incremental, since=a.since,
+                          window=a.window)
     summary = rel.result
     meta = summary.file_metadata()
     info = {"summary": rel.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
             "key_id": meta["key_id"], "key_source": meta["key_source"], "rows_out": a.rows_out,
             "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
-            "choice": summary.metadata.get("choice")}
+            "choice": summary.metadata.get("choice"), "partitions_read": summary.metadata.get("partitions_read"),
+            "partitions_reused": summary.metadata.get("partitions_reused"),
+            "epsilon_charged": rel.receipt.epsilon if rel.receipt and rel.receipt.ledger else None,
+            "partitions_charged": rel.receipt.partitions[0] if rel.receipt and rel.receipt.partitions else None}
     if a.json:
         print(json.dumps(info))
     else:
         print(f"wrote {info['summary']}: {summary.channel!r}, n={summary.n:,}, {summary.privacy_line()}, "
               f"key id {meta['key_id']} ({meta['key_source']})")
+        if summary.partitions:
+            print(f"partitions: {info['partitions_read']} read, {info['partitions_reused']} reused from "
+                  f"{a.since or 'no earlier summary'} without reading them; {len(summary.partitions)} kept in the "
+                  "summary")
         if info["choice"]:
             c = info["choice"]
             print(f"auto: chose {c['chosen']} for the {c['target']} ({c['criterion']})")
@@ -647,6 +697,27 @@ def _cmd_verify(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_merge(a: argparse.Namespace) -> int:
+    from ldp_dask.noise import resolve_secret
+    from ldp_dask.partitions import merge_summaries
+
+    key = resolve_secret(seed=a.seed, secret_file=a.secret_file) if (a.seed is not None or a.secret_file) else None
+    s = merge_summaries(a.summaries, out=a.out, window=a.window, key=key, overwrite=a.overwrite)
+    info = {"summary": a.out, "inputs": a.summaries, "channel": s.channel.name, "n": s.n,
+            "partitions": len(s.partitions), "window": a.window, "integrity": s.integrity,
+            "privacy_unit": s.privacy_unit, "epsilon_per_unit": s.epsilon_per_unit}
+    if a.json:
+        print(json.dumps(info))
+        return 0
+    what = f"merged {len(a.summaries)} summaries" if len(a.summaries) > 1 else "took a window of 1 summary"
+    kept = f", {len(s.partitions)} partitions kept" if s.partitions else ""
+    print(f"wrote {a.out}: {what}{f' (last {a.window})' if a.window else ''}; {s.channel.name}, n = {s.n:,}"
+          f"{kept}, {s.privacy_line()}; no data read, no ε spent")
+    if not s.verified:
+        print(f"ldp-dask: warning: the result is {s.integrity}; it was written without a MAC", file=sys.stderr)
+    return 0
+
+
 def _cmd_report(a: argparse.Namespace) -> int:
     from .report import default_report_path, write_report
 
@@ -682,7 +753,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
                                 "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget,
-                                "report": _cmd_report, "verify": _cmd_verify, "bounds": _cmd_bounds}
+                                "report": _cmd_report, "verify": _cmd_verify, "bounds": _cmd_bounds,
+                                "merge": _cmd_merge}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error

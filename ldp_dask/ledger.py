@@ -138,6 +138,10 @@ class Reservation:
     limit: float | None
     tentative: bool = False
     requested: float = field(default=0.0)
+    #: a partitioned release, once settled: how many of its parts were released anew (charged)
+    parts: int | None = None
+    #: the root of :attr:`identity` (the dataset whose budget is tightest), where the receipt's total is read
+    identity_root: str = ""
 
 
 @dataclass(frozen=True)
@@ -532,7 +536,7 @@ class Ledger:
                  os.getpid(), time.time() + self.lease_seconds))
             rid = int(cur.fetchone()[0])
         return Reservation(rid, float(epsilon), False, token, release_key, identity, spent, limit, tentative,
-                           float(epsilon))
+                           float(epsilon), identity_root=tight[1] if tight else root)
 
     def settle(self, reservation: Reservation, content_tag: str | None, reproducible: bool = True,
                part_tags: Mapping[str, str] | None = None) -> Reservation:
@@ -580,7 +584,8 @@ class Ledger:
         tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=?, parts=?, note=? WHERE id=?",
                (charged, content_tag, json.dumps(parts), f"{fresh} of {len(parts)} partitions released anew",
                 reservation.id))
-        return dataclasses.replace(reservation, epsilon=charged, reused=fresh == 0, tentative=False)
+        return dataclasses.replace(reservation, epsilon=charged, reused=fresh == 0 and bool(parts), tentative=False,
+                                   parts=fresh)
 
     def _check_fits(self, tx: _Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]]) -> None:
         """A tentative release turned out to be charged: it must still fit every budget it overlaps."""
@@ -658,7 +663,7 @@ class Ledger:
         with self.store.transaction() as tx:
             self._recover(tx)
             return tx.all("SELECT id, created_at, root, source, column_name, scope, channel, params, privacy_unit, "
-                          "epsilon, epsilon_requested, key_id, outputs, flow_run_id, status, note FROM releases "
+                          "epsilon, epsilon_requested, key_id, outputs, flow_run_id, status, note, parts FROM releases "
                           "ORDER BY id")
 
     def summary(self) -> list[dict[str, Any]]:

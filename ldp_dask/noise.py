@@ -49,6 +49,8 @@ __all__ = [
     "Secret",
     "resolve_secret",
     "partition_base_keys",
+    "named_base_keys",
+    "keyed_digest",
     "bind_key",
     "generator",
     "laplace_sum",
@@ -189,11 +191,23 @@ def _canonical(context: Mapping[str, Any]) -> bytes:
 
 def partition_base_keys(secret: Secret, context: Mapping[str, Any], count: int) -> list[bytes]:
     """Per-partition base keys ``HMAC(secret, context ‖ index)`` (driver side)."""
+    return named_base_keys(secret, context, [str(i) for i in range(count)])
+
+
+def named_base_keys(secret: Secret, context: Mapping[str, Any], names: list[str]) -> list[bytes]:
+    """Base keys ``HMAC(secret, context ‖ name)`` of partitions named by their place in the data (a file's
+    relative name and task number, for a partitioned release) rather than their index in one plan (driver side)."""
     ctx = _canonical(context)
-    return [
-        hmac.new(secret.key, ctx + b"|partition:" + str(i).encode(), hashlib.sha256).digest()
-        for i in range(count)
-    ]
+    return [hmac.new(secret.key, ctx + b"|partition:" + name.encode(), hashlib.sha256).digest() for name in names]
+
+
+def keyed_digest(secret: Secret, label: str, *parts: bytes) -> str:
+    """``HMAC(secret, label ‖ parts)`` in hex (driver side): a digest of exact facts (a file's footer, say)
+    that only the key's holder can test guesses against."""
+    h = hmac.new(secret.key, b"ldp_dask/" + label.encode(), hashlib.sha256)
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little") + p)
+    return h.hexdigest()
 
 
 def digest_arrays(*arrays: np.ndarray) -> bytes:

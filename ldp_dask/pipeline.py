@@ -23,6 +23,7 @@ and adds results up. Data path (docs/privacy.md)::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -40,7 +41,7 @@ from . import exactsum
 from ._validation import InputDataError, LdpDaskError, error_value
 from .channels import Channel
 from .noise import (TAG_MODULUS, Secret, bind_key, content_tag, digest_arrays, generator, hidden_from_children,
-                    partition_base_keys)
+                    named_base_keys, partition_base_keys)
 from .options import DEFAULT_CONNECT_TIMEOUT, RunOptions
 from .release import Charge, Outputs, Released, plan, release
 from .ledger import ROW_UNIT
@@ -185,11 +186,30 @@ def _combine(*accs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tree_reduce_local(accs: list[dict[str, Any]], split_every: int) -> dict[str, Any]:
-    level = accs
-    while len(level) > 1:
-        level = [_combine(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
-    return level[0]
+@dataclass(frozen=True)
+class _ByFile:
+    """A partitioned release's job: the release's job, and the file each task reads (sent to the cluster once)."""
+
+    job: _Job
+    files: tuple[str, ...]
+
+
+def _run_file_task(task: _Task, job: _ByFile) -> dict[str, Any]:
+    """:func:`_run_piece`, its accumulator filed under the task's file (worker side)."""
+    acc = _run_piece(task, job.job)
+    return acc if "error" in acc else {"files": {job.files[task.index]: acc}}
+
+
+def _combine_files(*accs: dict[str, Any]) -> dict[str, Any]:
+    """Combine per-file accumulators: a file's tasks add up exactly, files stay apart (errors propagate)."""
+    for a in accs:
+        if "error" in a:
+            return {"error": a["error"]}
+    out: dict[str, Any] = {}
+    for a in accs:
+        for name, acc in a["files"].items():
+            out[name] = _combine(out[name], acc) if name in out else acc
+    return {"files": out}
 
 
 def _progress(total: int, enabled: bool, desc: str) -> Any:
@@ -200,17 +220,24 @@ def _progress(total: int, enabled: bool, desc: str) -> Any:
     return tqdm(total=total, unit="row", unit_scale=True, desc=desc, leave=True)  # the final line stays
 
 
-def _run_local(tasks: list[_Task], job: _Job, split_every: int, progress: bool) -> dict[str, Any]:
+def _run_local(tasks: list[_Task], job: Any, split_every: int, progress: bool, fn: Any = None,
+               combine: Any = None) -> dict[str, Any]:
+    """``fn(task, job)`` (default :func:`_run_piece`) on every task in this process, then ``combine``'s tree."""
+    fn, combine = fn or _run_piece, combine or _combine
+    pieces = job.job.pieces if isinstance(job, _ByFile) else job.pieces
     accs = []
-    with _progress(sum(task_rows(job.pieces, t) for t in tasks), progress, "privatize") as bar:
+    with _progress(sum(task_rows(pieces, t) for t in tasks), progress, "privatize") as bar:
         for t in tasks:
-            acc = _run_piece(t, job)
+            acc = fn(t, job)
             if "error" in acc:
                 return acc
             accs.append(acc)
             if bar is not None:
-                bar.update(task_rows(job.pieces, t))
-    return _tree_reduce_local(accs, split_every)
+                bar.update(task_rows(pieces, t))
+    level = accs
+    while len(level) > 1:
+        level = [combine(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
+    return level[0]
 
 
 def _tasks(dataset: Dataset) -> list[_Task]:
@@ -561,7 +588,8 @@ def _follow(futures: list[Any], weights: list[int], unit: str, desc: str) -> Non
 
 def release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",
                     *, out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
-                    overwrite: bool = False, options: RunOptions | None = None, **run: Any) -> Released[Summary]:
+                    overwrite: bool = False, options: RunOptions | None = None, incremental: bool = False,
+                    since: Any = None, window: str | None = None, **run: Any) -> Released[Summary]:
     """:func:`privatize` through the release path, returning the ledger's receipt and the files written too."""
     if not isinstance(channel, Channel):
         raise LdpDaskError(f"The 'channel' parameter must be a Channel instance. Got {channel!r} instead.")
@@ -578,6 +606,8 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
                            f"channel needs {channel.value_kind!r} values")
     if getattr(channel, "domain", None) is not None:  # the footers may prove the release would be refused
         dataset.check_range(channel.domain, opts.clip)
+    if incremental or since is not None or window is not None:
+        return _release_partitioned(dataset, channel, mode, out, overwrite, opts, since, window)
     rows = None if rows_path is None else os.fspath(rows_path)
 
     mac: list[bytes] = []
@@ -595,6 +625,92 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
                    content_tag=lambda s: s.content_tag)
 
 
+def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any, overwrite: bool,
+                         opts: RunOptions, since: Any, window: str | None) -> Released[Summary]:
+    """A partitioned release (:mod:`ldp_dask.partitions`): a file is a partition with its own noise, kept in the
+    summary; with ``since`` only the files that changed are read; each file read is charged on its own rows."""
+    from .partitions import parse_window, plan_partitions, windowed
+    from .summary import read_summary
+
+    if mode != "summary":
+        raise LdpDaskError("A partitioned release (incremental, since, window) keeps per-file noisy sums: it runs in "
+                           f"summary mode only. Got mode={mode!r}.")
+    if dataset.kind != "parquet":
+        raise LdpDaskError("A partitioned release (incremental, since, window) needs a Parquet source: its files "
+                           "are the partitions. Write the data to Parquet files first.")
+    if dataset.unit is not None:
+        raise LdpDaskError(f"A partitioned release bounds nothing across files, so it cannot count ε per "
+                           f"{dataset.unit!r} (a person may have rows in every file); release the whole table with "
+                           "--privacy-unit, or release per row.")
+    secret = opts.key()  # resolved once: the stamps, the plan and the release share it
+    opts = dataclasses.replace(opts, secret=secret, seed=None, secret_file=None)
+    if window is not None:
+        dataset = windowed(dataset, parse_window(window))
+    dataset = dataclasses.replace(dataset, by_file=True)
+    previous = None if since is None else read_summary(since, key=secret)
+    charge = local_charge(channel, mode, opts)
+    plan_ = plan_partitions(dataset, channel, mode, opts.clip, secret, charge.epsilon, since=previous)
+    charge = dataclasses.replace(charge, parts=plan_.parts, context={**charge.context, "partitioned": plan_.context_id})
+    mac = summary_mac_key(secret)
+
+    def write(summary: Summary, outputs: Outputs) -> None:
+        if "summary" in outputs:
+            outputs.write("summary", lambda fh: summary.write_parquet(fh, mac))
+
+    return release(dataset, charge, lambda sec, _: _run_partitioned(dataset, channel, sec, opts, plan_), opts,
+                   targets={"summary": out}, write=write, overwrite=overwrite, content_tag=lambda s: s.content_tag,
+                   part_tags=lambda s: plan_.part_tags(s.partitions))
+
+
+def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions,
+                     plan_: Any) -> Summary:
+    """Read the files the plan must read (each task keyed by its file's name), keep every file's sums apart, and
+    add the kept sums of the others: the totals are the exact sum of all partitions, rounded once."""
+    from .summary import Partition, sum_partitions
+
+    reading = plan_.to_read
+    pieces = tuple(dataclasses.replace(p, index=i) for i, p in enumerate(p for f in reading for p in f.pieces))
+    sub = dataclasses.replace(dataset, pieces=pieces, n=sum(p.num_rows for p in pieces))
+    tasks = _tasks(sub)
+    by_path = {f.path: f for f in reading}
+    files = [by_path[pieces[t.start].path or ""] for t in tasks]
+    names = [name for f in reading for name in f.task_names()]  # tasks come file by file, in the plan's order
+    if len(names) != len(tasks):  # pragma: no cover - a planning bug
+        raise RuntimeError(f"{len(tasks)} tasks for {len(names)} planned")
+    keys = tuple(named_base_keys(secret, plan_.context, names))
+    shared = _ByFile(_Job(sub.reader, pieces, keys, channel, options.clip, "summary"), tuple(f.name for f in files))
+    if not tasks:
+        acc: dict[str, Any] = {"files": {}}
+    elif options.runs_in_process(sub.n):
+        acc = _run_local(tasks, shared, options.split_every, options.progress, _run_file_task, _combine_files)
+    else:
+        with connect(options.client, timeout=options.connect_timeout) as c:
+            acc = map_reduce(c, _run_file_task, tasks, shared, _combine_files, "ldp",
+                             [task_rows(pieces, t) for t in tasks], options.split_every, options.retries,
+                             options.progress, "privatize")
+    if "error" in acc:
+        raise InputDataError(acc["error"])
+    read = {}
+    for f in reading:
+        a = acc["files"][f.name]
+        if a["n"] != f.rows:  # pragma: no cover - a planning bug, not user input
+            raise RuntimeError(f"processed {a['n']} rows of {f.name}, planned {f.rows}")
+        read[f.name] = Partition(f.name, f.rows, f.layout, f.stamp, f"{a['tag']:064x}",
+                                 {k: exactsum.to_float(v) for k, v in a["stats"].items()})
+    parts = tuple(read.get(f.name) or plan_.reused[f.name] for f in plan_.files)
+    if not parts:  # pragma: no cover - a planned dataset has rows
+        raise InputDataError("the release has no partition")
+    metadata = _metadata(dataset, secret, "summary", options.clip, None)
+    metadata.update(privacy_unit=ROW_UNIT, max_contributions=1,
+                    epsilon_per_unit=max(channel.epsilon, channel.epsilon_spent()),
+                    partition_context=plan_.context_id, partitions_read=len(read),
+                    partitions_reused=len(parts) - len(read))
+    tag = sum(int(p.tag, 16) for p in parts) % TAG_MODULUS
+    clipped = sum(int(acc["files"][f.name]["clipped"]) for f in reading)
+    return Summary(channel, sum(p.rows for p in parts), sum_partitions(parts), metadata,
+                   n_clipped=clipped if options.clip else None, content_tag=f"{tag:064x}", partitions=parts)
+
+
 def local_charge(channel: Channel, mode: str, options: RunOptions) -> Charge:
     """What a local release spends per privacy unit: the ε the per-row channel really spends (from its
     sensitivities), times the rows a person may contribute. The mode decides the output too (clipping changes
@@ -607,7 +723,8 @@ def local_charge(channel: Channel, mode: str, options: RunOptions) -> Charge:
 
 def privatize(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary", *,
               out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
-              overwrite: bool = False, options: RunOptions | None = None, **run: Any) -> Summary:
+              overwrite: bool = False, options: RunOptions | None = None, incremental: bool = False,
+              since: Any = None, window: str | None = None, **run: Any) -> Summary:
     """Privatize one column with a local channel and reduce it to a :class:`Summary`.
 
     Every row is privatized by ``channel`` (ε per row, the channel's own
@@ -640,6 +757,22 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
         Replace existing outputs.
     options : RunOptions, optional
         How the release runs: cluster, key, clipping, partitioning, ledger, ...
+    incremental : bool
+        A *partitioned* release (:mod:`ldp_dask.partitions`, docs/how-to/incremental.md):
+        each file of a Parquet source is a partition with noise of its own,
+        and the summary keeps every file's noisy sums, so that a later
+        release reads only the files that changed (``since``). The ledger
+        charges each file released anew on its own rows.
+    since : path or Summary, optional
+        A partitioned summary released earlier with the same key, channel and
+        parameters: its files that did not change (same name, row groups,
+        footer, size and modification time) are not read, their kept sums are
+        used. The result is bit-identical to reading every file. Implies
+        ``incremental``.
+    window : str, optional
+        ``"30d"``: release only the files of the last 30 days of a
+        hive-partitioned table (``date=YYYY-MM-DD/`` directories), ending at
+        the newest date. Implies ``incremental``.
     **run :
         Any :class:`~ldp_dask.options.RunOptions` field by name, overriding
         ``options`` (``client="local"``, ``seed=1``, ``ledger=True``, ...).
@@ -656,7 +789,7 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
         The ledger's budget for the dataset and column would be exceeded; nothing is run.
     """
     return release_summary(source, column, channel, mode, out=out, rows_path=rows_path, overwrite=overwrite,
-                           options=options, **run).result
+                           options=options, incremental=incremental, since=since, window=window, **run).result
 
 
 def _metadata(dataset: Dataset, sec: Secret, mode: str, clip: bool, rows_path: Any) -> dict[str, Any]:
@@ -664,6 +797,7 @@ def _metadata(dataset: Dataset, sec: Secret, mode: str, clip: bool, rows_path: A
         "column": dataset.column,
         "source": dataset.description,
         "fingerprint": dataset.fingerprint,
+        "root": dataset.root,
         "mode": mode,
         "partitions": len(dataset.pieces),
         "key_id": sec.key_id,

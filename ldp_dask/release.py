@@ -28,6 +28,7 @@ writes through :func:`publish` alone, with the same staging.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -39,7 +40,7 @@ import fsspec
 
 from ._io import StagedOutputs, resolve_root
 from ._validation import LdpDaskError
-from .ledger import ROW_UNIT, SCOPES, Ledger, Reservation, open_ledger
+from .ledger import ROW_UNIT, SCOPES, Ledger, Part, Reservation, open_ledger
 from .noise import Secret
 from .options import RunOptions
 from .source import Dataset, open_source
@@ -66,6 +67,9 @@ class Charge:
     params: Mapping[str, Any]
     epsilon: float
     context: Mapping[str, Any] = field(default_factory=dict)
+    #: a partitioned release's parts (one per file it reads, :class:`~ldp_dask.ledger.Part`), each charged on its
+    #: own location; None: the release is charged as one, on the dataset's root
+    parts: tuple[Part, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -96,6 +100,10 @@ class Receipt:
         What ε is counted per: ``"row"`` or the column naming a person.
     key_id, key_source : str
         Public identifier and origin of the key (never the key).
+    partitions : tuple of int or None
+        A partitioned release's ``(charged, read)``: of the files it read, how
+        many were released anew (charged) rather than reproducing a recorded
+        partition; None for a release charged as one.
     """
 
     ledger: str | None
@@ -108,6 +116,7 @@ class Receipt:
     key_source: str
     dataset: str | None = None
     privacy_unit: str = ROW_UNIT
+    partitions: tuple[int, int] | None = None
 
     def line(self) -> str:
         """One line for the operator, e.g. ``ledger: ε 1 per row spent; dataset d now 2 of budget 3 (path)``."""
@@ -115,6 +124,11 @@ class Receipt:
             return f"ledger: not recorded (no ledger); privacy unit: {self.privacy_unit}"
         note = ("identical to a recorded release: no ε spent" if self.reused
                 else f"ε {self.epsilon:g} per {self.privacy_unit} spent")
+        if self.partitions is not None:
+            charged, read = self.partitions
+            note = (f"{charged} of {read} partitions read released anew, ε {self.epsilon:g} per "
+                    f"{self.privacy_unit} on their rows" if charged else
+                    f"no partition released anew ({read} read reproduced recorded ones): no ε spent")
         limit = f" of budget {self.limit:g}" if self.limit is not None else " (no budget set)"
         return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger})"
 
@@ -190,7 +204,8 @@ def publish(targets: Mapping[str, str | os.PathLike[str] | None], produce: Calla
 def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedOutputs], R],
             options: RunOptions, *, targets: Mapping[str, str | os.PathLike[str] | None] | None = None,
             write: Callable[[R, StagedOutputs], None] | None = None, overwrite: bool = False,
-            content_tag: Callable[[R], str | None] | None = None) -> Released[R]:
+            content_tag: Callable[[R], str | None] | None = None,
+            part_tags: Callable[[R], Mapping[str, str]] | None = None) -> Released[R]:
     """Release ``compute``'s result for ``dataset``: check, reserve, compute, write, settle, publish, commit.
 
     Parameters
@@ -213,6 +228,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     content_tag : callable ``(result) -> str``, optional
         The keyed digest of the content the output was computed from; without
         it a re-run is never free.
+    part_tags : callable ``(result) -> {part key: tag}``, optional
+        A partitioned release's content digests, one per part of ``charge.parts``.
 
     Returns
     -------
@@ -237,7 +254,7 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             root=dataset.root, column=dataset.column, scope=charge.scope, channel=charge.mechanism,
             params=dict(charge.params), epsilon=charge.epsilon, key_id=secret.key_id, release_key=release_key,
             source=dataset.description, privacy_unit=unit, outputs=staged.locations(), token=staged.token,
-            reproducible=secret.reproducible, flow_run_id=options.flow_run_id))
+            reproducible=secret.reproducible, flow_run_id=options.flow_run_id, parts=charge.parts))
         with ledger.holding(held[0]):
             return _compute(staged)
 
@@ -250,7 +267,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     def settle(result: R) -> None:
         if held:
             tag = content_tag(result) if content_tag is not None else None
-            held[0] = ledger.settle(held[0], tag, secret.reproducible)  # type: ignore[union-attr]
+            tags = part_tags(result) if part_tags is not None else None
+            held[0] = ledger.settle(held[0], tag, secret.reproducible, part_tags=tags)  # type: ignore[union-attr]
 
     try:
         result, written = publish(targets or {}, produce, outputs=outputs, before_publish=settle)
@@ -262,11 +280,15 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     if held:
         ledger.commit(held[0])  # type: ignore[union-attr]
     receipt = _receipt(ledger, held[0] if held else None, charge, secret, unit)
+    if receipt.ledger is not None and charge.parts is not None:
+        charged = held[0].parts if held and held[0].parts is not None else 0
+        receipt = dataclasses.replace(receipt, partitions=(charged, len(charge.parts)))
     return Released(result, receipt, written)
 
 
 def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secret: Secret, unit: str) -> Receipt:
     if ledger is None or r is None:
         return Receipt(None, charge.scope, 0.0, False, None, None, secret.key_id, secret.source, None, unit)
-    return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, r.spent_before + r.epsilon, r.limit,
+    # the spend after this release, per person (a release on one file adds nothing to its siblings' rows)
+    return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, ledger.spent(r.identity_root), r.limit,
                    secret.key_id, secret.source, r.identity, unit)

@@ -116,6 +116,14 @@ class Dataset:
     task_rows: int | None = None
     #: the public value that replaces a null of the column (None: nulls are refused)
     fill: Any = None
+    #: the directory the files' relative names are taken from (Parquet sources)
+    base: str = ""
+    #: tasks never read pieces of two files (a partitioned release: a file is a partition, :mod:`ldp_dask.partitions`)
+    by_file: bool = False
+
+    def relative(self, path: str) -> str:
+        """A file's name relative to :attr:`base` (as the fingerprint and partitioned releases name it)."""
+        return _relative(path, self.base)
 
     def for_noise_cells(self, cells: int) -> "Dataset":
         """This plan with tasks sized for a release of ``cells`` noisy coordinates per partition (:func:`task_rows_for`)."""
@@ -137,13 +145,14 @@ class Dataset:
         pieces; a piece that large is a task of its own. A function of the
         plan (and of the release's number of noisy coordinates, through
         ``task_rows``), never of the cluster, so a release is the same on any
-        number of workers.
+        number of workers. With :attr:`by_file` a task never crosses files.
         """
         limit = min(self.task_rows or TASK_ROWS, self.target_rows)
         out: list[tuple[int, int]] = []
         start, rows = 0, 0
         for i, p in enumerate(self.pieces):
-            if i > start and (rows + p.num_rows > limit or i - start >= TASK_PIECES):
+            if i > start and (rows + p.num_rows > limit or i - start >= TASK_PIECES
+                              or (self.by_file and p.path != self.pieces[i - 1].path)):
                 out.append((start, i))
                 start, rows = i, 0
             rows += p.num_rows
@@ -368,22 +377,23 @@ def _memory_values(source: Any, column: str | None, value_kind: str = "numeric",
 
 
 # --- Parquet -----------------------------------------------------------------------
-def _list_files(fs: Any, path: str) -> list[str]:
+def _list_files(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     """The Parquet files of a glob, a directory (recursively, hive partitions included; names starting with
-    ``_`` or ``.`` skipped, as Spark and pyarrow do) or a file, sorted."""
+    ``_`` or ``.`` skipped, as Spark and pyarrow do) or a file, sorted, with what the file system says of each
+    (size, modification time or ETag)."""
     if any(c in path for c in "*?["):
         found = fs.glob(path, detail=True)
     elif fs.isdir(path):
         found = {p: info for p, info in fs.find(path, detail=True).items()
                  if not any(part.startswith(("_", ".")) for part in p[len(path):].split("/") if part)}
     elif fs.exists(path):
-        found = {path: {"type": "file"}}
+        found = {path: fs.info(path)}
     else:
         raise InputDataError(f"no such file or directory: {path!r}")
     files = sorted(p for p, info in found.items() if info.get("type") != "directory")
     if not files:
         raise InputDataError(f"no Parquet files found at {path!r}")
-    return files
+    return {f: found[f] for f in files}
 
 
 class FooterStatistics:
@@ -395,12 +405,15 @@ class FooterStatistics:
     the statistics prove the workers would refuse it.
     """
 
-    __slots__ = ("nulls", "low", "high")
+    __slots__ = ("nulls", "low", "high", "stamps")
 
     def __init__(self) -> None:
         self.nulls: str | None = None  # a file with nulls in the column
         self.low: tuple[float, str] | None = None  # the smallest min of a row group, and its file
         self.high: tuple[float, str] | None = None
+        #: per file, a digest of its footer, size and modification time: whether it may have changed since a
+        #: partitioned release (keyed before it is written anywhere, :mod:`ldp_dask.partitions`)
+        self.stamps: dict[str, bytes] = {}
 
     def __repr__(self) -> str:
         return "FooterStatistics(...)"
@@ -448,7 +461,8 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         fs, path = fsspec.core.url_to_fs(url, **storage_options)
     except (ValueError, ImportError) as exc:
         raise InputDataError(f"cannot open {url!r}: {exc}") from None
-    files = _list_files(fs, path)
+    listed = _list_files(fs, path)
+    files = list(listed)
     root = path if fs.isdir(path) else os.path.dirname(path)
     population = _population_root(fs, path)
     import pyarrow.dataset as pads
@@ -493,6 +507,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
                 raise InputDataError(f"the privacy unit column {unit!r} in file {f!r} has type "
                                      f"{schema.field(unit).type}; an integer or string id is required")
         _footer_statistics(meta, wanted, value_kind == "numeric", stats, f)
+        stats.stamps[f] = _stamp(meta, listed[f])
         structure.append((_relative(f, root), meta.num_rows))
         group: list[int] = []
         rows = 0
@@ -515,7 +530,21 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     if unit is not None:
         shape["unit"] = unit
     return Dataset("parquet", column, tuple(pieces), n, _fingerprint(shape), url, fs, None, value_kind,
-                   root=population, unit=unit, target_rows=target, footer_statistics=stats)
+                   root=population, unit=unit, target_rows=target, footer_statistics=stats, base=root)
+
+
+#: What the file systems say about a file's version: local modification time, S3's ETag and LastModified, ...
+_VERSION_FIELDS = ("size", "mtime", "ETag", "LastModified", "last_modified", "etag", "generation", "md5Hash")
+
+
+def _stamp(meta: pq.FileMetaData, info: dict[str, Any]) -> bytes:
+    """A digest of a file's footer (its thrift bytes: row groups, sizes, statistics) and of its size and version
+    as the file system reports them: equal for an untouched file. Exact facts about the data, so it stays in
+    driver memory and is keyed before it is stored (:mod:`ldp_dask.partitions`)."""
+    h = hashlib.blake2b(digest_size=32)
+    h.update(bytes(meta.__reduce__()[1][0]))  # the serialized footer, as pickling writes it
+    h.update(json.dumps({k: info.get(k) for k in _VERSION_FIELDS}, sort_keys=True, default=str).encode())
+    return h.digest()
 
 
 def _arrow_filesystem(fs: Any) -> Any:

@@ -33,17 +33,54 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import exactsum
 from ._io import atomic_write
 from ._version import __version__
 from .outputs import Described, Description
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel, channel_from_params
 
-__all__ = ["Summary", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key", "FORMAT_VERSION",
+__all__ = ["Summary", "Partition", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key", "sum_partitions", "FORMAT_VERSION",
            "METADATA_KEY"]
 
 FORMAT_VERSION = 1
 METADATA_KEY = b"ldp_dask.summary"
+#: the metadata entry listing a partitioned release's partitions (their sums are the rows with a ``partition``)
+PARTITIONS_KEY = "partitions_kept"
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """One partition of a partitioned release, kept with its summary: a file of the source and its noisy sums.
+
+    Attributes
+    ----------
+    path : str
+        The file, relative to the release's root.
+    rows : int
+        Its rows (public: the plan's row counts are part of the dataset's structure).
+    layout : tuple of tuples
+        The row groups each of its tasks read (each task drew its own noise).
+    stamp : str
+        A keyed digest of the file's footer, size and modification time: an unchanged stamp lets a later
+        release reuse the sums without reading the file (:mod:`ldp_dask.partitions`).
+    tag : str
+        The keyed digest of the content it was computed from (the ledger's re-run rule).
+    sums : dict of str to ndarray
+        Its released, noisy statistics (the summary's totals are their exact sum, rounded once).
+    """
+
+    path: str
+    rows: int
+    layout: tuple[tuple[int, ...], ...]
+    stamp: str
+    tag: str
+    sums: dict[str, np.ndarray] = field(repr=False)
+
+    def record(self) -> dict[str, Any]:
+        """What the summary's metadata says of it (its sums are rows of the summary's table)."""
+        return {"path": self.path, "rows": int(self.rows), "layout": [list(t) for t in self.layout],
+                "stamp": self.stamp, "tag": self.tag}
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +107,10 @@ class Summary(Described):
         Whether the summary is known to be as released: ``"released here"``
         (computed in this process), ``"verified"`` (read from a file whose MAC
         matched under the release key), or ``"not verified: <why>"``.
+    partitions : tuple of Partition
+        A partitioned release's per-file noisy sums, kept so that a later
+        release reuses them (``since=``), or merges and windows them
+        (:mod:`ldp_dask.partitions`); empty otherwise.
     """
 
     channel: Channel
@@ -79,6 +120,7 @@ class Summary(Described):
     n_clipped: int | None = field(default=None)
     content_tag: str | None = field(default=None, repr=False)
     integrity: str = field(default="released here", repr=False)
+    partitions: tuple[Partition, ...] = field(default=(), repr=False)
 
     @property
     def verified(self) -> bool:
@@ -146,6 +188,12 @@ class Summary(Described):
         facts += [("mode", str(m.get("mode", "?"))),
                   ("column / source", f"{m.get('column', '?')} of {m.get('source', '?')}"),
                   ("key id (source)", f"{m.get('key_id', '?')} ({m.get('key_source', '?')})")]
+        if self.partitions:
+            read, reused = m.get("partitions_read"), m.get("partitions_reused")
+            how = f" ({read} read, {reused} reused without reading them)" if read is not None else ""
+            facts.append(("partitions kept (one per file)", f"{len(self.partitions)}{how}"))
+        if "window_days" in m:
+            facts.append(("window", f"the last {m['window_days']} days"))
         if "created_at" in m:
             facts.append(("released at", str(m["created_at"])))
         facts.append(("ldp_dask version", str(m.get("package_version", __version__))))
@@ -168,24 +216,34 @@ class Summary(Described):
             "package_version": __version__,
         }
         meta.update({k: v for k, v in self.metadata.items() if k not in meta})
+        if self.partitions:
+            meta[PARTITIONS_KEY] = [p.record() for p in self.partitions]
         return meta
 
     def to_table(self, mac_key: bytes | None = None) -> pa.Table:
-        """The summary as a table; with ``mac_key`` its metadata carries an HMAC of everything in the file."""
-        names, idx, vals = [], [], []
-        for k in sorted(self.sums):
-            v = np.asarray(self.sums[k], dtype=np.float64).ravel()
-            names += [k] * len(v)
-            idx.append(np.arange(len(v), dtype=np.int32))
-            vals.append(v)
-        table = pa.table(
-            {
-                "statistic": pa.array(names, pa.string()),
-                "index": pa.array(np.concatenate(idx), pa.int32()),
-                "value": pa.array(np.concatenate(vals), pa.float64()),
-                **_index_columns(self.channel, names, np.concatenate(idx)),
-            }
-        )
+        """The summary as a table; with ``mac_key`` its metadata carries an HMAC of everything in the file.
+
+        A partitioned release adds a ``partition`` column: null on the
+        totals' rows, the partition's number on the rows of its sums.
+        """
+        blocks = [(None, self.sums)] + [(i, p.sums) for i, p in enumerate(self.partitions)]
+        names, idx, vals, part = [], [], [], []
+        for number, sums in blocks:
+            for k in sorted(sums):
+                v = np.asarray(sums[k], dtype=np.float64).ravel()
+                names += [k] * len(v)
+                idx.append(np.arange(len(v), dtype=np.int32))
+                vals.append(v)
+                part += [number] * len(v)
+        columns = {
+            "statistic": pa.array(names, pa.string()),
+            "index": pa.array(np.concatenate(idx), pa.int32()),
+            "value": pa.array(np.concatenate(vals), pa.float64()),
+            **_index_columns(self.channel, names, np.concatenate(idx)),
+        }
+        if self.partitions:
+            columns["partition"] = pa.array(part, pa.int32())
+        table = pa.table(columns)
         meta = self.file_metadata()
         if mac_key is not None:
             meta["mac"] = _mac(mac_key, meta, table)
@@ -256,6 +314,8 @@ def _mac(mac_key: bytes, meta: dict[str, Any], table: pa.Table) -> str:
     h.update(json.dumps(table.column("statistic").to_pylist()).encode())
     h.update(np.ascontiguousarray(table.column("index").to_numpy(), dtype="<i4").tobytes())
     h.update(np.ascontiguousarray(table.column("value").to_numpy(), dtype="<f8").tobytes())
+    if "partition" in table.column_names:
+        h.update(np.ascontiguousarray(table.column("partition").fill_null(-1).to_numpy(), dtype="<i4").tobytes())
     return h.hexdigest()
 
 
@@ -307,14 +367,15 @@ def read_summary(path: str | os.PathLike[str] | Summary, key: Any = None) -> Sum
             f"{url!r} has summary format version {meta.get('format_version')!r}; "
             f"this ldp_dask reads version {FORMAT_VERSION}"
         )
-    channel, sums = _checked(url, meta, table)
+    channel, sums, partitions = _checked(url, meta, table)
     integrity = _integrity(url, meta, table, key)
-    core = {"format_version", "channel", "channel_params", "epsilon", "n", "domain", "mac"}
+    core = {"format_version", "channel", "channel_params", "epsilon", "n", "domain", "mac", PARTITIONS_KEY}
     extra = {k: v for k, v in meta.items() if k not in core}
-    return Summary(channel, int(meta["n"]), sums, extra, integrity=integrity)
+    return Summary(channel, int(meta["n"]), sums, extra, integrity=integrity, partitions=partitions)
 
 
-def _checked(url: str, meta: dict[str, Any], table: pa.Table) -> tuple[Channel, dict[str, np.ndarray]]:
+def _checked(url: str, meta: dict[str, Any],
+             table: pa.Table) -> tuple[Channel, dict[str, np.ndarray], tuple[Partition, ...]]:
     """Validate a summary's structure against its channel; returns the channel and the statistics."""
     from .channels import CHANNELS
 
@@ -346,9 +407,10 @@ def _checked(url: str, meta: dict[str, Any], table: pa.Table) -> tuple[Channel, 
             raise bad(f"its ε per unit {meta['epsilon_per_unit']!r} disagrees with {k} × the channel's ε")
     if meta.get("mode", "summary") not in ("summary", "rows"):
         raise bad(f"unknown mode {meta.get('mode')!r}")
-    extra = set(table.column_names) - {"statistic", "index", "value"}
+    extra = set(table.column_names) - {"statistic", "index", "value", "partition"}
     if not {"statistic", "index", "value"} <= set(table.column_names) or not extra <= set(INDEX_COLUMNS):
-        raise bad(f"columns {table.column_names}, expected statistic, index, value (and {', '.join(INDEX_COLUMNS)})")
+        raise bad(f"columns {table.column_names}, expected statistic, index, value (and {', '.join(INDEX_COLUMNS)}, "
+                  "partition)")
     stat = np.asarray(table.column("statistic").to_pylist(), dtype=object)
     index = table.column("index").to_numpy()
     if extra:
@@ -357,26 +419,78 @@ def _checked(url: str, meta: dict[str, Any], table: pa.Table) -> tuple[Channel, 
                                               for c in extra):
             raise bad("its bin or label columns disagree with the channel's public parameters")
     value = table.column("value").to_numpy()
+    part = (table.column("partition").fill_null(-1).to_numpy().astype(np.int64) if "partition" in table.column_names
+            else np.full(len(stat), -1))
     expected = {k: int(np.size(v)) for k, v in channel.row_sums(np.zeros((1, channel.view_dim))).items()}
-    if set(stat.tolist()) != set(expected):
-        raise bad(f"statistics {sorted(set(stat.tolist()))}, expected {sorted(expected)} for this channel")
     if not np.all(np.isfinite(value)):
         raise bad("it holds values that are not finite")
+    total = part == -1
+    sums = _statistics(stat[total], index[total], value[total], expected, bad, "")
+    if "group_n" in sums:
+        g = sums["group_n"]
+        if np.any(g < 0) or np.any(g != np.round(g)) or int(g.sum()) != n:
+            raise bad("its group sizes must be non-negative integers adding up to n")
+    partitions = _partitions(meta.get(PARTITIONS_KEY), stat, index, value, part, expected, bad)
+    if partitions:
+        if sum(p.rows for p in partitions) != n:
+            raise bad("its partitions' rows do not add up to n")
+        if not all(np.array_equal(sums[k], v) for k, v in sum_partitions(partitions).items()):
+            raise bad("its totals are not the sum of its partitions' sums")
+    return channel, sums, partitions
+
+
+def _statistics(stat: np.ndarray, index: np.ndarray, value: np.ndarray, expected: dict[str, int], bad: Any,
+                where: str) -> dict[str, np.ndarray]:
+    """The statistics of one block of rows (the totals, or a partition's), each with its complete index."""
+    if set(stat.tolist()) != set(expected):
+        raise bad(f"{where}statistics {sorted(set(stat.tolist()))}, expected {sorted(expected)} for this channel")
     sums: dict[str, np.ndarray] = {}
     for key, size in expected.items():
         mask = stat == key
         idx = index[mask]
         if len(idx) != size or not np.array_equal(np.sort(idx), np.arange(size)):
-            raise bad(f"statistic {key!r} must have exactly the indices 0..{size - 1} once each (the channel's "
-                      f"parameters give {size} values; found {len(idx)})")
+            raise bad(f"{where}statistic {key!r} must have exactly the indices 0..{size - 1} once each (the "
+                      f"channel's parameters give {size} values; found {len(idx)})")
         out = np.empty(size)
         out[idx] = value[mask]
         sums[key] = out
-    if "group_n" in sums:
-        g = sums["group_n"]
-        if np.any(g < 0) or np.any(g != np.round(g)) or int(g.sum()) != n:
-            raise bad("its group sizes must be non-negative integers adding up to n")
-    return channel, sums
+    return sums
+
+
+def _partitions(records: Any, stat: np.ndarray, index: np.ndarray, value: np.ndarray, part: np.ndarray,
+                expected: dict[str, int], bad: Any) -> tuple[Partition, ...]:
+    """A partitioned release's partitions: the metadata's records with their rows of the table."""
+    count = int(part.max()) + 1 if len(part) else 0
+    if records is None and count == 0:
+        return ()
+    if not isinstance(records, list) or len(records) != count or np.any(part < -1):
+        raise bad(f"its {PARTITIONS_KEY!r} records do not match its partition column")
+    out = []
+    for i, r in enumerate(records):
+        ok = (isinstance(r, dict) and isinstance(r.get("path"), str) and r["path"]
+              and isinstance(r.get("rows"), int) and not isinstance(r["rows"], bool) and r["rows"] > 0
+              and isinstance(r.get("layout"), list) and all(isinstance(t, list) and all(
+                  isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in t) for t in r["layout"])
+              and all(isinstance(r.get(k), str) and _is_hex(r[k]) for k in ("stamp", "tag")))
+        if not ok:
+            raise bad(f"its partition record {i} is malformed (path, rows, layout, stamp, tag expected)")
+        mine = part == i
+        out.append(Partition(r["path"], r["rows"], tuple(tuple(t) for t in r["layout"]), r["stamp"], r["tag"],
+                             _statistics(stat[mine], index[mine], value[mine], expected, bad, f"partition {i}: ")))
+    if len({p.path for p in out}) != len(out):
+        raise bad("it lists a partition twice")
+    return tuple(out)
+
+
+def _is_hex(text: str) -> bool:
+    return 0 < len(text) <= 128 and all(c in "0123456789abcdef" for c in text)
+
+
+def sum_partitions(partitions: Any) -> dict[str, np.ndarray]:
+    """The exact sum of partitions' sums, rounded once: a partitioned release's totals, whatever the order."""
+    keys = partitions[0].sums.keys()
+    return {k: exactsum.to_float(exactsum.add(*(exactsum.from_float(p.sums[k]) for p in partitions)))
+            for k in keys}
 
 
 def _integrity(url: str, meta: dict[str, Any], table: pa.Table, key: Any) -> str:

@@ -213,7 +213,7 @@ if where == "commit":      # the outputs are published, the ledger's commit neve
 elif where == "publish":   # the charge is settled, the outputs are about to be renamed into place
     _io.StagedOutputs.publish = lambda self: os._exit(9)
 elif where == "settle":    # the rows and the summary are staged on disk, the charge not yet settled
-    ledger.Ledger.settle = lambda self, *a: os._exit(9)
+    ledger.Ledger.settle = lambda self, *a, **k: os._exit(9)
 elif where == "raise":     # an exception after the rows were written: nothing is published
     def boom(self): raise RuntimeError("disk full")
     _io.StagedOutputs.publish = boom

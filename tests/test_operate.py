@@ -10,6 +10,8 @@ import sqlite3
 from html.parser import HTMLParser
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scipy import stats
 
@@ -115,6 +117,13 @@ def test_report_refuses_to_overwrite_and_reports_bad_input(summaries, tmp_path, 
 @pytest.mark.slow
 def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys):
     x = str(beta_dataset)
+    halves = []  # two summaries of disjoint files, to merge
+    for i, values in enumerate(np.array_split(np.random.default_rng(5).random(2_000), 2)):
+        (tmp_path / f"half{i}").mkdir()
+        pq.write_table(pa.table({"x": values}), tmp_path / f"half{i}" / "part.parquet")
+        halves.append(str(tmp_path / f"half{i}.summary.parquet"))
+        ldp_dask.privatize(str(tmp_path / f"half{i}"), "x", ldp_dask.LaplaceHistogram(1.0, 8, (0, 1)), seed=1,
+                           client="local", incremental=True, out=halves[-1])
     commands = {
         "privatize": ["privatize", x, "--column", "x", "--channel", "histogram", "--domain", "0", "1",
                       "--epsilon", "1", "--out", str(tmp_path / "s.parquet"), "--local", "--seed", "1", "--no-ledger"],
@@ -126,7 +135,8 @@ def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys
         "verify": ["verify", str(tmp_path / "s.parquet"), "--seed", "1"],
         "budget": ["budget"],
         "report": ["report", str(summaries["mean"]), "--out", str(tmp_path / "m.html")],
-        "demo": ["demo", "--out", str(tmp_path / "demo"), "--rows", "200000", "--files", "2"],
+        "merge": ["merge", *halves, "--out", str(tmp_path / "merged.parquet"), "--seed", "1"],
+        "demo": ["demo", "--out", str(tmp_path / "demo"), "--rows", "200000", "--files", "2"],  # last: its paths
     }
     from ldp_dask.cli import _parser
 

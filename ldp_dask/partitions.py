@@ -1,0 +1,396 @@
+"""Partitioned releases: a table that grows a file a day, released night after night at the cost of the new day.
+
+A *partitioned* release (``incremental=True``, ``--incremental``) treats each
+file of a Parquet source as a partition of people:
+
+* **Its noise is its own.** A file's tasks draw their noise under keys derived
+  from the secret, the release's public context and the file's *location* (not
+  its place in today's plan), bound to its content as every partition's key is
+  (:mod:`ldp_dask.noise`). An unchanged file therefore reproduces its noisy sums
+  bit for bit in any later release, however many files were added beside it,
+  and whether the release read its day's directory or the whole table.
+* **Its sums are kept.** The summary keeps each file's noisy sums beside the
+  totals, with its row count, task layout, a keyed stamp of its footer, size
+  and modification time, and the keyed digest of its content
+  (:class:`~ldp_dask.summary.Partition`). Only noisy values; the digests are
+  keyed, so nobody without the key can test a guess about the data.
+* **A later release reads only what changed** (``since=SUMMARY``, ``--since``):
+  a file whose name, layout and stamp match a kept partition is not read; its
+  kept sums are used. Every other file is read: a new one, or one whose footer,
+  size or modification time changed. A re-read file whose content did not
+  change reproduces its kept sums exactly (same key, same content) and costs
+  nothing; a changed one gets fresh noise and is charged.
+* **The totals are the exact sum of the partitions' sums, rounded once**
+  (:func:`~ldp_dask.summary.sum_partitions`), so a release built from kept
+  sums is bit-identical to one that read every file with the same key.
+* **The ledger charges partitions, not nights** (:class:`~ldp_dask.ledger.Part`):
+  each file read is charged on its own location unless it reproduces a
+  recorded partition, and with ε per row a row pays only for the releases
+  that included it with fresh noise.
+
+Summaries of disjoint data merge (:func:`merge`), and a window of the last days
+of a hive-partitioned table (``date=2026-11-23/``) is a selection of kept
+partitions (:func:`in_window`, :func:`window_of`): neither reads data or spends ε.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from ._validation import LdpDaskError
+from .ledger import ROW_UNIT, Part, overlaps
+from .noise import Secret, keyed_digest
+from .source import Dataset, Piece
+from .summary import Partition, Summary, sum_partitions
+
+__all__ = ["FilePlan", "PartitionPlan", "plan_partitions", "in_window", "window_of", "merge", "merge_summaries",
+           "parse_window", "windowed"]
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """A file of the source as a partition: its pieces, the row groups each task reads, its keyed stamp."""
+
+    path: str
+    name: str
+    pieces: tuple[Piece, ...]
+    layout: tuple[tuple[int, ...], ...]
+    stamp: str = ""
+    #: where its rows lie, as the ledger compares locations, and its ledger part key
+    root: str = ""
+    key: str = ""
+
+    @property
+    def rows(self) -> int:
+        return sum(p.num_rows for p in self.pieces)
+
+    def task_names(self) -> list[str]:
+        """The names the file's tasks are keyed by: its location and the task's number in it."""
+        return [f"{self.root}#{j}" for j in range(len(self.layout))]
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """What a partitioned release will do, decided before any row is read.
+
+    Attributes
+    ----------
+    context : dict
+        The public context its keys are derived from (column, channel and parameters, mode, clipping, nulls).
+    context_id : str
+        A keyed digest of the context: a kept partition is reused only by a release with the same one.
+    files : tuple of FilePlan
+        Every file, in the plan's order.
+    reused : dict of str to Partition
+        The files whose kept sums are used without reading them, by relative name.
+    parts : tuple of Part
+        What the ledger is asked to charge: one part per file that is read.
+    """
+
+    context: dict[str, Any]
+    context_id: str
+    files: tuple[FilePlan, ...]
+    reused: dict[str, Partition]
+    parts: tuple[Part, ...]
+
+    @property
+    def to_read(self) -> tuple[FilePlan, ...]:
+        return tuple(f for f in self.files if f.name not in self.reused)
+
+    def part_tags(self, partitions: Sequence[Partition]) -> dict[str, str]:
+        """The content tags of the partitions read, by their ledger part key."""
+        tags = {p.path: p.tag for p in partitions}
+        return {f.key: tags[f.name] for f in self.to_read if f.name in tags}
+
+
+def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secret: Secret, epsilon: float,
+                    scope: str = "local", since: Summary | None = None) -> PartitionPlan:
+    """Split ``dataset`` (planned with ``by_file``) into file partitions, and decide which kept ones to reuse.
+
+    Raises :class:`~ldp_dask.LdpDaskError` when ``since`` cannot be extended
+    by this release: another key, channel, parameters, column or null policy,
+    or a summary that is not partitioned or not verified under the key.
+    """
+    from ._io import resolve_root
+
+    context = {"v": 1, "partitioned": 1, "column": dataset.column, "channel": channel.name,
+               "params": channel.params(), "mode": mode, "clip": bool(clip),
+               "nulls": None if dataset.fill is None else repr(dataset.fill)}
+    context_id = keyed_digest(secret, "partition-context", json.dumps(context, sort_keys=True, default=str).encode())
+    stamps = dataset.footer_statistics.stamps if dataset.footer_statistics is not None else {}
+    files: list[FilePlan] = []
+    for start, stop in dataset.tasks:  # with by_file, a task never crosses files
+        path = dataset.pieces[start].path
+        assert path is not None
+        groups = tuple(g for p in dataset.pieces[start:stop] for g in p.row_groups)
+        if files and files[-1].path == path:
+            last = files[-1]
+            files[-1] = dataclasses.replace(last, pieces=last.pieces + dataset.pieces[start:stop],
+                                            layout=last.layout + (groups,))
+            continue
+        name = dataset.relative(path)
+        material = stamps.get(path)
+        if material is None:  # pragma: no cover - every planned Parquet file has a footer stamp
+            raise LdpDaskError(f"no footer stamp for {path!r}: plan the dataset again")
+        root = resolve_root(dataset.fs.unstrip_protocol(path))
+        stamp = keyed_digest(secret, "partition-stamp", context_id.encode(), root.encode(), material)
+        files.append(FilePlan(path, name, dataset.pieces[start:stop], (groups,), stamp, root))
+    unit = dataset.unit or ROW_UNIT
+    files = [dataclasses.replace(f, key=hashlib.sha256(json.dumps(
+        [f.root, scope, channel.name, channel.params(), secret.key_id, context_id, [list(t) for t in f.layout], unit],
+        sort_keys=True, default=str).encode()).hexdigest()) for f in files]
+    reused: dict[str, Partition] = {}
+    if since is not None:
+        _check_since(since, dataset, channel, secret, context_id)
+        base = str(since.metadata.get("root", "")).rstrip("/")
+        kept = {f"{base}/{p.path}": p for p in since.partitions}
+        for f in files:
+            p = kept.get(f.root)
+            if p is not None and p.stamp == f.stamp and p.layout == f.layout and p.rows == f.rows:
+                reused[f.name] = p
+    parts = tuple(Part(f.root, f.key, float(epsilon)) for f in files if f.name not in reused)
+    return PartitionPlan(context, context_id, tuple(files), reused, parts)
+
+
+def _check_since(since: Summary, dataset: Dataset, channel: Any, secret: Secret, context_id: str) -> None:
+    """Refuse a ``since`` summary this release cannot extend, naming what differs."""
+    meta = since.metadata
+    where = "the --since summary"
+    if not since.partitions:
+        raise LdpDaskError(f"{where} keeps no partitions: it was not a partitioned release (release it with "
+                           "--incremental, or incremental=True, to start a series)")
+    if meta.get("key_id") != secret.key_id:
+        raise LdpDaskError(f"{where} was released under key id {meta.get('key_id')}; this run's key is "
+                           f"{secret.key_id}. Extend a series with the key that started it")
+    if since.integrity != "verified" and since.integrity != "released here":
+        raise LdpDaskError(f"{where} is {since.integrity}; its kept sums are reused only when its MAC matches "
+                           "under the release key")
+    if since.channel.name != channel.name or since.channel.params() != channel.params():
+        raise LdpDaskError(f"{where} was released with {since.channel!r}; this release uses {channel!r}. Kept sums "
+                           "are reused only by the same channel and parameters (parameters chosen from n, such as "
+                           "bins='auto', change as the table grows: fix them for a series)")
+    if meta.get("column") != dataset.column:
+        raise LdpDaskError(f"{where} released column {meta.get('column')!r}, not {dataset.column!r}")
+    if meta.get("partition_context") != context_id:
+        raise LdpDaskError(f"{where} was released with another mode, clipping or null policy than this release; "
+                           "its kept sums cannot be reused")
+
+
+# --- windows over hive-partitioned dates ----------------------------------------------------------------------
+_WINDOW = re.compile(r"^([1-9][0-9]{0,4})d$")
+_HIVE_DATE = re.compile(r"(?:^|/)([A-Za-z_][A-Za-z0-9_]*)=(\d{4}-\d{2}-\d{2})(?:/|$)")
+
+
+def parse_window(text: str) -> int:
+    """``"30d"`` → 30 (days)."""
+    m = _WINDOW.match(str(text).strip())
+    if not m:
+        raise LdpDaskError(f"The 'window' parameter must be a number of days like '30d' (1d to 99999d). "
+                           f"Got {text!r} instead.")
+    return int(m.group(1))
+
+
+def _date_of(name: str) -> tuple[str, date] | None:
+    found = _HIVE_DATE.findall(name)
+    if len(found) != 1:
+        return None
+    key, value = found[0]
+    try:
+        return key, date.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def in_window(names: Sequence[str], days: int) -> list[str]:
+    """The names, among hive-partitioned ``names`` (``…/date=2026-11-23/part.parquet``), whose date lies in the
+    last ``days`` days ending at the newest date among them (that date included).
+
+    Every name must carry exactly one ``key=YYYY-MM-DD`` directory, all under the same key.
+    """
+    dated = {n: _date_of(n) for n in names}
+    undated = [n for n, d in dated.items() if d is None]
+    if undated:
+        raise LdpDaskError(f"a window needs files under one date directory each (hive partitions like "
+                           f"date=2026-11-23/); {undated[0]!r} has none")
+    keys = {d[0] for d in dated.values() if d is not None}
+    if len(keys) > 1:
+        raise LdpDaskError(f"the files are partitioned by several date keys ({', '.join(sorted(keys))}); a window "
+                           "needs one")
+    newest = max(d[1] for d in dated.values() if d is not None)
+    first = newest - timedelta(days=days - 1)
+    return [n for n in names if dated[n] is not None and dated[n][1] >= first]  # type: ignore[index]
+
+
+def windowed(dataset: Dataset, days: int) -> Dataset:
+    """``dataset`` restricted to the files of the last ``days`` days (:func:`in_window`), before any is read."""
+    from .source import _fingerprint
+
+    names = sorted({dataset.relative(p.path) for p in dataset.pieces if p.path is not None})
+    keep = set(in_window(names, days))
+    pieces = tuple(dataclasses.replace(p, index=i) for i, p in
+                   enumerate(p for p in dataset.pieces if dataset.relative(p.path or "") in keep))
+    return dataclasses.replace(dataset, pieces=pieces, n=sum(p.num_rows for p in pieces),
+                               fingerprint=_fingerprint({"fingerprint": dataset.fingerprint,
+                                                         "window": sorted(keep)}),
+                               description=f"{dataset.description} (last {days} days)")
+
+
+def window_of(summary: Summary, days: int) -> Summary:
+    """The release of the last ``days`` days of a partitioned summary, from its kept sums (no data read, no ε)."""
+    if not summary.partitions:
+        raise LdpDaskError("a window is taken over kept partitions: the summary is not a partitioned release")
+    keep = set(in_window([p.path for p in summary.partitions], days))
+    parts = tuple(p for p in summary.partitions if p.path in keep)
+    meta = {**summary.metadata, "window_days": days, "source": f"{summary.metadata.get('source')} (last {days} days)"}
+    return _rebuilt(summary, parts, meta)
+
+
+def _rebuilt(like: Summary, parts: tuple[Partition, ...], metadata: dict[str, Any]) -> Summary:
+    return Summary(like.channel, sum(p.rows for p in parts), sum_partitions(parts), metadata,
+                   integrity=like.integrity, partitions=parts)
+
+
+# --- merging summaries of disjoint data ------------------------------------------------------------------------
+def _locations(s: Summary) -> list[str]:
+    """Where a summary's rows lie: its partitions' files, else its whole root."""
+    root = str(s.metadata.get("root") or "")
+    if not root:
+        raise LdpDaskError(f"a summary of {s.metadata.get('source')!r} does not record where its rows lie (it was "
+                           "released by an earlier ldp_dask); it cannot be merged safely")
+    if not s.partitions:
+        return [root]
+    return [f"{root.rstrip('/')}/{p.path}" for p in s.partitions]
+
+
+def merge(summaries: Sequence[Summary]) -> Summary:
+    """Combine summaries of disjoint data released with the same channel and parameters (no data read, no ε).
+
+    The totals add up exactly (each input's totals, or, when every input
+    keeps its partitions, the exact sum of all partitions rounded once, so
+    merging night summaries gives what one release over their files gives).
+    Refused with one line: mismatched channels, parameters, columns or
+    privacy units; a person-level privacy unit (a person may have rows in
+    both); overlapping data (a file or directory in two inputs).
+    """
+    from . import exactsum
+
+    if len(summaries) < 2:
+        raise LdpDaskError(f"merge needs at least two summaries. Got {len(summaries)}.")
+    first = summaries[0]
+    for i, s in enumerate(summaries[1:], 2):
+        if s.channel.name != first.channel.name or s.channel.params() != first.channel.params():
+            raise LdpDaskError(f"summary {i} was released with {s.channel!r}, summary 1 with {first.channel!r}: "
+                               "only releases of the same channel and parameters merge")
+        if s.metadata.get("column") != first.metadata.get("column"):
+            raise LdpDaskError(f"summary {i} releases column {s.metadata.get('column')!r}, summary 1 "
+                               f"{first.metadata.get('column')!r}")
+        if s.metadata.get("mode", "summary") != first.metadata.get("mode", "summary"):
+            raise LdpDaskError(f"summary {i} was released in {s.metadata.get('mode')!r} mode, summary 1 in "
+                               f"{first.metadata.get('mode')!r}")
+    for i, s in enumerate(summaries, 1):
+        if s.privacy_unit != ROW_UNIT:
+            raise LdpDaskError(f"summary {i} counts ε per {s.privacy_unit!r}: a person may have rows in several "
+                               "summaries, so merging them would spend more than either says; merge per-row "
+                               "releases only")
+    seen: list[tuple[str, int]] = []
+    for i, s in enumerate(summaries, 1):
+        for loc in _locations(s):
+            clash = next(((other, j) for other, j in seen if overlaps(other, loc)), None)
+            if clash is not None:
+                raise LdpDaskError(f"summaries {clash[1]} and {i} overlap: both hold rows of {min(loc, clash[0])!r}; "
+                                   "only summaries of disjoint data merge (the same rows twice would be counted "
+                                   "twice)")
+        seen += [(loc, i) for loc in _locations(s)]
+    key_ids = sorted({str(s.metadata.get("key_id")) for s in summaries})
+    roots = [str(s.metadata["root"]).rstrip("/") for s in summaries]
+    root = _common_root(roots)
+    meta: dict[str, Any] = {k: v for k, v in first.metadata.items()
+                            if k in ("column", "mode", "clip", "nulls", "privacy_unit", "max_contributions",
+                                     "epsilon_per_unit", "partition_context")}
+    meta.update(source=" + ".join(str(s.metadata.get("source")) for s in summaries), root=root,
+                key_id=key_ids[0] if len(key_ids) == 1 else "several", merged_from=len(summaries),
+                key_source=first.metadata.get("key_source") if len(key_ids) == 1 else "several",
+                reproducible=all(s.metadata.get("reproducible", False) for s in summaries),
+                insecure_seed=any(s.metadata.get("insecure_seed", False) for s in summaries),
+                partitions=sum(int(s.metadata.get("partitions", 0)) for s in summaries))
+    if len(key_ids) > 1 or len({s.metadata.get("partition_context") for s in summaries}) > 1:
+        meta.pop("partition_context", None)
+    integrity = next((s.integrity for s in summaries if not s.verified), "released here")
+    if all(s.partitions for s in summaries):
+        parts = tuple(dataclasses.replace(p, path=_under(f"{r}/{p.path}", root))
+                      for s, r in zip(summaries, roots) for p in s.partitions)
+        return dataclasses.replace(_rebuilt(first, parts, meta), integrity=integrity)
+    sums = {k: exactsum.to_float(exactsum.add(*(exactsum.from_float(s.sums[k]) for s in summaries)))
+            for k in first.sums}
+    return Summary(first.channel, sum(s.n for s in summaries), sums, meta, integrity=integrity)
+
+
+def _common_root(roots: Sequence[str]) -> str:
+    parts = [r.split("/") for r in roots]
+    common = []
+    for segs in zip(*parts):
+        if len(set(segs)) != 1:
+            break
+        common.append(segs[0])
+    return "/".join(common)
+
+
+def _under(path: str, root: str) -> str:
+    return path[len(root) + 1:] if root and path.startswith(root + "/") else path
+
+
+def merge_summaries(summaries: Sequence[Any], *, out: Any = None, window: str | None = None, key: Any = None,
+                    overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> Summary:
+    """Merge summaries of disjoint data (:func:`merge`), or take a window of kept partitions (:func:`window`).
+
+    Post-processing of released values: no data is read and no ε is spent.
+
+    Parameters
+    ----------
+    summaries : sequence of paths or Summary
+        Two or more summaries to merge; one is enough with ``window``.
+    out : path or URL, optional
+        Write the result there (atomically; an input is never replaced).
+    window : str, optional
+        ``"30d"``: keep only the partitions of the last 30 days (hive
+        ``date=YYYY-MM-DD/`` directories), ending at the newest one.
+    key : secret, path or Secret, optional
+        The release key, to check the inputs' MACs and sign the result (else
+        the environment's key). Without a key that verifies every input, the
+        result is written without a MAC and marked not verified.
+    overwrite : bool
+        Replace an existing output.
+
+    Raises
+    ------
+    LdpDaskError
+        Mismatched channels, parameters, columns or privacy units; overlapping data; a window over a summary
+        without kept partitions or over files without a date directory.
+    """
+    import os
+
+    from .release import publish
+    from .summary import _key_at_hand, read_summary, summary_mac_key
+
+    sec = _key_at_hand(key)
+    given = list(summaries)
+    if not given or (len(given) < 2 and window is None):
+        raise LdpDaskError(f"merge needs at least two summaries, or one with a window. Got {len(given)}.")
+    read = [read_summary(s, key=sec) for s in given]
+    result = read[0] if len(read) == 1 else merge(read)
+    if window is not None:
+        result = window_of(result, parse_window(window))
+    signed = (sec is not None and all(s.verified for s in read) and result.metadata.get("key_id") == sec.key_id)
+    if out is not None:
+        mac = summary_mac_key(sec) if signed else None
+        inputs = [os.fspath(s) for s in given if not isinstance(s, Summary)]
+        publish({"summary": out}, lambda o: o.write("summary", lambda fh: result.write_parquet(fh, mac)),
+                overwrite=overwrite, storage_options=storage_options, inputs=inputs)
+    return result

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -69,6 +70,10 @@ class LocalStack:
         self.api_url = f"{self.ui_url}/api"
         self.scheduler_address = f"tcp://127.0.0.1:{self.dask_port}"
         self.ledger = self.workdir / "ledger.sqlite"
+        # the release key, as a deployment mounts it (a secret file): the nightly series is extended under it
+        self.secret_file = self.workdir / "secret"
+        self.secret_file.write_text(secrets.token_hex(32))
+        self.secret_file.chmod(0o600)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         bindir = Path(sys.executable).parent
         self.prefect, self.dask = str(bindir / "prefect"), str(bindir / "dask")
@@ -86,6 +91,7 @@ class LocalStack:
             "DO_NOT_TRACK": "1",
             "DASK_SCHEDULER_ADDRESS": self.scheduler_address,
             "LDP_DASK_LEDGER": str(self.ledger),
+            "LDP_DASK_SECRET_FILE": str(self.secret_file),
             "LDP_DASK_PROJECT_DIR": str(ROOT),
             "PYTHONUNBUFFERED": "1",
         })

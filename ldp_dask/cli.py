@@ -612,6 +612,13 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     if "categories" in chosen:
         chosen["categories"] = _typed_categories(chosen["categories"], dataset)
     channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=dataset.n, **chosen)
+    if a.incremental or a.since or a.window:
+        from ldp_dask.partitions import follows_n
+
+        warning = follows_n(lambda m: build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None,
+                                                    n=m, **chosen), dataset.n)
+        if warning:
+            print(f"ldp-dask: warning: {warning}", file=sys.stderr)
     cells = getattr(channel, "bins", None) or getattr(channel, "cells", None)
     if isinstance(cells, int) and cells > dataset.n:
         print(f"ldp-dask: warning: {cells:,} {'bins' if hasattr(channel, 'bins') else 'cells'} for {dataset.n:,} "

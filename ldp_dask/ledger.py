@@ -451,7 +451,7 @@ class Ledger:
     @staticmethod
     def _spent_on(active: list[dict[str, Any]], root: str, extra: Sequence[tuple[str, float]] = ()) -> float:
         """ε per person on ``root`` from the active releases (and ``extra`` charges not recorded yet)."""
-        unit = next((r["privacy_unit"] for r in active), ROW_UNIT)
+        unit = next((r["privacy_unit"] for r in active if overlaps(r["root"], root)), ROW_UNIT)
         return spent_per_person([*_charges(active), *extra], root, unit)
 
     def spent(self, root: str) -> float:

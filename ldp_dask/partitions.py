@@ -142,10 +142,10 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
         root = resolve_root(dataset.fs.unstrip_protocol(path))
         stamp = keyed_digest(secret, "partition-stamp", context_id.encode(), root.encode(), material)
         files.append(FilePlan(path, name, dataset.pieces[start:stop], (groups,), stamp, root))
-    unit = dataset.unit or ROW_UNIT
-    files = [dataclasses.replace(f, key=hashlib.sha256(json.dumps(
-        [f.root, scope, channel.name, channel.params(), secret.key_id, context_id, [list(t) for t in f.layout], unit],
-        sort_keys=True, default=str).encode()).hexdigest()) for f in files]
+    release = json.dumps([scope, channel.name, channel.params(), secret.key_id, context_id, dataset.unit or ROW_UNIT],
+                         sort_keys=True, default=str)
+    files = [dataclasses.replace(f, key=hashlib.sha256(json.dumps([f.root, [list(t) for t in f.layout], release])
+                                                       .encode()).hexdigest()) for f in files]
     reused: dict[str, Partition] = {}
     if since is not None:
         _check_since(since, dataset, channel, secret, context_id)
@@ -394,3 +394,18 @@ def merge_summaries(summaries: Sequence[Any], *, out: Any = None, window: str | 
         publish({"summary": out}, lambda o: o.write("summary", lambda fh: result.write_parquet(fh, mac)),
                 overwrite=overwrite, storage_options=storage_options, inputs=inputs)
     return result
+
+
+#: what a series of partitioned releases needs of its channel, said once for the CLI and the flows
+FOLLOWS_N = ("the channel's parameters are chosen from n ({params}) and will change as the table grows, and a "
+             "later --since release will then be refused: fix them (e.g. --bins, --levels) for an incremental series")
+
+
+def follows_n(build: Any, n: int) -> str | None:
+    """The warning :data:`FOLLOWS_N` when ``build(n)`` (a channel built for n rows) changes with n, else None."""
+    now, later = build(n), build(4 * n)
+    if now.name == later.name and now.params() == later.params():
+        return None
+    changed = sorted(k for k in set(now.params()) | set(later.params())
+                     if now.params().get(k) != later.params().get(k)) or ["the channel"]
+    return FOLLOWS_N.format(params=", ".join(changed))

@@ -237,3 +237,15 @@ def test_the_cli_series_and_budget_per_partition(tmp_path, table, capsys):
     w = ldp_dask.read_summary(tmp_path / "w.parquet", key=ldp_dask.noise.resolve_secret(seed=7))
     assert w.n == ROWS and w.integrity == "verified"
     assert [p.path for p in w.partitions] == ["date=2026-11-02/part.parquet"]
+
+
+def test_parameters_that_follow_n_are_flagged_before_the_series_breaks(tmp_path, table, capsys):
+    argv = ["privatize", str(table), "--column", "x", "--channel", "histogram", "--domain", "0", "1", "--epsilon",
+            "1", "--local", "--seed", "7", "--no-ledger", "--incremental"]
+    assert main([*argv, "--out", str(tmp_path / "auto.parquet")]) == 0  # bins chosen from n
+    assert "chosen from n (bins)" in capsys.readouterr().err
+    assert main([*argv, "--bins", "16", "--out", str(tmp_path / "fixed.parquet")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    _day(table, 2, rows=4 * ROWS)  # the table grew: 'auto' now picks other bins, and the series is refused
+    assert main([*argv[:-1], "--since", str(tmp_path / "auto.parquet"), "--out", str(tmp_path / "b.parquet")]) == 2
+    assert "bins='auto'" in capsys.readouterr().err

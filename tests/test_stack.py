@@ -17,6 +17,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,3 +159,43 @@ def test_ui_shows_the_run_and_its_artifact(stack, nightly, tmp_path):
     for name in ("flow-run.png", "artifact.png"):
         png = (shots / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_the_nightly_release_is_incremental_over_three_days(stack):
+    """Three nights over a table that gains a file a day: each night reads only its day's file (the others come
+    from the night before's summary), equals a full release with the same key, and is charged for its day only."""
+    days, out = stack.workdir / "days", stack.workdir / "incremental"
+    rng = np.random.default_rng(2026)
+    summaries, runs = [], []
+    for day in (1, 2, 3):
+        folder = days / f"date=2026-02-{day:02d}"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"income": rng.uniform(0, 200_000, 50_000)}), folder / "part.parquet")
+        date = f"2026-02-{day + 1:02d}"  # each night releases the day before
+        run = stack.run_deployment("ldp-release", "nightly-release",
+                                   {"source": str(days), "out_dir": str(out), "date": date})
+        assert run["state_type"] == "COMPLETED", stack.log("prefect-worker", 80)
+        runs.append(run)
+        summaries.append(ldp_dask.read_summary(out / date / "income.histogram.summary.parquet",
+                                               key=ldp_dask.noise.resolve_secret(secret_file=stack.secret_file)))
+        if day == 2:  # a full release of both days with the stack's key, in this process and without a ledger
+            full = ldp_dask.privatize(str(days), "income", summaries[-1].channel, secret_file=stack.secret_file,
+                                      client="local", incremental=True)
+            assert summaries[-1].same_release(full)
+    assert [(s.metadata["partitions_read"], s.metadata["partitions_reused"]) for s in summaries] == \
+        [(1, 0), (1, 1), (1, 2)]
+    assert all(s.integrity == "verified" and s.n == 50_000 * len(s.partitions) for s in summaries)
+    # night 2's privatize subflow extended night 1's summary
+    sub = next(r for r in stack.subflow_runs(runs[1]["id"]) if "since" in r["parameters"])
+    assert sub["parameters"]["since"] == str(out / "2026-02-02" / "income.histogram.summary.parquet")
+    # the ledger charged each night for its day's rows only: ε 0.5 per row, on one file each
+    charged = []
+    for e in Ledger(stack.ledger).entries():
+        if e["parts"] and str(days) in (e["source"] or ""):
+            charged.append(sorted(p["root"].rsplit("/", 2)[-2] for p in json.loads(e["parts"]) if p["epsilon"] > 0))
+    assert charged == [["date=2026-02-01"], ["date=2026-02-02"], ["date=2026-02-03"]]
+    (row,) = [r for r in Ledger(stack.ledger).summary() if r["root"].endswith("/days")]
+    assert row["spent"] == 0.5 and sorted(row["groups"].values()) == [0.5, 0.5, 0.5]
+    md = next(a for r in stack.subflow_runs(runs[2]["id"]) for a in stack.artifacts(r["id"])
+              if a["key"] == "ldp-release")["data"]
+    assert "1 read, 2 reused" in md

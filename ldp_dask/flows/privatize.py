@@ -39,10 +39,11 @@ def plan_release(source: str, column: str, channel: str, epsilon: float, domain:
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
 def run_release(dataset: Any, channel: ldp_dask.Channel, mode: str, out: str, rows_out: str | None,
-                overwrite: bool, options: RunOptions) -> Released[ldp_dask.Summary]:
+                overwrite: bool, options: RunOptions, incremental: bool = False, since: str | None = None,
+                window: str | None = None) -> Released[ldp_dask.Summary]:
     """The release path: reserve ε, run the Dask pipeline (Dask retries its own tasks), write, commit."""
     return release_summary(dataset, channel=channel, mode=mode, out=out, rows_path=rows_out, overwrite=overwrite,
-                           options=options)
+                           options=options, incremental=incremental, since=since, window=window)
 
 
 @flow(name="ldp-privatize", log_prints=False)
@@ -68,6 +69,9 @@ def privatize_flow(
     privacy_unit: str | None = None,
     max_contributions: int = 1,
     nulls: float | str | None = None,
+    incremental: bool = False,
+    since: str | None = None,
+    window: str | None = None,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
 
@@ -83,6 +87,9 @@ def privatize_flow(
     ``max_contributions`` rows); without it ε is per row. Returns public facts
     about the release. ``nulls`` is the null policy (None: refused; a value:
     the public value that replaces each null, :class:`~ldp_dask.options.RunOptions`).
+    ``incremental``, ``since`` and ``window`` make it a partitioned release
+    that reads only the files that changed since an earlier summary
+    (:func:`ldp_dask.privatize`, docs/how-to/incremental.md).
     """
     from prefect.runtime import flow_run
 
@@ -90,14 +97,31 @@ def privatize_flow(
     planned = plan_release(source, column, channel, epsilon, domain, bins, partition_rows, options, privacy_unit,
                            mode, nulls)
     ch = planned["channel"]
+    if incremental or since or window:
+        from ldp_dask.partitions import follows_n
+
+        warning = follows_n(lambda m: build_channel(channel, epsilon, domain, bins, n=m, **(options or {}),
+                                                    **({"mode": mode} if channel == AUTO else {})), planned["n"])
+        if warning:
+            logger.warning("%s", warning)
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
     run_options = RunOptions(client=scheduler, seed=seed, secret_file=secret_file, clip=clip,
                              partition_rows=partition_rows, split_every=split_every, ledger=ledger,
                              flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
                              max_contributions=max_contributions, nulls=nulls)
-    rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_options)
+    rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_options, incremental, since,
+                      window)
     summary, path = rel.result, rel.written["summary"]
+    partitions = None
+    if summary.partitions:
+        m = summary.metadata
+        charged = rel.receipt.partitions[0] if rel.receipt is not None and rel.receipt.partitions else None
+        partitions = {"read": m["partitions_read"], "reused": m["partitions_reused"], "charged": charged,
+                      "since": since}
+        logger.info("Partitions: %d read, %d reused from %s without reading them, %s released anew (charged)",
+                    m["partitions_read"], m["partitions_reused"], since or "no earlier summary",
+                    "?" if charged is None else charged)
     meta = summary.file_metadata()
     est = ldp_dask.estimate(summary) if estimator_for(ch) else None  # post-processing of the release
     facts = {
@@ -105,11 +129,13 @@ def privatize_flow(
         "epsilon_spent": ch.epsilon_spent(), "n": summary.n, "mode": mode,
         "key_id": meta["key_id"], "key_source": meta["key_source"], "reproducible": meta["reproducible"],
         "rows_out": rows_out, "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
-        "choice": summary.metadata.get("choice"),
+        "choice": summary.metadata.get("choice"), "partitions": partitions,
     }
     ledger_line = rel.receipt.line() if rel.receipt else "ledger: not recorded"
+    reading = () if partitions is None else (("partitions", f"{partitions['read']} read, {partitions['reused']} "
+                                                            f"reused from {since or 'no earlier summary'}"),)
     publish_markdown(summary, "ldp-release", "What was released and what it cost",
-                     ("default estimate", headline(est)), *rel.written.items(),
+                     ("default estimate", headline(est)), *reading, *rel.written.items(),
                      ("ledger", ledger_line), ("report", f"ldp-dask report {path}"))
     if est is not None:
         publish_plot(est, {}, "ldp-release-plot", "estimate from the release",

@@ -12,7 +12,10 @@ A column name that is not a plain file name (``../..``, ``a/b``, ``.hidden``)
 is made one by :func:`file_stem`, so every output stays inside ``out_dir``.
 
 A run whose summary already exists (a retry, or a manual re-run the same day)
-reuses it and spends nothing; the estimate and report are rewritten.
+reuses it and spends nothing; the estimate and report are rewritten. An
+incremental run (``incremental=True``, the nightly deployment) extends the
+newest earlier day's summary: it reads only the files added or changed since,
+and the ledger charges only them.
 """
 
 from __future__ import annotations
@@ -55,6 +58,18 @@ def file_stem(column: str) -> str:
     return f"{safe or 'column'}-{hashlib.sha256(column.encode()).hexdigest()[:8]}"
 
 
+def previous_summary(out_dir: str, day: str, name: str) -> str | None:
+    """The newest ``out_dir/<D>/name`` with a date folder D before ``day`` (the last night's release), or None."""
+    fs, root = fsspec.core.url_to_fs(out_dir)
+    if not fs.isdir(root):
+        return None
+    days = sorted((p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)), reverse=True)
+    for d in days:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", d) and d < day and fs.exists(f"{root.rstrip('/')}/{d}/{name}"):
+            return f"{out_dir.rstrip('/')}/{d}/{name}"
+    return None
+
+
 @flow(name="ldp-release")
 def release_flow(
     source: str,
@@ -69,12 +84,21 @@ def release_flow(
     options: dict[str, Any] | None = None,
     ledger: str | bool = True,
     date: str | None = None,
+    incremental: bool = False,
+    window: str | None = None,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` into ``out_dir/<date>/``, then estimate it and write an HTML report.
 
     ``date`` (YYYY-MM-DD) names the folder; default: the run's scheduled date
-    in UTC. The other parameters are :func:`privatize_flow`'s; the estimate
-    and the report are post-processing of the release (no privacy cost).
+    in UTC. With ``incremental`` the release is partitioned and extends the
+    newest earlier day's summary in ``out_dir`` (``since``): only the files
+    that are new or changed since then are read and charged
+    (docs/how-to/incremental.md); the key must be configured
+    (``LDP_DASK_SECRET`` or a secret file), since a series is extended only
+    under the key that started it. ``window`` (``"30d"``) releases the last
+    days of a date-partitioned table. The other parameters are
+    :func:`privatize_flow`'s; the estimate and the report are
+    post-processing of the release (no privacy cost).
     """
     logger = get_run_logger()
     day = date or _run_date()
@@ -90,9 +114,13 @@ def release_flow(
         logger.info("The release for %s already exists (%s): reusing it, no ε spent", day, summary)
         release: dict[str, Any] = {"summary": summary, "reused": True}
     else:
+        since = previous_summary(out_dir, day, f"{name}.summary.parquet") if incremental else None
+        if incremental:
+            logger.info("Incremental release: extending %s", since or "nothing (the first night of the series)")
         release = privatize_flow(source=source, column=column, out=summary, domain=domain, channel=channel,
                                  epsilon=epsilon, bins=bins, scheduler=scheduler, secret_file=secret_file,
-                                 options=options, ledger=ledger)
+                                 options=options, ledger=ledger, incremental=incremental or window is not None,
+                                 since=since, window=window)
         release["reused"] = False
     written: dict[str, str] = {"summary": summary}
     has_estimate = estimator_for(channel) is not None

@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/units.py
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/scaling.py
+	$(PY) benchmarks/incremental.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

@@ -271,11 +271,21 @@ def _index_columns(channel: Any, names: list[str], index: np.ndarray) -> dict[st
     """``bin_low``/``bin_high`` or ``label`` per row of the file (null where a statistic's index has none)."""
     meaning = channel.index_columns()
     wanted = sorted({c for cols in meaning.values() for c in cols}, key=list(INDEX_COLUMNS).index)
+    stats = np.asarray(names, dtype=object)
+    index = np.asarray(index, dtype=np.int64)
     out = {}
     for col in wanted:
-        values = [meaning.get(s, {}).get(col) for s in names]
-        out[col] = pa.array([v[i] if v is not None and i < len(v) else None for v, i in zip(values, index.tolist())],
-                            INDEX_COLUMNS[col])
+        numeric = INDEX_COLUMNS[col] == pa.float64()
+        data = np.zeros(len(stats)) if numeric else np.full(len(stats), None, dtype=object)
+        valid = np.zeros(len(stats), dtype=bool)
+        for stat, cols in meaning.items():
+            if cols.get(col) is None:
+                continue
+            v = np.asarray(cols[col], dtype=np.float64 if numeric else object)
+            rows = (stats == stat) & (index < len(v))
+            data[rows] = v[index[rows]]
+            valid |= rows
+        out[col] = pa.array(data, INDEX_COLUMNS[col], mask=~valid)
     return out
 
 

@@ -248,7 +248,8 @@ def window_of(summary: Summary, days: int) -> Summary:
         raise LdpDaskError("a window is taken over kept partitions: the summary is not a partitioned release")
     keep = set(in_window([p.path for p in summary.partitions], days))
     parts = tuple(p for p in summary.partitions if p.path in keep)
-    meta = {**summary.metadata, "window_days": days, "source": f"{summary.metadata.get('source')} (last {days} days)"}
+    meta = {k: v for k, v in summary.metadata.items() if k not in ("partitions_read", "partitions_reused")}
+    meta.update(window_days=days, source=f"{summary.metadata.get('source')} (last {days} days)")
     return _rebuilt(summary, parts, meta)
 
 

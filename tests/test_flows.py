@@ -278,3 +278,20 @@ def test_rerun_flow_does_not_double_count(prefect_harness, cluster, beta_dataset
     with pytest.raises(ldp_dask.LdpDaskError):
         privatize_flow(out=str(tmp_path / "b.parquet"), **{**kw, "domain": [0.5, 1.0]})  # data outside: fails
     assert len(Ledger(led).entries()) == 2 and not (tmp_path / "b.parquet").exists()
+
+
+def test_the_nightly_flow_extends_the_newest_earlier_day(tmp_path):
+    """What release_flow(incremental=True) passes as ``since``: the newest date folder before the run's date that
+    holds the release (other folders, later dates and days without the file are passed over)."""
+    from ldp_dask.flows.release import previous_summary
+
+    name = "x.histogram.summary.parquet"
+    assert previous_summary(str(tmp_path / "none-yet"), "2026-11-23", name) is None
+    for day, has_file in [("2026-11-20", True), ("2026-11-21", True), ("2026-11-22", False), ("2026-11-24", True),
+                          ("adhoc", True)]:
+        (tmp_path / day).mkdir()
+        if has_file:
+            (tmp_path / day / name).write_bytes(b"")
+    assert previous_summary(str(tmp_path), "2026-11-23", name) == f"{tmp_path}/2026-11-21/{name}"
+    assert previous_summary(str(tmp_path), "2026-11-21", name) == f"{tmp_path}/2026-11-20/{name}"
+    assert previous_summary(str(tmp_path), "2026-11-20", name) is None

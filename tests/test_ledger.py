@@ -469,3 +469,23 @@ def test_a_schema_2_ledger_is_brought_up_to_date_with_its_releases(tmp_path):
     assert "parts" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(releases)")}
     assert Ledger(path).spent("file:///d") == 1.5
     assert _select(str(path), "SELECT value FROM ledger_meta") == ("3",)
+
+
+@pytest.mark.postgres
+def test_a_schema_2_postgresql_ledger_is_brought_up_to_date(postgres):
+    from pg_server import fresh_database
+
+    from ldp_dask.ledger import _TABLES
+
+    url = fresh_database(postgres, f"ledger_{uuid.uuid4().hex[:12]}")
+    for stmt in _TABLES:  # what the previous ldp_dask created
+        _sql(url, stmt.format(id="BIGSERIAL PRIMARY KEY").replace("        parts TEXT,\n", ""))
+    _sql(url, "INSERT INTO ledger_meta VALUES ('schema', '2')")
+    _sql(url, "INSERT INTO releases (created_at, root, column_name, scope, channel, params, privacy_unit, epsilon, "
+              "epsilon_requested, key_id, release_key, outputs, token, status, lease_until) VALUES "
+              "(0, 'file:///d', 'x', 'local', 'c', '{}', 'row', 1.5, 1.5, 'k', 'r', '[]', 't', 'committed', 0)")
+    assert Ledger(url).spent("file:///d") == 1.5
+    assert _select(url, "SELECT value FROM ledger_meta") == ("3",)
+    led, r = _reserve_parts(url, ["a"])  # the new column is there: a partitioned release is recorded
+    led.commit(led.settle(r, "t", part_tags={"key-a": "A"}))
+    assert Ledger(url).spent("file:///d") == 2.5

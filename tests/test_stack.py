@@ -17,9 +17,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,41 +158,40 @@ def test_ui_shows_the_run_and_its_artifact(stack, nightly, tmp_path):
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
-def test_the_nightly_release_is_incremental_over_three_days(stack):
-    """Three nights over a table that gains a file a day: each night reads only its day's file (the others come
-    from the night before's summary), equals a full release with the same key, and is charged for its day only."""
-    days, out = stack.workdir / "days", stack.workdir / "incremental"
-    rng = np.random.default_rng(2026)
-    summaries, runs = [], []
-    for day in (1, 2, 3):
-        folder = days / f"date=2026-02-{day:02d}"
-        folder.mkdir(parents=True)
-        pq.write_table(pa.table({"income": rng.uniform(0, 200_000, 50_000)}), folder / "part.parquet")
-        date = f"2026-02-{day + 1:02d}"  # each night releases the day before
+def test_the_nightly_release_is_incremental_over_three_days(stack, nightly):
+    """Three nights over a table that gains a file a day (night 1 is the nightly run above, over the table's
+    first four files): each later night reads only its day's file (the others come from the night before's
+    summary), equals a full release with the same key, and is charged for its day's rows only."""
+    _, first = nightly
+    out, name = first.parent, "income.histogram.summary.parquet"
+    key = ldp_dask.noise.resolve_secret(secret_file=stack.secret_file)
+    summaries = [ldp_dask.read_summary(first / name, key=key)]
+    runs = []
+    for day in (1, 2):  # days 2 and 3: one more file each, released the next night
+        make_data(stack.data / f"added-{day}", rows=50_000, files=1, seed=100 + day)
+        date = f"2026-01-{day + 2:02d}"
         run = stack.run_deployment("ldp-release", "nightly-release",
-                                   {"source": str(days), "out_dir": str(out), "date": date})
+                                   {"source": str(stack.data), "out_dir": str(out), "date": date})
         assert run["state_type"] == "COMPLETED", stack.log("prefect-worker", 80)
         runs.append(run)
-        summaries.append(ldp_dask.read_summary(out / date / "income.histogram.summary.parquet",
-                                               key=ldp_dask.noise.resolve_secret(secret_file=stack.secret_file)))
-        if day == 2:  # a full release of both days with the stack's key, in this process and without a ledger
-            full = ldp_dask.privatize(str(days), "income", summaries[-1].channel, secret_file=stack.secret_file,
-                                      client="local", incremental=True)
+        summaries.append(ldp_dask.read_summary(out / date / name, key=key))
+        if day == 1:  # a full release of the table as it stands, with the stack's key, here and without a ledger
+            full = ldp_dask.privatize(str(stack.data), "income", summaries[-1].channel,
+                                      secret_file=stack.secret_file, client="local", incremental=True)
             assert summaries[-1].same_release(full)
     assert [(s.metadata["partitions_read"], s.metadata["partitions_reused"]) for s in summaries] == \
-        [(1, 0), (1, 1), (1, 2)]
-    assert all(s.integrity == "verified" and s.n == 50_000 * len(s.partitions) for s in summaries)
+        [(4, 0), (1, 4), (1, 5)]
+    assert [s.n for s in summaries] == [ROWS, ROWS + 50_000, ROWS + 100_000]
+    assert all(s.integrity == "verified" for s in summaries)
     # night 2's privatize subflow extended night 1's summary
-    sub = next(r for r in stack.subflow_runs(runs[1]["id"]) if "since" in r["parameters"])
-    assert sub["parameters"]["since"] == str(out / "2026-02-02" / "income.histogram.summary.parquet")
-    # the ledger charged each night for its day's rows only: ε 0.5 per row, on one file each
-    charged = []
-    for e in Ledger(stack.ledger).entries():
-        if e["parts"] and str(days) in (e["source"] or ""):
-            charged.append(sorted(p["root"].rsplit("/", 2)[-2] for p in json.loads(e["parts"]) if p["epsilon"] > 0))
-    assert charged == [["date=2026-02-01"], ["date=2026-02-02"], ["date=2026-02-03"]]
-    (row,) = [r for r in Ledger(stack.ledger).summary() if r["root"].endswith("/days")]
-    assert row["spent"] == 0.5 and sorted(row["groups"].values()) == [0.5, 0.5, 0.5]
-    md = next(a for r in stack.subflow_runs(runs[2]["id"]) for a in stack.artifacts(r["id"])
+    sub = next(r for r in stack.subflow_runs(runs[0]["id"]) if "since" in r["parameters"])
+    assert sub["parameters"]["since"] == str(first / name)
+    # the ledger charged each night for the rows it released anew: ε 0.5 per row, on the new file only
+    charged = [sorted(p["root"].rsplit("/", 2)[-2] for p in json.loads(e["parts"]) if p["epsilon"] > 0)
+               for e in Ledger(stack.ledger).entries() if e["parts"] and e["root"].endswith(stack.data.name)]
+    assert charged == [[stack.data.name] * 4, ["added-1"], ["added-2"]]
+    (row,) = [r for r in Ledger(stack.ledger).summary() if r["root"].endswith(stack.data.name)]
+    assert row["spent"] == 0.5 and sorted(row["groups"].values()) == [0.5] * 6
+    md = next(a for r in stack.subflow_runs(runs[1]["id"]) for a in stack.artifacts(r["id"])
               if a["key"] == "ldp-release")["data"]
-    assert "1 read, 2 reused" in md
+    assert "1 read, 5 reused" in md

@@ -1,6 +1,6 @@
 """Nightly releases over a table that gains 10^6 rows a day: incremental (--since) against a full re-run.
 
-Run: ``python benchmarks/incremental.py`` (part of ``make bench``; about 2 minutes and 0.3 GB of temporary
+Run: ``python benchmarks/incremental.py`` (part of ``make bench``; about a minute and 0.3 GB of temporary
 disk on 2 cores). For nights 1 to 30 it adds a day's file of 10^6 rows under ``date=YYYY-MM-DD/`` and
 measures, side by side in the same run:
 
@@ -12,8 +12,10 @@ measures, side by side in the same run:
 * **floor**: the non-private histogram of the new day's file (read + bincount), the least any nightly job over
   the new data costs.
 
-It checks, at night 30, that the incremental summary is bit-identical to a partitioned release that reads
-every file with the same key, and reports what each ledger charged per row. Every job runs in this process
+Two series: the histogram (64 bins), whose per-row work is small next to a night's fixed costs (planning,
+the ledger, reading the kept summary), and the hybrid mean, whose per-row sampling dominates. It checks, at
+night 30, that the incremental summary is bit-identical to a partitioned release that reads every file with
+the same key, and reports what each ledger charged per row. Every job runs in this process
 (``client="local"``) so that the comparison is of work, not of cluster start-up; ``--workers N`` runs the
 releases on a LocalCluster of N worker processes instead. Rewrites the "incremental" section of RESULTS.md
 and ``benchmarks/incremental.png``.
@@ -26,6 +28,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import best_of, machine, write_section  # noqa: E402
 
 import ldp_dask  # noqa: E402
-from ldp_dask import LaplaceHistogram  # noqa: E402
+from ldp_dask import HybridMean, LaplaceHistogram  # noqa: E402
 from ldp_dask.ledger import Ledger  # noqa: E402
 from ldp_dask.pipeline import release_summary  # noqa: E402
 
@@ -60,72 +63,102 @@ def floor(path: Path) -> float:
     return best_of(job, 3)
 
 
+#: the series: a channel whose per-row work is small next to a night's fixed costs, and one where it dominates
+CHANNELS = {
+    "histogram": (CHANNEL, "histogram, 64 bins"),
+    "hybrid-mean": (HybridMean(epsilon=1.0, domain=(0.0, 240.0)), "hybrid mean (Piecewise/Duchi per row)"),
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nights", type=int, default=30)
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows added each night")
     ap.add_argument("--full-every", type=int, default=5, help="run the full re-run every this many nights")
+    ap.add_argument("--channel", choices=sorted(CHANNELS), action="append", default=None,
+                    help="the series to run (default: all)")
     ap.add_argument("--workers", type=int, default=0, help="run releases on a LocalCluster of N workers (0: here)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="ldp-incremental-"))
-    table, out = work / "table", work / "out"
-    out.mkdir()
-    inc_ledger, full_ledger = str(work / "incremental.sqlite"), str(work / "full.sqlite")
-    key = work / "key"
-    key.write_text("0123456789abcdef0123456789abcdef")
     cluster = client = None
     if a.workers:
         from distributed import Client, LocalCluster
 
         cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True, dashboard_address=None)
         client = Client(cluster)
+    results = {}
+    try:
+        for name in a.channel or list(CHANNELS):
+            results[name] = series(CHANNELS[name][0], a, client)
+    finally:
+        if client is not None:
+            client.close()
+            cluster.close()
+    report(results, a)
+
+
+def series(channel: Any, a: argparse.Namespace, client: Any) -> tuple[list, bool, dict, dict]:
+    """One channel's 30 nights: (rows of the table, bit-identity at the last night, the two ledgers' rows)."""
+    work = Path(tempfile.mkdtemp(prefix="ldp-incremental-"))
+    table, out = work / "table", work / "out"
+    out.mkdir()
+    inc_ledger, full_ledger = str(work / "incremental.sqlite"), str(work / "full.sqlite")
+    key = work / "key"
+    key.write_text("0123456789abcdef0123456789abcdef")
     run = {"client": client or "local", "secret_file": str(key)}
     rows_out = []
     previous = None
     warm = work / "warm"  # one release first, so that no night pays the process's first-use costs (imports, kernels)
     write_day(warm, 1, 1000)
-    release_summary(str(warm), "delay", CHANNEL, out=work / "warm.parquet", incremental=True, ledger=False, **run)
-    ldp_dask.privatize(str(warm), "delay", CHANNEL, ledger=False, **run)
+    release_summary(str(warm), "delay", channel, out=work / "warm.parquet", incremental=True, ledger=False, **run)
+    ldp_dask.privatize(str(warm), "delay", channel, ledger=False, **run)
     try:
         for night in range(1, a.nights + 1):
             path = write_day(table, night, a.rows)
             f = floor(path)
             summary = out / f"night{night:02d}.parquet"
             # best of 3: the repeats reproduce the first release exactly, so the ledger charges them nothing
-            inc = best_of(lambda: release_summary(str(table), "delay", CHANNEL, out=summary, since=previous,
+            inc = best_of(lambda: release_summary(str(table), "delay", channel, out=summary, since=previous,
                                                   incremental=True, ledger=inc_ledger, overwrite=True, **run), 3)
             assert ldp_dask.read_summary(summary).metadata["partitions_read"] == 1
             previous = summary
             full = None
             if night == 1 or night % a.full_every == 0:
-                full = best_of(lambda: ldp_dask.privatize(str(table), "delay", CHANNEL, ledger=full_ledger, **run), 2)
+                full = best_of(lambda: ldp_dask.privatize(str(table), "delay", channel, ledger=full_ledger, **run), 2)
             rows_out.append((night, night * a.rows, inc, full, f))
-            print(f"night {night:2d}: {night * a.rows:>11,} rows  incremental {inc:6.3f} s  "
+            print(f"{channel.name} night {night:2d}: {night * a.rows:>11,} rows  incremental {inc:6.3f} s  "
                   f"full {'' if full is None else f'{full:6.3f} s'}  floor {f:6.3f} s", flush=True)
         final = ldp_dask.read_summary(previous, key=ldp_dask.noise.resolve_secret(secret_file=str(key)))
-        everything = ldp_dask.privatize(str(table), "delay", CHANNEL, incremental=True, ledger=False, **run)
+        everything = ldp_dask.privatize(str(table), "delay", channel, incremental=True, ledger=False, **run)
         identical = final.same_release(everything)
         (inc_row,) = Ledger(inc_ledger).summary()
         (full_row,) = Ledger(full_ledger).summary()
     finally:
-        if client is not None:
-            client.close()
-            cluster.close()
         shutil.rmtree(work, ignore_errors=True)
-    report(rows_out, a, identical, inc_row, full_row)
+    return rows_out, identical, inc_row, full_row
 
 
-def report(rows: list, a: argparse.Namespace, identical: bool, inc_row: dict, full_row: dict) -> None:
+def report(results: dict, a: argparse.Namespace) -> None:
+    where = "in process" if not a.workers else f"on a LocalCluster of {a.workers} workers"
+    lines = [f"Machine: {machine()}. Releases {where}, ε = 1; {a.rows:,} rows added each night, one file per day "
+             "(`python benchmarks/incremental.py`). The floor is the non-private histogram of the new day's file "
+             "(read + bincount)."]
+    for name, (rows, identical, inc_row, full_row) in results.items():
+        lines += ["", f"**{CHANNELS[name][1]}**", ""] + table_of(rows, identical, inc_row, full_row)
+    text = "\n".join(lines)
+    print(text)
+    if not a.no_write:
+        plot(results)
+        write_section("incremental", "## Incremental nightly releases\n\n" + text +
+                      "\n\n![nightly cost](incremental.png)")
+
+
+def table_of(rows: list, identical: bool, inc_row: dict, full_row: dict) -> list[str]:
     first, last = rows[0], rows[-1]
     full_runs = [r for r in rows if r[3] is not None]
     lines = [
-        f"Machine: {machine()}. Releases {'in process' if not a.workers else f'on a LocalCluster of {a.workers} workers'}"
-        f"; histogram, 64 bins, ε = 1; {a.rows:,} rows added each night, one file per day "
-        "(`python benchmarks/incremental.py`).",
-        "",
-        "| night | rows in table | incremental (s) | full re-run (s) | full / incremental | floor: new day, "
-        "non-private (s) | incremental / floor |",
+        "| night | rows in table | incremental (s) | full re-run (s) | full / incremental | floor (s) | "
+        "incremental / floor |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for night, n, inc, full, f in rows:
@@ -151,30 +184,27 @@ def report(rows: list, a: argparse.Namespace, identical: bool, inc_row: dict, fu
         f"{len(inc_row['groups'])} partitions (each day charged once). The {len(full_runs)} full re-runs, "
         f"each a new release of every row, charged ε {full_row['spent']:g} per row.",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if not a.no_write:
-        plot(rows)
-        write_section("incremental", "## Incremental nightly releases\n\n" + text +
-                      "\n\n![nightly cost](incremental.png)")
+    return lines
 
 
-def plot(rows: list) -> None:
+def plot(results: dict) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    nights = [r[0] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(nights, [r[2] for r in rows], "o-", label="incremental (--since)")
-    full = [(r[0], r[3]) for r in rows if r[3] is not None]
-    ax.plot([n for n, _ in full], [t for _, t in full], "s-", label="full re-run")
-    ax.plot(nights, [r[4] for r in rows], ":", color="grey", label="floor: non-private histogram of the new day")
-    ax.set_xlabel("night (one more day of 10^6 rows each)")
-    ax.set_ylabel("seconds")
-    ax.set_title("Nightly release cost as the table grows")
-    ax.legend()
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4), squeeze=False)
+    for ax, (name, (rows, *_)) in zip(axes[0], results.items()):
+        nights = [r[0] for r in rows]
+        ax.plot(nights, [r[2] for r in rows], "o-", label="incremental (--since)")
+        full = [(r[0], r[3]) for r in rows if r[3] is not None]
+        ax.plot([n for n, _ in full], [t for _, t in full], "s-", label="full re-run")
+        ax.plot(nights, [r[4] for r in rows], ":", color="grey", label="floor: non-private histogram of the new day")
+        ax.set_xlabel("night (one more day of 10^6 rows each)")
+        ax.set_ylabel("seconds")
+        ax.set_title(CHANNELS[name][1])
+        ax.legend()
+    fig.suptitle("Nightly release cost as the table grows")
     fig.tight_layout()
     fig.savefig(Path(__file__).with_name("incremental.png"), dpi=110)
 

@@ -498,8 +498,8 @@ def _is_hex(text: str) -> bool:
 
 def sum_partitions(partitions: Any) -> dict[str, np.ndarray]:
     """The exact sum of partitions' sums, rounded once: a partitioned release's totals, whatever the order."""
-    keys = partitions[0].sums.keys()
-    return {k: exactsum.to_float(exactsum.add(*(exactsum.from_float(p.sums[k]) for p in partitions)))
+    keys = partitions[0].sums.keys()  # one conversion of every partition's values at once, then the exact sum
+    return {k: exactsum.to_float(exactsum.add(*exactsum.from_float(np.stack([p.sums[k] for p in partitions]))))
             for k in keys}
 
 

@@ -249,3 +249,19 @@ def test_parameters_that_follow_n_are_flagged_before_the_series_breaks(tmp_path,
     _day(table, 2, rows=4 * ROWS)  # the table grew: 'auto' now picks other bins, and the series is refused
     assert main([*argv[:-1], "--since", str(tmp_path / "auto.parquet"), "--out", str(tmp_path / "b.parquet")]) == 2
     assert "bins='auto'" in capsys.readouterr().err
+
+
+def test_the_totals_are_the_correctly_rounded_sum_of_the_partitions():
+    """Against math.fsum, coordinate by coordinate, on values whose float sum depends on the order."""
+    import math
+
+    from ldp_dask.summary import Partition, sum_partitions
+
+    rng = np.random.default_rng(3)
+    parts = [Partition(f"p{i}", 1, ((0,),), "0", "0",
+                       {"sum": rng.normal(0, 1, 50) * 10.0 ** rng.integers(-8, 12, 50)}) for i in range(37)]
+    total = sum_partitions(parts)["sum"]
+    expected = [math.fsum(p.sums["sum"][j] for p in parts) for j in range(50)]
+    assert total.tolist() == expected
+    assert total.tolist() == sum_partitions(parts[::-1])["sum"].tolist()
+    assert any(sum(p.sums["sum"][j] for p in parts) != expected[j] for j in range(50))  # naive sums differ

@@ -193,6 +193,10 @@ class _ByFile:
     job: _Job
     files: tuple[str, ...]
 
+    @property
+    def pieces(self) -> tuple[Piece, ...]:
+        return self.job.pieces
+
 
 def _run_file_task(task: _Task, job: _ByFile) -> dict[str, Any]:
     """:func:`_run_piece`, its accumulator filed under the task's file (worker side)."""
@@ -224,7 +228,7 @@ def _run_local(tasks: list[_Task], job: Any, split_every: int, progress: bool, f
                combine: Any = None) -> dict[str, Any]:
     """``fn(task, job)`` (default :func:`_run_piece`) on every task in this process, then ``combine``'s tree."""
     fn, combine = fn or _run_piece, combine or _combine
-    pieces = job.job.pieces if isinstance(job, _ByFile) else job.pieces
+    pieces = job.pieces
     accs = []
     with _progress(sum(task_rows(pieces, t) for t in tasks), progress, "privatize") as bar:
         for t in tasks:
@@ -610,19 +614,31 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
         return _release_partitioned(dataset, channel, mode, out, overwrite, opts, since, window)
     rows = None if rows_path is None else os.fspath(rows_path)
 
-    mac: list[bytes] = []
+    secret, opts = _with_key(opts)
 
     def compute(secret: Secret, outputs: Outputs) -> Summary:
-        mac.append(summary_mac_key(secret))
         return run_channel(dataset, channel, mode, secret, opts, outputs.directory("rows") if rows else None, rows)
 
-    def write(summary: Summary, outputs: Outputs) -> None:
-        if "summary" in outputs:  # with an HMAC under a key derived from the release key (ldp-dask verify)
-            outputs.write("summary", lambda fh: summary.write_parquet(fh, mac[0]))
-
     return release(dataset, local_charge(channel, mode, opts), compute, opts,
-                   targets={"summary": out, "rows": rows}, write=write, overwrite=overwrite,
+                   targets={"summary": out, "rows": rows}, write=_summary_writer(secret), overwrite=overwrite,
                    content_tag=lambda s: s.content_tag)
+
+
+def _with_key(opts: RunOptions) -> tuple[Secret, RunOptions]:
+    """The run's key, resolved once on the driver (a fresh random key too), and options that carry it."""
+    secret = opts.key()
+    return secret, dataclasses.replace(opts, secret=secret, seed=None, secret_file=None)
+
+
+def _summary_writer(secret: Secret) -> Any:
+    """What stages the summary file: with an HMAC under a key derived from the release key (``ldp-dask verify``)."""
+    mac = summary_mac_key(secret)
+
+    def write(summary: Summary, outputs: Outputs) -> None:
+        if "summary" in outputs:
+            outputs.write("summary", lambda fh: summary.write_parquet(fh, mac))
+
+    return write
 
 
 def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any, overwrite: bool,
@@ -642,8 +658,7 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
         raise LdpDaskError(f"A partitioned release bounds nothing across files, so it cannot count ε per "
                            f"{dataset.unit!r} (a person may have rows in every file); release the whole table with "
                            "--privacy-unit, or release per row.")
-    secret = opts.key()  # resolved once: the stamps, the plan and the release share it
-    opts = dataclasses.replace(opts, secret=secret, seed=None, secret_file=None)
+    secret, opts = _with_key(opts)  # the stamps, the plan and the release share it
     if window is not None:
         dataset = windowed(dataset, parse_window(window))
     dataset = dataclasses.replace(dataset, by_file=True)
@@ -651,15 +666,9 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
     charge = local_charge(channel, mode, opts)
     plan_ = plan_partitions(dataset, channel, mode, opts.clip, secret, charge.epsilon, since=previous)
     charge = dataclasses.replace(charge, parts=plan_.parts, context={**charge.context, "partitioned": plan_.context_id})
-    mac = summary_mac_key(secret)
-
-    def write(summary: Summary, outputs: Outputs) -> None:
-        if "summary" in outputs:
-            outputs.write("summary", lambda fh: summary.write_parquet(fh, mac))
-
     return release(dataset, charge, lambda sec, _: _run_partitioned(dataset, channel, sec, opts, plan_), opts,
-                   targets={"summary": out}, write=write, overwrite=overwrite, content_tag=lambda s: s.content_tag,
-                   part_tags=lambda s: plan_.part_tags(s.partitions))
+                   targets={"summary": out}, write=_summary_writer(secret), overwrite=overwrite,
+                   content_tag=lambda s: s.content_tag, part_tags=lambda s: plan_.part_tags(s.partitions))
 
 
 def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions,

@@ -28,7 +28,6 @@ writes through :func:`publish` alone, with the same staging.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -279,16 +278,13 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
         raise
     if held:
         ledger.commit(held[0])  # type: ignore[union-attr]
-    receipt = _receipt(ledger, held[0] if held else None, charge, secret, unit)
-    if receipt.ledger is not None and charge.parts is not None:
-        charged = held[0].parts if held and held[0].parts is not None else 0
-        receipt = dataclasses.replace(receipt, partitions=(charged, len(charge.parts)))
-    return Released(result, receipt, written)
+    return Released(result, _receipt(ledger, held[0] if held else None, charge, secret, unit), written)
 
 
 def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secret: Secret, unit: str) -> Receipt:
     if ledger is None or r is None:
         return Receipt(None, charge.scope, 0.0, False, None, None, secret.key_id, secret.source, None, unit)
+    parts = None if charge.parts is None else (r.parts or 0, len(charge.parts))
     # the spend after this release, per person (a release on one file adds nothing to its siblings' rows)
     return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, ledger.spent(r.identity_root), r.limit,
-                   secret.key_id, secret.source, r.identity, unit)
+                   secret.key_id, secret.source, r.identity, unit, parts)

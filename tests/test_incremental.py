@@ -144,13 +144,18 @@ def test_a_series_is_extended_only_by_the_same_key_channel_and_options(tmp_path,
             ldp_dask.privatize(str(table), "x", channel, mode, client="local", **kw)
     with pytest.raises(LdpDaskError, match="needs a Parquet source"):
         ldp_dask.privatize(np.random.default_rng(0).random(100), channel=HIST, seed=7, incremental=True)
-    # a kept sum altered after the release: its MAC no longer matches, nothing is reused
-    table_ = pq.read_table(first)
-    values = table_.column("value").to_numpy().copy()
-    values[-1] += 1.0
-    pq.write_table(table_.set_column(table_.column_names.index("value"), "value", pa.array(values)), first)
-    with pytest.raises(InputDataError, match="modified after its release|not the sum"):
-        ldp_dask.privatize(str(table), "x", HIST, seed=7, client="local", since=first)
+    # a kept sum altered after the release: the totals no longer add up; altered with its total too (the sums
+    # are integers here, so both stay exact), the MAC no longer matches. Either way nothing is reused
+    original = pq.read_table(first)
+    stat, index = original.column("statistic").to_pylist(), original.column("index").to_numpy()
+    last = len(stat) - 1  # a row of partition 0 (the partition rows follow the totals')
+    total_row = next(i for i in range(len(stat)) if stat[i] == stat[last] and index[i] == index[last])
+    for rows, message in (([last], "not the sum of its partitions"), ([last, total_row], "modified after its release")):
+        values = original.column("value").to_numpy().copy()
+        values[rows] += 1.0
+        pq.write_table(original.set_column(original.column_names.index("value"), "value", pa.array(values)), first)
+        with pytest.raises(InputDataError, match=message):
+            ldp_dask.privatize(str(table), "x", HIST, seed=7, client="local", since=first)
 
 
 def test_merging_night_summaries_gives_the_full_release_and_refuses_overlap(tmp_path, table):

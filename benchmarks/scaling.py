@@ -83,7 +83,7 @@ def _floor_task(args: tuple[Any, Any, int, int]) -> np.ndarray:
 
 def floor_job(client: Any, source: str) -> Callable[[], Any]:
     """The non-private floor, planned and grouped into tasks as a release is (so only privacy differs)."""
-    from ldp_dask.pipeline import share
+    from ldp_dask.engine import share
     from ldp_dask.source import open_source
 
     def run() -> Any:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["wavelet_accumulate", "fine_histogram", "split_to_levels", "float_limbs", "joint_exp_transition"]
+__all__ = ["wavelet_accumulate", "fine_histogram", "split_to_levels", "float_limbs", "joint_exp_transition",
+           "smallest_ranks"]
 
 _ONE_MINUS = float(np.nextafter(1.0, 0.0))
 
@@ -186,3 +187,64 @@ def joint_exp_transition(A: np.ndarray, CC: np.ndarray, target: float, beta: flo
             if t > -746.0:
                 s += np.exp(t)
         out[j] = m + np.log(s)
+
+
+@njit(cache=True, nogil=True)
+def smallest_ranks(person: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the rows kept: for each distinct ``person``, the ``k`` rows of smallest ``rank``; persons in order
+    of first appearance, each one's rows by increasing rank (a function of the arrays, order included).
+
+    One pass with an open-addressing hash table of persons (linear probing,
+    Fibonacci hashing of the 64-bit id) and, per person, the indices of its k
+    smallest ranks kept sorted by insertion. O(n·k) time and memory, for the
+    small k of contribution bounding (an inline record per slot measured
+    slower: zeroing a table of records costs more than the indirection). The
+    numpy reference is :func:`ldp_dask.units.keep_contributions` (two sorts);
+    both keep the same set when ranks are distinct within a person.
+    """
+    n = person.shape[0]
+    size = 16
+    while size < 2 * n:
+        size <<= 1
+    mask = np.uint64(size - 1)
+    table_key = np.empty(size, np.uint64)
+    table_slot = np.full(size, -1, np.int64)
+    best = np.empty((max(n, 1), k), np.int64)
+    count = np.zeros(max(n, 1), np.int64)
+    distinct = 0
+    total = 0
+    for i in range(n):
+        p = person[i]
+        j = ((p * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(17)) & mask
+        while True:
+            s = table_slot[j]
+            if s == -1:
+                table_slot[j] = distinct
+                table_key[j] = p
+                s = distinct
+                distinct += 1
+                break
+            if table_key[j] == p:
+                break
+            j = (j + np.uint64(1)) & mask
+        c = count[s]
+        r = rank[i]
+        if c < k:
+            m = c
+            count[s] = c + 1
+            total += 1
+        elif rank[best[s, k - 1]] <= r:
+            continue
+        else:
+            m = k - 1
+        while m > 0 and rank[best[s, m - 1]] > r:
+            best[s, m] = best[s, m - 1]
+            m -= 1
+        best[s, m] = i
+    out = np.empty(total, np.int64)
+    o = 0
+    for s in range(distinct):
+        for m in range(count[s]):
+            out[o] = best[s, m]
+            o += 1
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ __all__ = [
     "LdpDaskError",
     "InputDataError",
     "error_value",
+    "TaskError",
     "check_epsilon",
     "check_domain",
     "check_int",
@@ -45,7 +47,22 @@ DEBUG_ENV = "LDP_DASK_DEBUG"
 STORAGE_MODULES = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google.auth", "google.api_core", "adlfs", "azure")
 
 
-def error_value(where: str, exc: BaseException) -> dict[str, str]:
+@dataclass(frozen=True)
+class TaskError:
+    """A deterministic error met by a task (bad data, a corrupt file), carried to the driver as a value.
+
+    A value, not an exception: Dask does not retry it, a combine passes it on
+    (:func:`ldp_dask.engine.run`), and the driver raises it once as
+    :class:`InputDataError`. ``message`` names the file or partition and never quotes the data.
+    """
+
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def error_value(where: str, exc: BaseException) -> TaskError:
     """An error met while reading or privatizing a partition, as a value for the driver (never retried).
 
     Our own :class:`InputDataError` messages describe the problem without quoting
@@ -55,14 +72,14 @@ def error_value(where: str, exc: BaseException) -> dict[str, str]:
     is kept, and ``LDP_DASK_DEBUG=1`` shows the message.
     """
     if isinstance(exc, InputDataError):
-        return {"error": f"{where}: {exc}"}
+        return TaskError(f"{where}: {exc}")
     if type(exc).__module__.startswith(STORAGE_MODULES):  # credentials, buckets, endpoints: not the data
         text = " ".join(str(exc).split())[:300]
-        return {"error": f"{where}: the storage refused the read ({type(exc).__name__}: {text}); check the "
-                         "credentials and endpoint in the environment of every Dask worker"}
+        return TaskError(f"{where}: the storage refused the read ({type(exc).__name__}: {text}); check the "
+                         "credentials and endpoint in the environment of every Dask worker")
     detail = (" ".join(str(exc).split()) if os.environ.get(DEBUG_ENV)
               else f"its message is withheld because it may quote the data; set {DEBUG_ENV}=1 to see it")
-    return {"error": f"{where}: {type(exc).__name__} while reading or privatizing this partition ({detail})"}
+    return TaskError(f"{where}: {type(exc).__name__} while reading or privatizing this partition ({detail})")
 
 
 def _is_real(value: Any) -> bool:

@@ -6,10 +6,14 @@ With a unit column u naming the person a row belongs to, a release counts ε per
 1. every row gets a person id (a 64-bit hash of its unit value), a *bucket*
    (a keyed hash of the person id, modulo the number of buckets) and a *rank*
    (a keyed hash of the person id and the row's position in the dataset);
-2. rows are shuffled by bucket, so all the rows of a person meet in one place
-   (a Dask shuffle, never the driver);
+2. each partition keeps, per person, its ``k`` rows of smallest rank (the
+   bound is an aggregation: the k smallest of a union are among the k
+   smallest of each part), then rows are shuffled by bucket, so all the kept
+   rows of a person meet in one place (:func:`ldp_dask.engine.shuffle`, never
+   the driver);
 3. in each bucket, each person keeps the ``k`` rows of smallest rank — a
-   uniformly random subset of size min(k, rows), independent of the values;
+   uniformly random subset of size min(k, rows), independent of the values —
+   ordered by rank, whatever order the rows arrived in;
 4. each kept row is privatized by the channel at ε/k per row. By basic
    composition of k non-interactive ε/k-LDP reports, everything released about
    one person is ε-LDP. Dropped rows are never released.
@@ -17,7 +21,7 @@ With a unit column u naming the person a row belongs to, a release counts ε per
 Two different unit values that hash to the same person id are treated as one
 person: they share k rows, which can only lower what each of them contributes.
 
-This module is numpy and pandas: it knows nothing of Dask.
+This module is numpy and pandas (and one numba kernel): it knows nothing of Dask.
 """
 
 from __future__ import annotations
@@ -32,13 +36,17 @@ import pandas as pd
 import pyarrow as pa
 
 from ._validation import InputDataError, LdpDaskError
+from ._kernels import smallest_ranks
 from .channels import Channel, channel_from_params
 
 __all__ = ["UnitKeys", "unit_keys", "person_ids", "buckets", "ranks", "keep_contributions", "per_row_channel",
-           "bounded_values", "COLUMNS"]
+           "tag_rows", "keep_rows", "kept_index", "split_rows", "bucket_values", "concat_rows", "COLUMNS", "KERNEL_MAX_K"]
 
-#: The columns of a tagged partition, in order: bucket, person id, rank, value.
+#: The arrays of a tagged partition: bucket, person id, rank, value.
 COLUMNS = ("bucket", "person", "rank", "value")
+#: Bounds up to this k run the one-pass kernel (:func:`ldp_dask._kernels.smallest_ranks`, memory O(n·k)); larger
+#: k the two sorts of :func:`keep_contributions`.
+KERNEL_MAX_K = 16
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
@@ -111,27 +119,68 @@ def keep_contributions(person: np.ndarray, rank: np.ndarray, k: int) -> np.ndarr
     return order[(np.arange(len(p)) - group_start) < k]
 
 
-def tagged_frame(values: Any, units: Any, first_row: int, keys: UnitKeys, count: int) -> pd.DataFrame:
-    """A partition's rows as (bucket, person, rank, value), ready to be shuffled by bucket (worker side)."""
+def tag_rows(values: Any, units: Any, first_row: int, keys: UnitKeys, count: int) -> dict[str, np.ndarray]:
+    """A partition's rows as arrays (bucket, person, rank, value), ready to be bounded and shuffled (worker side)."""
     person = person_ids(units)
     position = np.arange(first_row, first_row + len(person), dtype=np.uint64)
-    if isinstance(values, pa.Array):
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()
-        value = pd.Series(values.to_numpy(zero_copy_only=False), dtype=object)
+        value = np.asarray(values.to_numpy(zero_copy_only=False), dtype=object)
     else:
-        value = pd.Series(np.asarray(values))
-    return pd.DataFrame({"bucket": buckets(person, keys, count), "person": person,
-                         "rank": ranks(person, position, keys), "value": value})
+        value = np.asarray(values)
+    return {"bucket": buckets(person, keys, count), "person": person, "rank": ranks(person, position, keys),
+            "value": value}
 
 
-def bounded_values(frame: pd.DataFrame, k: int, categorical: bool) -> Any:
-    """The values a bucket releases: at most ``k`` per person (numpy, or a pyarrow array of categories)."""
-    keep = keep_contributions(frame["person"].to_numpy(np.uint64), frame["rank"].to_numpy(np.uint64), k)
-    kept = frame["value"].to_numpy()[keep]
+def _take(rows: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
+    return {c: rows[c][index] for c in COLUMNS}
+
+
+def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Tagged rows of several parts as one (a part may be empty)."""
+    if len(parts) == 1:
+        return parts[0]
+    return {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
+
+
+def kept_index(rows: dict[str, np.ndarray], k: int) -> np.ndarray:
+    """Indices of the rows :func:`keep_rows` keeps."""
+    person, rank = rows["person"], rows["rank"]
+    return smallest_ranks(person, rank, k) if k <= KERNEL_MAX_K else keep_contributions(person, rank, k)
+
+
+def keep_rows(rows: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
+    """Per person, the ``k`` rows of smallest rank: persons in order of first appearance, each one's rows by rank
+    (a function of the rows and their order, which the plan fixes)."""
+    return _take(rows, kept_index(rows, k))
+
+
+def split_rows(rows: dict[str, np.ndarray], groups: int, count: int,
+               index: np.ndarray | None = None) -> list[dict[str, np.ndarray]]:
+    """Tagged rows (those at ``index``, default all, in that order) split into ``groups`` groups of consecutive
+    buckets (bucket j goes to group j·groups // count), each group in the rows' order; one gather per array."""
+    if index is None:
+        index = np.arange(len(rows["bucket"]))
+    group = (rows["bucket"][index] * groups) // count
+    order = np.argsort(group.astype(np.uint16 if groups <= 1 << 16 else np.int64), kind="stable")  # radix sort
+    bounds = np.searchsorted(group[order], np.arange(groups + 1))
+    taken = _take(rows, index[order])
+    return [{c: v[bounds[g]:bounds[g + 1]] for c, v in taken.items()} for g in range(groups)]
+
+
+def bucket_values(rows: dict[str, np.ndarray], k: int, categorical: bool) -> Any:
+    """The values one bucket releases: at most ``k`` per person (numpy, or a pyarrow array of categories).
+
+    Their order is a function of the rows in the plan's order (:func:`keep_rows`): the parts of a bucket are
+    concatenated in the order of the map tasks, which the plan fixes, so the release is the same in this process
+    and on any cluster, whatever order the parts completed in."""
+    values = keep_rows(rows, k)["value"]
     if categorical:
-        return pa.array(kept)  # an object array converts in C; a list of Python objects was 12x slower
-    return np.asarray(kept)
+        return pa.array(values)  # an object array converts in C; a list of Python objects was 12x slower
+    return values
 
 
 def per_row_channel(channel: Channel, k: int) -> Channel:

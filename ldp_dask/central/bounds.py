@@ -32,12 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import InputDataError, LdpDaskError, check_epsilon
+from .._validation import InputDataError, LdpDaskError, TaskError, check_epsilon
+from ..engine import run, task_rows, tasks_of
 from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
 from ..options import RunOptions
 from ..outputs import Described, Description, fmt, jsonable, save_json
 from ..release import Charge, Outputs, Released, plan, release
 from ..source import Dataset, Piece, Reader, read_piece
+from ..tasks import each_piece
 from .mechanisms import above_threshold
 
 __all__ = ["bounds", "release_bounds", "BoundsRelease", "LOWEST_EXPONENT", "HIGHEST_EXPONENT"]
@@ -114,33 +116,23 @@ def magnitude_counts(x: np.ndarray) -> np.ndarray:
     return np.bincount(k, minlength=_SLOTS).astype(np.int64)
 
 
-def _magnitude_piece(task: Any, job: _MagnitudeJob) -> dict[str, Any]:
-    from ..pipeline import each_piece
-
+def _magnitude_piece(task: Any, job: _MagnitudeJob) -> dict[str, Any] | TaskError:
     acc = {"counts": np.zeros(_SLOTS, dtype=np.int64), "clipped": 0}
 
     def add(piece: Piece) -> None:
         acc["counts"] += magnitude_counts(read_piece(job.reader, piece))
 
     error = each_piece(job.pieces, task, add)
-    return error if isinstance(error, dict) else acc
+    return error if isinstance(error, TaskError) else acc
 
 
 def _counts(dataset: Dataset, options: RunOptions) -> np.ndarray:
-    from ..pipeline import _tasks, connect, map_reduce, task_rows
     from .data import _hist_combine
 
     job = _MagnitudeJob(dataset.reader, dataset.pieces)
-    tasks = _tasks(dataset)
-    if options.runs_in_process(dataset.n):
-        res = _hist_combine(*[_magnitude_piece(t, job) for t in tasks])
-    else:
-        with connect(options.client, timeout=options.connect_timeout) as c:
-            res = map_reduce(c, _magnitude_piece, tasks, job, _hist_combine, "ldp-bounds",
-                             [task_rows(dataset.pieces, t) for t in tasks], options.split_every, options.retries,
-                             options.progress, "reduce")
-    if "error" in res:
-        raise InputDataError(res["error"])
+    tasks = tasks_of(dataset)
+    res = run(tasks, _magnitude_piece, job, _hist_combine, options, rows=[task_rows(dataset.pieces, t) for t in tasks],
+              in_process=dataset.kind == "memory", prefix="ldp-bounds", desc="reduce")
     return res["counts"]
 
 

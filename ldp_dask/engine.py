@@ -1,0 +1,360 @@
+"""The engine: run tasks in this process or on a Dask cluster and combine their results by an exact tree.
+
+Every map/reduce of the package runs here — local releases (plain, partitioned,
+by privacy unit), the central quantiles' histogram and the central bounds'
+magnitude counts — in the spirit of Dask's ``dask/array/reductions.py``
+(chunk → combine → aggregate)::
+
+    tasks ──fn(task, shared)──► accumulators ──combine (split_every-ary tree)──► root
+
+The contract a caller keeps:
+
+* ``fn(task, shared)`` runs on a worker (or in this process) and returns a
+  small accumulator — a dict of numpy arrays and integers — or a
+  :class:`~ldp_dask._validation.TaskError` for a deterministic data error
+  (never retried; the driver raises it once as :class:`InputDataError`).
+  ``OSError`` and ``MemoryError`` propagate instead: transient, Dask retries.
+* ``fn`` is a pure function of its inputs: a retried, duplicated or
+  speculatively re-run task reproduces its accumulator bit for bit (noise is
+  keyed by the task, :mod:`ldp_dask.noise`).
+* ``combine(*accs)`` is associative and exact (integer counts, fixed-point
+  limbs of :mod:`ldp_dask.exactsum`), so the root is the same for every
+  ``split_every``, completion order and cluster. The engine passes a
+  ``TaskError`` through the tree without calling ``combine``.
+* ``shared`` (what every task needs: the reader, the pieces, the channel,
+  the tasks' keys) goes to the cluster once; a task's own payload is a
+  :class:`Task`, a few dozen bytes, whatever the number of partitions.
+
+Where the work runs is decided once, by :meth:`RunOptions.runs_in_process
+<ldp_dask.options.RunOptions.runs_in_process>`: ``client="local"``, small
+sources with no cluster named, or a caller's ``in_process=True`` (in-memory
+data) run here; anything else attaches to the cluster of :func:`connect`.
+
+:func:`shuffle` is the engine's second operation: a map whose results are
+split into groups, each group gathered from every task and reduced on one
+worker — what contribution bounding by person needs (:mod:`ldp_dask.units`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from ._validation import InputDataError, LdpDaskError, TaskError
+from .noise import hidden_from_children
+from .options import DEFAULT_CONNECT_TIMEOUT, RunOptions
+
+__all__ = ["Task", "TaskError", "tasks_of", "task_rows", "run", "shuffle", "tree", "connect", "share",
+           "SHUFFLE_FAN"]
+
+#: At most this many map tasks and this many groups in a :func:`shuffle` (at most SHUFFLE_FAN² small transfer
+#: tasks): a shuffle's cost stays bounded by the cluster's per-task overhead, whatever the number of partitions.
+SHUFFLE_FAN = 32
+
+
+@dataclass(frozen=True)
+class Task:
+    """Task ``index`` of a run: the pieces ``[start, stop)`` of the shared job, processed as one partition."""
+
+    index: int
+    start: int
+    stop: int
+
+
+def tasks_of(dataset: Any) -> list[Task]:
+    """A planned dataset's tasks, in the plan's order (:attr:`~ldp_dask.source.Dataset.tasks`)."""
+    return [Task(i, a, b) for i, (a, b) in enumerate(dataset.tasks)]
+
+
+def task_rows(pieces: Sequence[Any], task: Any) -> int:
+    """The rows a task reads (its ``[start, stop)`` range of ``pieces``)."""
+    return sum(pieces[i].num_rows for i in range(task.start, task.stop))
+
+
+@dataclass(frozen=True)
+class _Guarded:
+    """``combine`` that passes the first :class:`TaskError` on instead of combining (picklable)."""
+
+    combine: Callable[..., Any]
+
+    def __call__(self, *accs: Any) -> Any:
+        for a in accs:
+            if isinstance(a, TaskError):
+                return a
+        return self.combine(*accs)
+
+
+def tree(level: list[Any], combine: Callable[..., Any], split_every: int,
+         submit: Callable[[Callable[..., Any], list[Any], int, int], Any] | None = None) -> Any:
+    """The root of a ``split_every``-ary tree of ``combine`` over ``level`` (the package's one tree loop).
+
+    ``submit(combine, group, depth, i)`` schedules one node (on Dask:
+    ``client.submit``); without it the nodes run here.
+    """
+    depth = 0
+    while len(level) > 1:
+        level = [combine(*level[i:i + split_every]) if submit is None
+                 else submit(combine, level[i:i + split_every], depth, i)
+                 for i in range(0, len(level), split_every)]
+        depth += 1
+    return level[0]
+
+
+def _raise_if_error(root: Any) -> Any:
+    if isinstance(root, TaskError):
+        raise InputDataError(root.message)
+    return root
+
+
+def run(tasks: Sequence[Task], fn: Callable[[Task, Any], Any], shared: Any, combine: Callable[..., Any],
+        options: RunOptions, *, rows: Sequence[int] | None = None, in_process: bool = False,
+        prefix: str = "ldp", desc: str = "privatize") -> Any:
+    """``fn(task, shared)`` on every task, here or on Dask, then an exact tree of ``combine``: the root.
+
+    Parameters
+    ----------
+    tasks : sequence of Task
+        At least one.
+    fn : callable ``(task, shared) -> accumulator | TaskError``
+        A module-level function (it is pickled by reference to the workers).
+    shared : picklable
+        What every task needs; sent to the cluster once.
+    combine : callable ``(*accumulators) -> accumulator``
+        Associative and exact.
+    options : RunOptions
+        Where to run (``client``, ``in_process_rows``), ``split_every``, ``retries``, ``progress``.
+    rows : sequence of int, optional
+        Rows per task: the progress bar's weights and the size that decides
+        where the work runs (default: one per task).
+    in_process : bool
+        Run here whatever the options say (in-memory data).
+
+    Returns
+    -------
+    The root accumulator.
+
+    Raises
+    ------
+    InputDataError
+        A task returned a :class:`TaskError` (the first one met).
+    """
+    if not tasks:
+        raise ValueError("the engine needs at least one task")
+    weights = list(rows) if rows is not None else [1] * len(tasks)
+    guarded = _Guarded(combine)
+    if in_process or options.runs_in_process(sum(weights)):
+        accs = []
+        with _bar(sum(weights), options.progress, desc) as bar:
+            for t, w in zip(tasks, weights):
+                acc = fn(t, shared)
+                if isinstance(acc, TaskError):
+                    raise InputDataError(acc.message)
+                accs.append(acc)
+                if bar is not None:
+                    bar.update(w)
+        return tree(accs, guarded, options.split_every)
+    with connect(options.client, timeout=options.connect_timeout) as client:
+        token = uuid.uuid4().hex[:12]
+        job = share(client, shared, f"{prefix}-job-{token}")
+        level = client.map(fn, list(tasks), job=job, key=[f"{prefix}-piece-{token}-{i}" for i in range(len(tasks))],
+                           retries=options.retries, pure=False)
+        del job  # the tasks hold it until they have run
+        root = tree(level, guarded, options.split_every, _submitter(client, options, f"{prefix}-combine-{token}"))
+        if options.progress:
+            _follow(level, weights, "row", desc)
+        # no reference to a partition's future is kept once the tree is submitted: the cluster frees each
+        # partition's result as soon as its combine has run (worker memory follows the tree's width)
+        del level
+        return _raise_if_error(root.result())
+
+
+def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
+            reduce_fn: Callable[[int, list[Any], Any], Any], reduce_shared: Any, groups: int,
+            combine: Callable[..., Any], options: RunOptions, *, rows: Sequence[int] | None = None,
+            in_process: bool = False, prefix: str = "ldp-shuffle", desc: str = "shuffle") -> Any:
+    """Map, split each result into ``groups`` parts, reduce each group from all tasks, combine: the root.
+
+    ``map_fn(task, map_shared, groups)`` returns a sequence of ``groups``
+    parts (or a :class:`TaskError`); ``reduce_fn(g, [part g of every task],
+    reduce_shared)`` returns an accumulator (or a ``TaskError``); the
+    accumulators go through the same exact tree as :func:`run`. Only part g
+    of each map result travels to group g's worker (one small transfer task
+    per task and group, run where the map result lives), so the data moved
+    is the data itself, once. The caller keeps ``len(tasks)`` and ``groups``
+    at most :data:`SHUFFLE_FAN` (coarser tasks, groups of buckets).
+    """
+    if not tasks:
+        raise ValueError("the engine needs at least one task")
+    if len(tasks) > SHUFFLE_FAN or not 1 <= groups <= SHUFFLE_FAN:  # pragma: no cover - a caller's bug
+        raise ValueError(f"a shuffle takes at most {SHUFFLE_FAN} tasks and groups; got {len(tasks)} and {groups}")
+    weights = list(rows) if rows is not None else [1] * len(tasks)
+    guarded = _Guarded(combine)
+    if in_process or options.runs_in_process(sum(weights)):
+        mapped = []
+        with _bar(sum(weights), options.progress, desc) as bar:
+            for t, w in zip(tasks, weights):
+                parts = map_fn(t, map_shared, groups)
+                if isinstance(parts, TaskError):
+                    raise InputDataError(parts.message)
+                mapped.append(parts)
+                if bar is not None:
+                    bar.update(w)
+        accs = [reduce_fn(g, [parts[g] for parts in mapped], reduce_shared) for g in range(groups)]
+        return _raise_if_error(tree(accs, guarded, options.split_every))
+    with connect(options.client, timeout=options.connect_timeout) as client:
+        token = uuid.uuid4().hex[:12]
+        job = share(client, map_shared, f"{prefix}-job-{token}")
+        mapped_f = client.map(map_fn, list(tasks), job=job, groups=groups, retries=options.retries, pure=False,
+                              key=[f"{prefix}-map-{token}-{i}" for i in range(len(tasks))])
+        del job
+        reducer = share(client, reduce_shared, f"{prefix}-reducer-{token}")
+        reduced = []
+        for g in range(groups):
+            parts = [client.submit(_part, m, g, key=f"{prefix}-part-{token}-{i}-{g}", retries=options.retries,
+                                   pure=False) for i, m in enumerate(mapped_f)]
+            reduced.append(client.submit(_reduce_parts, reduce_fn, g, reducer, *parts, retries=options.retries,
+                                         pure=False, key=f"{prefix}-reduce-{token}-{g}"))
+        del reducer, parts
+        root = tree(reduced, guarded, options.split_every, _submitter(client, options, f"{prefix}-combine-{token}"))
+        if options.progress:
+            _follow(mapped_f, weights, "row", desc)
+        del mapped_f, reduced
+        return _raise_if_error(root.result())
+
+
+def _part(parts: Any, g: int) -> Any:
+    """Part ``g`` of a map result (worker side, where the result lives), or its error."""
+    return parts if isinstance(parts, TaskError) else parts[g]
+
+
+def _reduce_parts(reduce_fn: Callable[[int, list[Any], Any], Any], g: int, shared: Any, *parts: Any) -> Any:
+    for p in parts:
+        if isinstance(p, TaskError):
+            return p
+    return reduce_fn(g, list(parts), shared)
+
+
+def _submitter(client: Any, options: RunOptions, prefix: str) -> Callable[[Callable[..., Any], list[Any], int, int],
+                                                                          Any]:
+    def submit(combine: Callable[..., Any], group: list[Any], depth: int, i: int) -> Any:
+        return client.submit(combine, *group, key=f"{prefix}-{depth}-{i}", retries=options.retries, pure=False)
+
+    return submit
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def share(client: Any, value: Any, key: str) -> Any:
+    """A future of ``value`` for many tasks to depend on, sent to the scheduler once.
+
+    A task that returns ``value``, not ``client.scatter``: scattered data has
+    no lineage, so a worker dying with the only copy would fail every task
+    that needs it, while a task's result is recomputed where it was lost.
+    """
+    return client.submit(_identity, value, key=key, pure=False)
+
+
+def _bar(total: int, enabled: bool, desc: str) -> Any:
+    if not enabled:
+        return nullcontext(None)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="row", unit_scale=True, desc=desc, leave=True)  # the final line stays
+
+
+def _follow(futures: list[Any], weights: list[int], unit: str, desc: str) -> None:
+    """A progress bar advancing by ``weights`` as ``futures`` complete (the operator's terminal only)."""
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    weight = {f.key: w for f, w in zip(futures, weights)}
+    with tqdm(total=sum(weights), unit=unit, unit_scale=True, desc=desc, leave=True) as bar:
+        for f in as_completed(futures):
+            bar.update(weight.pop(f.key))
+
+
+@contextmanager
+def connect(client: Any = None, n_workers: int | None = None,
+            timeout: float = DEFAULT_CONNECT_TIMEOUT) -> Iterator[Any]:
+    """A ``distributed.Client``: the one given, one for an address, or one for the environment's cluster.
+
+    ``client=None`` looks at the environment, so that deployments choose their
+    cluster without changing parameters:
+
+    * ``DASK_SCHEDULER_ADDRESS`` (Dask's ``scheduler-address`` setting): attach
+      to that running scheduler;
+    * ``LDP_DASK_CLUSTER``: a cluster class as ``module.Class`` (e.g.
+      ``dask_jobqueue.SLURMCluster`` or ``dask_kubernetes.operator.KubeCluster``),
+      created for the block with the keyword arguments in
+      ``LDP_DASK_CLUSTER_OPTIONS`` (a JSON object), scaled to
+      ``LDP_DASK_CLUSTER_WORKERS`` workers (default 2) and closed at the end;
+    * otherwise a LocalCluster of worker processes (one thread each).
+
+    A scheduler named by address that does not answer within ``timeout``
+    seconds raises :class:`~ldp_dask.LdpDaskError` in one line.
+    """
+    import dask
+    from distributed import Client, LocalCluster
+
+    address = os.environ.get("DASK_SCHEDULER_ADDRESS") or dask.config.get("scheduler-address", None)
+    if client is None and address:
+        client = str(address)
+    if client is None and os.environ.get("LDP_DASK_CLUSTER"):
+        with _cluster_from_env() as cluster, Client(cluster) as c:
+            yield c
+    elif client is None:
+        workers = n_workers or max(1, min(os.cpu_count() or 1, 8))
+        # worker processes inherit the environment: the key's variables are hidden while the cluster lives
+        # (a nanny restarting a worker spawns it again), and this process still resolves the key
+        with hidden_from_children(), LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+                Client(cluster) as c:
+            yield c
+    elif isinstance(client, str):
+        try:
+            c = Client(client, timeout=timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise LdpDaskError(f"cannot reach the Dask scheduler at {client!r} within {timeout:g} s (--scheduler, "
+                               f"DASK_SCHEDULER_ADDRESS or client=): {type(exc).__name__}; is it running and "
+                               "reachable from here?") from None
+        with c:
+            yield c
+    else:
+        yield client
+
+
+@contextmanager
+def _cluster_from_env() -> Iterator[Any]:
+    """The cluster named by ``LDP_DASK_CLUSTER`` (see :func:`connect`), scaled and closed at the end."""
+    import importlib
+
+    spec = os.environ["LDP_DASK_CLUSTER"]
+    module, _, name = spec.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name) if module else None
+    except (ImportError, AttributeError):
+        cls = None
+    if cls is None:
+        raise LdpDaskError(f"LDP_DASK_CLUSTER must name an importable cluster class as 'module.Class' "
+                           f"(e.g. dask_jobqueue.SLURMCluster). Got {spec!r} instead.")
+    raw = os.environ.get("LDP_DASK_CLUSTER_OPTIONS", "{}")
+    try:
+        options = json.loads(raw)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        raise LdpDaskError(f"LDP_DASK_CLUSTER_OPTIONS must be a JSON object of keyword arguments. Got {raw!r}.")
+    workers = os.environ.get("LDP_DASK_CLUSTER_WORKERS", "2")
+    if not workers.isdigit() or int(workers) < 1:
+        raise LdpDaskError(f"LDP_DASK_CLUSTER_WORKERS must be a positive integer. Got {workers!r} instead.")
+    with hidden_from_children(), cls(**options) as cluster:
+        cluster.scale(int(workers))
+        yield cluster

@@ -1,0 +1,250 @@
+"""What one task does on a worker: read its pieces, validate them, and turn them into noisy sums or rows.
+
+Each function here is a task body for :func:`ldp_dask.engine.run` or
+:func:`ldp_dask.engine.shuffle`: it receives its :class:`~ldp_dask.engine.Task`
+and the job every task shares, and returns a small accumulator or a
+:class:`~ldp_dask._validation.TaskError`. Data path (docs/privacy.md)::
+
+    piece ──read──► channel.prepare ──► channel.exact_stats ─┐ (on the worker)
+                                        channel.add_noise ◄──┘ keyed rng
+          ──► exact fixed-point limbs ──► combine (the engine's tree) ──► Summary
+
+* Only noisy statistics leave a worker (summary mode), or privatized rows
+  written straight to Parquet by the worker (rows mode).
+* Sums are exact fixed-point limbs (:mod:`ldp_dask.exactsum`): the root is
+  bit-identical for every ``split_every``, completion order and cluster.
+* A task's noise key depends only on the secret, the public context, the
+  task and its content (:mod:`ldp_dask.noise`): a retried or duplicated task
+  reproduces its output exactly.
+* Deterministic data errors (NaN, out of domain, ...) are returned as values,
+  not raised, so they are not retried and reach the driver as one clear
+  :class:`~ldp_dask.InputDataError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import exactsum
+from ._validation import InputDataError, TaskError, error_value
+from .channels import Channel
+from .noise import TAG_MODULUS, bind_key, content_tag, digest_arrays, generator
+from .source import Piece, Reader, read_piece, read_units
+from .units import UnitKeys, bucket_values, concat_rows, keep_rows, kept_index, split_rows, tag_rows
+
+__all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
+           "release_values", "Tagging", "tag_task", "BucketRelease", "release_group", "ROWS_BLOCK_VALUES"]
+
+#: Rows mode privatizes a partition in blocks of about this many values.
+ROWS_BLOCK_VALUES = 1 << 22
+
+
+@dataclass(frozen=True)
+class ChannelJob:
+    """What every task of one local release shares: reader, pieces, the tasks' noise keys, channel, clipping, mode,
+    where rows go. Sent to the cluster once; a task carries only the range of pieces it reads."""
+
+    reader: Reader
+    pieces: tuple[Piece, ...]
+    keys: tuple[bytes, ...]
+    channel: Channel
+    clip: bool
+    mode: str
+    rows_dir: str | None = None
+    rows_fs: Any = None
+
+
+def _where(piece: Piece) -> str:
+    return piece.path or f"rows {piece.start}..{piece.stop}"
+
+
+def each_piece(pieces: tuple[Piece, ...], task: Any, fn: Callable[[Piece], Any]) -> list[Any] | TaskError:
+    """``fn(piece)`` for the pieces ``task.start`` to ``task.stop``, in order: their results, or the first
+    deterministic error as a :class:`TaskError` naming its file, never quoting the data. ``OSError`` and
+    ``MemoryError`` propagate: transient, Dask retries the task."""
+    out = []
+    for piece in pieces[task.start:task.stop]:
+        try:
+            out.append(fn(piece))
+        except (OSError, MemoryError):
+            raise
+        except Exception as exc:
+            return error_value(_where(piece), exc)
+    return out
+
+
+def noisy_sums(task: Any, job: ChannelJob) -> dict[str, Any] | TaskError:
+    """One task's rows, released: its pieces are read and validated one by one (an error names its file), then
+    released together as one partition, under the task's key; returns a small accumulator."""
+    parts = each_piece(job.pieces, task, lambda p: job.channel.prepare(read_piece(job.reader, p), clip=job.clip))
+    if isinstance(parts, TaskError):
+        return parts
+    x = parts[0][0] if len(parts) == 1 else np.concatenate([v for v, _ in parts])
+    clipped = sum(c for _, c in parts)
+    del parts
+    try:
+        return _release_prepared(x, clipped, job, job.keys[task.index], task.index)
+    except (OSError, MemoryError):
+        raise
+    except Exception as exc:
+        return error_value(_where(job.pieces[task.start]), exc)
+
+
+def release_values(x: Any, job: ChannelJob, key: bytes, index: int, where: str) -> dict[str, Any] | TaskError:
+    """Validate a partition's values and turn them into noisy sums (and privatized rows in rows mode)."""
+    try:
+        x, n_clipped = job.channel.prepare(x, clip=job.clip)
+    except InputDataError as exc:
+        return error_value(where, exc)
+    return _release_prepared(x, n_clipped, job, key, index)
+
+
+def _release_prepared(x: np.ndarray, n_clipped: int, job: ChannelJob, key: bytes, index: int) -> dict[str, Any]:
+    """A partition's validated values → noisy sums drawn once for its ``len(x)`` rows (or privatized rows)."""
+    m = len(x)
+    if job.mode == "summary":
+        exact = job.channel.exact_stats(x)
+        digest = digest_arrays(np.array([m]), *(exact[k] for k in sorted(exact)))
+        rng = generator(bind_key(key, digest))
+        noisy = job.channel.add_noise(exact, m, rng)
+        del exact  # never leaves this function
+        stats = {k: exactsum.from_float(v) for k, v in noisy.items()}
+    else:
+        digest = digest_arrays(x)
+        rng = generator(bind_key(key, digest))
+        stats = _write_rows(job, index, x, rng)
+    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats, "tag": content_tag(key, digest)}
+
+
+def _write_rows(job: ChannelJob, index: int, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Privatize ``x`` block by block, write the views to partition ``index``'s file, return their exact sums."""
+    dim = job.channel.view_dim
+    block = max(1, ROWS_BLOCK_VALUES // dim)
+    schema = pa.schema(
+        [("z", pa.list_(pa.float64(), dim))],
+        metadata={b"ldp_dask.channel": job.channel.name.encode(),
+                  b"ldp_dask.channel_params": repr(job.channel.params()).encode()},
+    )
+    sums: dict[str, np.ndarray] | None = None
+    path = f"{job.rows_dir}/part-{index:05d}.parquet"
+    with job.rows_fs.open(path, "wb") as fh, pq.ParquetWriter(fh, schema) as writer:
+        for s in range(0, len(x), block):
+            z = job.channel.privatize(x[s : s + block], rng)
+            col = pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), dim)
+            writer.write_table(pa.Table.from_arrays([col], schema=schema))
+            part = {k: exactsum.from_float(v) for k, v in job.channel.row_sums(z).items()}
+            sums = part if sums is None else {k: exactsum.add(sums[k], part[k]) for k in part}
+    if sums is None:  # no rows (an empty bucket): an empty file, zero sums
+        sums = {k: exactsum.from_float(np.zeros_like(v)) for k, v in
+                job.channel.row_sums(np.zeros((1, dim))).items()}
+    return sums
+
+
+def combine_sums(*accs: dict[str, Any]) -> dict[str, Any]:
+    """Associative, exact combination of noisy-sum accumulators."""
+    keys = accs[0]["stats"].keys()
+    return {
+        "n": sum(a["n"] for a in accs),
+        "clipped": sum(a["clipped"] for a in accs),
+        "pieces": sum(a["pieces"] for a in accs),
+        "tag": sum(a["tag"] for a in accs) % TAG_MODULUS,
+        "stats": {k: exactsum.add(*(a["stats"][k] for a in accs)) for k in keys},
+    }
+
+
+@dataclass(frozen=True)
+class ByFile:
+    """A partitioned release's job: the release's job, and the file each task reads (sent to the cluster once)."""
+
+    job: ChannelJob
+    files: tuple[str, ...]
+
+
+def file_sums(task: Any, job: ByFile) -> dict[str, Any] | TaskError:
+    """:func:`noisy_sums`, its accumulator filed under the task's file."""
+    acc = noisy_sums(task, job.job)
+    return acc if isinstance(acc, TaskError) else {"files": {job.files[task.index]: acc}}
+
+
+def combine_files(*accs: dict[str, Any]) -> dict[str, Any]:
+    """Combine per-file accumulators: a file's tasks add up exactly, files stay apart."""
+    out: dict[str, Any] = {}
+    for a in accs:
+        for name, acc in a["files"].items():
+            out[name] = combine_sums(out[name], acc) if name in out else acc
+    return {"files": out}
+
+
+# --- privacy units: tag rows by person, bound each person's rows, shuffle by bucket, release per bucket --------
+@dataclass(frozen=True)
+class Tagging:
+    """What every tagging task shares (sent once): the reader, the pieces and the row number each starts at, the
+    person keys, the number of buckets and the bound k."""
+
+    reader: Reader
+    pieces: tuple[Piece, ...]
+    first_rows: tuple[int, ...]
+    keys: UnitKeys
+    buckets: int
+    k: int
+
+
+def tag_task(task: Any, job: Tagging, groups: int) -> list[dict[str, np.ndarray]] | TaskError:
+    """A task's rows tagged (bucket, person, rank, value), each person's ``k`` smallest ranks kept, split into
+    ``groups`` groups of buckets (worker side)."""
+
+    def tag(p: Piece) -> dict[str, np.ndarray]:
+        return tag_rows(read_piece(job.reader, p), read_units(job.reader, p), job.first_rows[p.index], job.keys,
+                        job.buckets)
+
+    parts = each_piece(job.pieces, task, lambda p: keep_rows(tag(p), job.k) if task.stop - task.start > 1 else tag(p))
+    if isinstance(parts, TaskError):
+        return parts
+    rows = concat_rows(parts)
+    return split_rows(rows, groups, job.buckets, kept_index(rows, job.k))
+
+
+@dataclass(frozen=True)
+class BucketRelease:
+    """What a group of buckets becomes: for each bucket j, ``handler(values, where, j, keys[j])`` on its persons'
+    kept rows, combined by ``combine``. ``handler`` returns an accumulator or a :class:`TaskError`."""
+
+    handler: Callable[[Any, str, int, bytes | None], Any]
+    combine: Callable[..., Any]
+    keys: tuple[bytes | None, ...]
+    k: int
+    categorical: bool
+    groups: int
+
+    @property
+    def buckets(self) -> int:
+        return len(self.keys)
+
+
+def release_group(g: int, parts: list[dict[str, np.ndarray]], job: BucketRelease) -> Any:
+    """The buckets of group ``g``, each bounded to ``k`` rows per person and handed to the handler (worker side)."""
+    rows = concat_rows(parts)
+    first = -(-g * job.buckets // job.groups)  # the buckets j with j·groups // buckets == g
+    stop = -(-(g + 1) * job.buckets // job.groups)
+    order = np.argsort(rows["bucket"], kind="stable")
+    bounds = np.searchsorted(rows["bucket"][order], np.arange(first, stop + 1))
+    accs = []
+    for i, j in enumerate(range(first, stop)):
+        where = f"the rows of bucket {j} (grouped by person)"
+        take = order[bounds[i]:bounds[i + 1]]
+        try:
+            acc = job.handler(bucket_values({c: v[take] for c, v in rows.items()}, job.k, job.categorical), where,
+                              j, job.keys[j])
+        except (OSError, MemoryError):
+            raise
+        except Exception as exc:
+            acc = error_value(where, exc)
+        if isinstance(acc, TaskError):
+            return acc
+        accs.append(acc)
+    return job.combine(*accs)

@@ -20,7 +20,7 @@ from ._version import __version__
 #: Where each public name lives. Imported on first use (PEP 562), so that ``import ldp_dask`` and the
 #: command line's ``--help`` do not load scipy, Dask, Prefect or matplotlib before they are needed.
 _PUBLIC = {
-    "privatize": "pipeline", "connect": "pipeline", "RunOptions": "options",
+    "privatize": "pipeline", "connect": "engine", "RunOptions": "options", "Row": "privacy", "Person": "privacy",
     "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
     "merge_summaries": "partitions",
     "Ledger": "ledger", "BudgetExceeded": "ledger",
@@ -30,13 +30,13 @@ _PUBLIC = {
     "estimate": "estimators", "histogram_density": "estimators", "wavelet_density": "estimators",
     "square_wave_density": "estimators",
     "mean": "estimators", "DensityEstimate": "estimators", "MeanEstimate": "estimators",
-    "LdpDaskError": "_validation", "InputDataError": "_validation",
+    "LdpDaskError": "_validation", "InputDataError": "_validation", "TaskError": "_validation",
 }
 _SUBMODULES = ("bases", "central", "gof", "channels", "estimators", "exactsum", "noise")
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import bases, central, channels, estimators, exactsum, gof, noise
-    from ._validation import InputDataError, LdpDaskError
+    from ._validation import InputDataError, LdpDaskError, TaskError
     from .channels import (Channel, HaarAdaptive, HaarLaplace, HadamardResponse, HybridMean, LaplaceHistogram,
                            LaplaceMean, RandomizedResponse, SquareWave, WaveletLaplace)
     from .estimators import (DensityEstimate, MeanEstimate, estimate, histogram_density, mean, square_wave_density,
@@ -44,7 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .ledger import BudgetExceeded, Ledger
     from .options import RunOptions
     from .partitions import merge_summaries
-    from .pipeline import connect, privatize
+    from .engine import connect
+    from .pipeline import privatize
+    from .privacy import Person, Row
     from .summary import Summary, read_summary, verify_summary
 
 
@@ -70,6 +72,8 @@ __all__ = [
     "__version__",
     "privatize",
     "RunOptions",
+    "Row",
+    "Person",
     "connect",
     "Summary",
     "read_summary",
@@ -96,6 +100,7 @@ __all__ = [
     "MeanEstimate",
     "LdpDaskError",
     "InputDataError",
+    "TaskError",
     "bases",
     "central",
     "gof",

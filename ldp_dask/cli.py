@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
+import warnings
 from typing import Any, Sequence
 
 from ._validation import DEBUG_ENV, LdpDaskError
+from .policy import MAX_EPSILON, LdpDaskWarning
 
 __all__ = ["main"]
 
@@ -255,24 +256,6 @@ class _Refused(argparse.Action):
         parser.error(f"{option_string} had several meanings and is no longer accepted; use {self.instead}")
 
 
-#: Above this ε a release protects little (e^10 ≈ 22,000 between neighbours); the command line refuses it.
-MAX_CLI_EPSILON = 50.0
-#: Above this ε the command line warns.
-WARN_EPSILON = 10.0
-
-
-def _check_cli_epsilon(value: float) -> None:
-    """--epsilon of a release: refused above 50; above 10 a warning says how little it protects (the channel
-    checks that it is a finite positive number)."""
-    if value > MAX_CLI_EPSILON:
-        raise LdpDaskError(f"The 'epsilon' parameter must be at most {MAX_CLI_EPSILON:g} on the command line. Got "
-                           f"{value:g}: the odds of an output could differ e^{value:g}-fold between neighbours, "
-                           f"which protects nobody.")
-    if value > WARN_EPSILON:
-        print(f"ldp-dask: warning: ε = {value:g} per row lets the odds of an output differ up to "
-              f"{math.exp(value):,.0f}-fold between neighbouring data sets: little protection", file=sys.stderr)
-
-
 def _level(hi: float, what: str, hint: str) -> Any:
     """An argparse type for a level in (0, ``hi``): ``what`` names it in the error, ``hint`` says why."""
 
@@ -309,7 +292,8 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=TARGETS, default=None,
                    help="auto: what to optimise for (categories: frequencies; numeric columns: distribution, the "
                         "default, or mean)")
-    p.add_argument("--epsilon", type=float, required=True, help=f"ε per row, in (0, {MAX_CLI_EPSILON:g}]")
+    p.add_argument("--epsilon", type=float, required=True,
+                   help=f"ε per row, > 0 (refused above {MAX_EPSILON:g} per unit without --allow-large-epsilon)")
     numeric = sorted(n for n, c in CHANNELS.items() if c.value_kind == "numeric")
     p.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),
                    help=f"public domain ({', '.join(numeric)})")
@@ -345,6 +329,8 @@ def _ledger_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ledger", default=None, help="privacy budget ledger: a file or a postgresql:// URL "
                                                   "(default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
     p.add_argument("--no-ledger", action="store_true", help="do not record the release (no budget enforced)")
+    p.add_argument("--allow-large-epsilon", action="store_true",
+                   help=f"release even with ε above {MAX_EPSILON:g} per unit (refused otherwise): simulations only")
     p.add_argument("--privacy-unit", default=None, metavar="COLUMN",
                    help="column naming the person each row belongs to: ε is then per person (default: per row)")
     p.add_argument("--max-contributions", type=int, default=1, metavar="K",
@@ -374,9 +360,10 @@ def _run_options(a: argparse.Namespace, numeric: bool = True, **extra: Any) -> A
     if a.local and a.scheduler:
         raise LdpDaskError("Give at most one of --local and --scheduler.")
     ledger = None if getattr(a, "no_ledger", False) else (a.ledger or True)
-    return RunOptions(client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
-                      clip=a.clip, progress=_show_progress(a), ledger=ledger, privacy_unit=a.privacy_unit,
-                      max_contributions=a.max_contributions, nulls=_null_policy(a.nulls, numeric), **extra)
+    return RunOptions.of(client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
+                         clip=a.clip, progress=_show_progress(a), ledger=ledger, privacy_unit=a.privacy_unit,
+                         max_contributions=a.max_contributions, nulls=_null_policy(a.nulls, numeric),
+                         allow_large_epsilon=a.allow_large_epsilon, **extra)
 
 
 def _report_receipt(receipt: Any) -> None:
@@ -605,7 +592,6 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
         chosen.update(mode=a.mode, target=a.target)
     elif a.target is not None:
         raise LdpDaskError("--target applies to --channel auto only.")
-    _check_cli_epsilon(a.epsilon)
     kind = value_kind_of(a.channel, chosen.get("categories"))
     opts = _run_options(a, kind == "numeric", partition_rows=a.partition_rows, split_every=a.split_every)
     dataset = plan(a.source, a.column, kind, opts)
@@ -615,15 +601,8 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     if a.incremental or a.since or a.window:
         from ldp_dask.partitions import follows_n
 
-        warning = follows_n(lambda m: build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None,
-                                                    n=m, **chosen), dataset.n)
-        if warning:
-            print(f"ldp-dask: warning: {warning}", file=sys.stderr)
-    cells = getattr(channel, "bins", None) or getattr(channel, "cells", None)
-    if isinstance(cells, int) and cells > dataset.n:
-        print(f"ldp-dask: warning: {cells:,} {'bins' if hasattr(channel, 'bins') else 'cells'} for {dataset.n:,} "
-              f"rows: most will hold no row and only noise; the default ('auto') is sized from n and ε",
-              file=sys.stderr)
+        follows_n(lambda m: build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=m,
+                                          **chosen), dataset.n)  # warns (LdpDaskWarning)
     rel = release_summary(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
                           overwrite=a.overwrite, options=opts, incremental=a.incremental, since=a.since,
                           window=a.window)
@@ -758,6 +737,22 @@ def _cmd_demo(a: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ldp-dask`` console script; returns the exit status."""
     args = _parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", LdpDaskWarning)
+        warnings.showwarning = _show_warning
+        return _dispatch(args)
+
+
+def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """The library's warnings (:mod:`ldp_dask.policy`) as one ``ldp-dask: warning:`` line on stderr each."""
+    if issubclass(category, LdpDaskWarning):
+        print(f"ldp-dask: warning: {message}", file=sys.stderr)
+    else:
+        print(warnings.formatwarning(message, category, filename, lineno, line), file=sys.stderr, end="")
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
                                 "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget,
                                 "report": _cmd_report, "verify": _cmd_verify, "bounds": _cmd_bounds,

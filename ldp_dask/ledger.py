@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ._validation import LdpDaskError
+from .privacy import ROW_UNIT
 
 __all__ = ["Ledger", "Reservation", "BudgetExceeded", "LedgerError", "default_ledger_path", "SCOPES",
            "open_ledger", "DEFAULT_LEASE_SECONDS", "ROW_UNIT", "overlaps", "Part", "spent_per_person"]
@@ -59,8 +60,6 @@ __all__ = ["Ledger", "Reservation", "BudgetExceeded", "LedgerError", "default_le
 SCOPES = ("local", "central")
 #: A reservation's lease; a live run renews it every third of this.
 DEFAULT_LEASE_SECONDS = 600.0
-#: The privacy unit of releases made without ``privacy_unit``.
-ROW_UNIT = "row"
 SCHEMA_VERSION = "3"
 #: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
 #: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew).

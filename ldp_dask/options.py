@@ -25,8 +25,12 @@ from typing import Any
 
 from ._validation import LdpDaskError, check_int
 from .noise import Secret, resolve_secret
+from .privacy import Person, Row, Unit, unit_of
 
-__all__ = ["RunOptions", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES"]
+__all__ = ["RunOptions", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING"]
+
+#: The public spelling of :attr:`RunOptions.unit` accepted by :meth:`RunOptions.of` and every entry point.
+UNIT_SPELLING = ("privacy_unit", "max_contributions")
 
 #: Fan-in of the tree reduction: few levels, small combine tasks.
 DEFAULT_SPLIT_EVERY = 8
@@ -98,14 +102,16 @@ class RunOptions:
         record and no budget enforced).
     flow_run_id : str, optional
         Recorded with the release in the ledger (set by the Prefect flows).
-    privacy_unit : str, optional
-        The column naming the person a row belongs to. Each person then
-        contributes at most ``max_contributions`` rows, chosen by keyed
-        randomness, and ε is per person (docs/privacy.md, "Privacy unit").
-        Without it ε is per row — a person with many rows spends it many times.
-    max_contributions : int
-        Rows kept per person, 1–10^6 (default 1); the channel runs at
-        ε / ``max_contributions`` per row. Only with ``privacy_unit``.
+    unit : Row or Person
+        What ε is counted per (:mod:`ldp_dask.privacy`): ``Row()`` (default)
+        — a person with many rows spends it many times — or
+        ``Person(column, k)``: each person contributes at most k rows, chosen
+        by keyed randomness, each privatized at ε/k, and ε is per person
+        (docs/privacy.md, "Privacy unit"). :meth:`of` and every entry point
+        also take it as ``privacy_unit="user", max_contributions=3``.
+    allow_large_epsilon : bool
+        Release even when ε per unit exceeds 50 (:mod:`ldp_dask.policy`
+        refuses it otherwise): for simulations only.
     nulls : float or str, optional
         The null policy. None (default): a column with nulls is refused, from
         the Parquet footers before any cluster starts. A value ``V``: each
@@ -128,18 +134,15 @@ class RunOptions:
     progress: bool = False
     ledger: Any = None
     flow_run_id: str | None = None
-    privacy_unit: str | None = None
-    max_contributions: int = 1
+    unit: Unit = Row()
+    allow_large_epsilon: bool = False
     in_process_rows: int = DEFAULT_IN_PROCESS_ROWS
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     nulls: Any = None
 
     def __post_init__(self) -> None:
-        check_int(self.max_contributions, "max_contributions", 1, 1_000_000)
-        if self.privacy_unit is not None and not (isinstance(self.privacy_unit, str) and self.privacy_unit):
-            raise LdpDaskError(f"The 'privacy_unit' parameter must be a column name. Got {self.privacy_unit!r}.")
-        if self.privacy_unit is None and self.max_contributions != 1:
-            raise LdpDaskError("The 'max_contributions' parameter needs 'privacy_unit' (the column naming a person).")
+        if not isinstance(self.unit, (Row, Person)):
+            raise LdpDaskError(f"The 'unit' parameter must be Row() or Person(column, k). Got {self.unit!r} instead.")
         check_int(self.split_every, "split_every", 2, 1 << 16)
         check_int(self.retries, "retries", 0, 100)
         check_int(self.in_process_rows, "in_process_rows", 0)
@@ -148,7 +151,7 @@ class RunOptions:
                                f"Got {self.connect_timeout!r} instead.")
         if self.partition_rows is not None:
             check_int(self.partition_rows, "partition_rows", 1)
-        for name in ("clip", "progress"):
+        for name in ("clip", "progress", "allow_large_epsilon"):
             if not isinstance(getattr(self, name), bool):
                 raise LdpDaskError(f"The {name!r} parameter must be True or False. "
                                    f"Got {getattr(self, name)!r} instead.")
@@ -170,17 +173,37 @@ class RunOptions:
                 shown.append(f"{f.name}={'<hidden>' if f.name == 'secret' else repr(v)}")
         return f"RunOptions({', '.join(shown)})"
 
+    @property
+    def privacy_unit(self) -> str | None:
+        """The column naming a person, or None when ε is per row."""
+        return self.unit.column
+
+    @property
+    def max_contributions(self) -> int:
+        """Rows kept per person (1 per row)."""
+        return self.unit.k
+
     @classmethod
     def of(cls, options: RunOptions | None = None, /, **overrides: Any) -> RunOptions:
-        """``options`` (default: all defaults) with ``overrides`` applied; unknown names are refused."""
+        """``options`` (default: all defaults) with ``overrides`` applied; unknown names are refused.
+
+        ``privacy_unit=`` and ``max_contributions=`` are the public spelling of ``unit``: each replaces its
+        half of the unit of ``options``.
+        """
         if options is not None and not isinstance(options, RunOptions):
             raise LdpDaskError(f"The 'options' parameter must be a RunOptions. Got {type(options).__name__} instead.")
         names = [f.name for f in fields(cls)]
-        unknown = sorted(set(overrides) - set(names))
+        unknown = sorted(set(overrides) - set(names) - set(UNIT_SPELLING))
         if unknown:
             raise LdpDaskError(f"Unknown run option(s) {', '.join(map(repr, unknown))}; the run options are "
-                               f"{', '.join(names)}.")
+                               f"{', '.join(names + list(UNIT_SPELLING))}.")
         base = options if options is not None else cls()
+        if any(name in overrides for name in UNIT_SPELLING):
+            if "unit" in overrides:
+                raise LdpDaskError("Give either 'unit' or 'privacy_unit'/'max_contributions', not both.")
+            column = overrides.pop("privacy_unit", base.privacy_unit)
+            k = overrides.pop("max_contributions", base.max_contributions if column is not None else 1)
+            overrides["unit"] = unit_of(column, k)
         return dataclasses.replace(base, **overrides) if overrides else base
 
     @property

@@ -47,6 +47,7 @@ from typing import Any
 from ._validation import LdpDaskError
 from .ledger import ROW_UNIT, Part, overlaps
 from .noise import Secret, keyed_digest
+from .policy import warn
 from .source import Dataset, Piece
 from .summary import Partition, Summary, sum_partitions
 
@@ -409,4 +410,6 @@ def follows_n(build: Any, n: int) -> str | None:
         return None
     changed = sorted(k for k in set(now.params()) | set(later.params())
                      if now.params().get(k) != later.params().get(k)) or ["the channel"]
-    return FOLLOWS_N.format(params=", ".join(changed))
+    message = FOLLOWS_N.format(params=", ".join(changed))
+    warn(message)
+    return message

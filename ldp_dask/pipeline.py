@@ -24,7 +24,6 @@ from . import exactsum
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel
 from .engine import SHUFFLE_FAN, Task, connect, run, shuffle, task_rows, tasks_of
-from .ledger import ROW_UNIT
 from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
 from .options import RunOptions
 from .release import Charge, Outputs, Released, plan, release
@@ -32,7 +31,9 @@ from .source import Dataset
 from .summary import Summary, summary_mac_key
 from .tasks import (BucketRelease, ByFile, ChannelJob, Tagging, combine_files, combine_sums, file_sums, noisy_sums,
                     release_group, release_values, tag_task)
-from .units import per_row_channel, unit_keys
+from .policy import warn_cells
+from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
+from .units import unit_keys
 
 __all__ = ["privatize", "release_summary", "run_channel", "local_charge", "connect", "map_units", "MODES"]
 
@@ -75,7 +76,7 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
     if choice:  # chosen by --channel auto: what was compared, kept with the release
         metadata["choice"] = choice
     metadata.update(privacy_unit=dataset.unit or ROW_UNIT, max_contributions=k,
-                    epsilon_per_unit=k * max(channel.epsilon, channel.epsilon_spent()))
+                    epsilon_per_unit=epsilon_per_unit(channel, k))
     return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None,
                    content_tag=f"{acc['tag']:064x}")
 
@@ -149,6 +150,7 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
                            f"channel needs {channel.value_kind!r} values")
     if getattr(channel, "domain", None) is not None:  # the footers may prove the release would be refused
         dataset.check_range(channel.domain, opts.clip)
+    warn_cells(channel, dataset.n)
     if incremental or since is not None or window is not None:
         return _release_partitioned(dataset, channel, mode, out, overwrite, opts, since, window)
     rows = None if rows_path is None else os.fspath(rows_path)
@@ -243,7 +245,7 @@ def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options
         raise InputDataError("the release has no partition")
     metadata = _metadata(dataset, secret, "summary", options.clip, None)
     metadata.update(privacy_unit=ROW_UNIT, max_contributions=1,
-                    epsilon_per_unit=max(channel.epsilon, channel.epsilon_spent()),
+                    epsilon_per_unit=epsilon_per_unit(channel, 1),
                     partition_context=plan_.context_id, partitions_read=len(read),
                     partitions_reused=len(parts) - len(read))
     tag = sum(int(p.tag, 16) for p in parts) % TAG_MODULUS
@@ -257,8 +259,7 @@ def local_charge(channel: Channel, mode: str, options: RunOptions) -> Charge:
     sensitivities), times the rows a person may contribute. The mode decides the output too (clipping changes
     the content, which the content tag covers)."""
     row = per_row_channel(channel, options.max_contributions)
-    per_row = max(row.epsilon, row.epsilon_spent())
-    return Charge("local", channel.name, channel.params(), per_row * options.max_contributions,
+    return Charge("local", channel.name, channel.params(), epsilon_per_unit(row, options.unit),
                   context={"mode": mode})
 
 

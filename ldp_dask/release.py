@@ -42,6 +42,7 @@ from ._validation import LdpDaskError
 from .ledger import ROW_UNIT, SCOPES, Ledger, Part, Reservation, open_ledger
 from .noise import Secret
 from .options import RunOptions
+from .policy import check_epsilon_spent
 from .source import Dataset, open_source
 
 __all__ = ["Charge", "Receipt", "Released", "release", "publish", "plan", "Outputs"]
@@ -235,9 +236,10 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     Released
         The result, the ledger's receipt and the published outputs.
     """
+    unit = options.privacy_unit or ROW_UNIT
+    check_epsilon_spent(charge.epsilon, unit, options.allow_large_epsilon)  # before the key, the ledger, the data
     secret = options.key()
     ledger = open_ledger(options.ledger)
-    unit = options.privacy_unit or ROW_UNIT
     outputs = StagedOutputs(overwrite, options.storage_options, inputs=_dataset_inputs(dataset))
     held: list[Reservation] = []
     release_key = hashlib.sha256(json.dumps(

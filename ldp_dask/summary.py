@@ -39,6 +39,7 @@ from ._version import __version__
 from .outputs import Described, Description
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel, channel_from_params
+from .privacy import epsilon_per_unit
 
 __all__ = ["Summary", "Partition", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key", "sum_partitions", "FORMAT_VERSION",
            "METADATA_KEY"]
@@ -146,8 +147,7 @@ class Summary(Described):
     def epsilon_per_unit(self) -> float:
         """ε per privacy unit: the per-row ε spent times the rows a person may contribute."""
         k = int(self.metadata.get("max_contributions", 1))
-        return float(self.metadata.get("epsilon_per_unit", k * max(self.channel.epsilon,
-                                                                       self.channel.epsilon_spent())))
+        return float(self.metadata.get("epsilon_per_unit", epsilon_per_unit(self.channel, k)))
 
     def privacy_line(self) -> str:
         """E.g. ``privacy unit: row, ε 1 per row`` or ``privacy unit: user, ε 1 per user (≤ 3 rows each at ε 0.333)``."""
@@ -411,7 +411,7 @@ def _checked(url: str, meta: dict[str, Any],
     if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 1_000_000):
         raise bad(f"max_contributions must be an integer in [1, 10^6], got {k!r}")
     if "epsilon_per_unit" in meta:
-        per_unit = k * max(channel.epsilon, channel.epsilon_spent())
+        per_unit = epsilon_per_unit(channel, k)
         if not (isinstance(meta["epsilon_per_unit"], (int, float))
                 and math.isclose(meta["epsilon_per_unit"], per_unit, rel_tol=1e-9)):
             raise bad(f"its ε per unit {meta['epsilon_per_unit']!r} disagrees with {k} × the channel's ε")

@@ -35,9 +35,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._validation import InputDataError, LdpDaskError
+from ._validation import InputDataError
 from ._kernels import smallest_ranks
-from .channels import Channel, channel_from_params
+from .privacy import per_row_channel
 
 __all__ = ["UnitKeys", "unit_keys", "person_ids", "buckets", "ranks", "keep_contributions", "per_row_channel",
            "tag_rows", "keep_rows", "kept_index", "split_rows", "bucket_values", "concat_rows", "COLUMNS", "KERNEL_MAX_K"]
@@ -181,13 +181,3 @@ def bucket_values(rows: dict[str, np.ndarray], k: int, categorical: bool) -> Any
     if categorical:
         return pa.array(values)  # an object array converts in C; a list of Python objects was 12x slower
     return values
-
-
-def per_row_channel(channel: Channel, k: int) -> Channel:
-    """The channel each kept row is privatized with: the same parameters at ε/k per row."""
-    if k == 1:
-        return channel
-    params = channel.params()
-    if "epsilon" not in params:  # pragma: no cover - every channel declares its ε
-        raise LdpDaskError(f"the {channel.name!r} channel cannot be split across contributions")
-    return channel_from_params(channel.name, {**params, "epsilon": channel.epsilon / k})

@@ -195,7 +195,7 @@ def test_footer_statistics_refuse_before_any_cluster(tmp_path: Path) -> None:
         plan(str(nulls), "x", "numeric", RunOptions())
     users = _with_stats(tmp_path / "users", pa.array(rng.random(100)), pa.array([1] * 99 + [None]))
     with pytest.raises(InputDataError, match="'x' or 'user' contains null values"):
-        plan(str(users), "x", "numeric", RunOptions(privacy_unit="user"))
+        plan(str(users), "x", "numeric", RunOptions.of(privacy_unit="user"))
     inf = _with_stats(tmp_path / "inf", pa.array(np.r_[rng.random(99), np.inf]))
     with pytest.raises(InputDataError, match="infinite values \\(the Parquet statistics"):
         privatize(str(inf), "x", ch, client=NOWHERE, seed=1, clip=True)

@@ -31,7 +31,7 @@ def plan_release(source: str, column: str, channel: str, epsilon: float, domain:
     """Read metadata only: plan partitions, build the channel (the release checks the outputs before any work);
     ``channel="auto"`` chooses it (ldp_dask.channels.choose_channel)."""
     dataset = plan(source, column, value_kind_of(channel, (options or {}).get("categories")),
-                   RunOptions(partition_rows=partition_rows, privacy_unit=privacy_unit, nulls=nulls))
+                   RunOptions.of(partition_rows=partition_rows, privacy_unit=privacy_unit, nulls=nulls))
     extra = {"mode": mode} if channel == AUTO else {}
     ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}), **extra)
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
@@ -106,10 +106,10 @@ def privatize_flow(
             logger.warning("%s", warning)
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
-    run_options = RunOptions(client=scheduler, seed=seed, secret_file=secret_file, clip=clip,
-                             partition_rows=partition_rows, split_every=split_every, ledger=ledger,
-                             flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
-                             max_contributions=max_contributions, nulls=nulls)
+    run_options = RunOptions.of(client=scheduler, seed=seed, secret_file=secret_file, clip=clip,
+                                partition_rows=partition_rows, split_every=split_every, ledger=ledger,
+                                flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
+                                max_contributions=max_contributions, nulls=nulls)
     rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_options, incremental, since,
                       window)
     summary, path = rel.result, rel.written["summary"]

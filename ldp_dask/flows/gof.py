@@ -50,7 +50,7 @@ def gof_flow(source: str, null: str | list[float], alpha: float = 0.05, column: 
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, ledger=ledger,
+    options = RunOptions.of(client=scheduler, secret_file=secret_file, seed=seed, ledger=ledger,
                          flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
                          max_contributions=max_contributions)
     rel = run_test(source, null, alpha, column, domain, epsilon, adaptive, split, J, smoothness, B,

@@ -42,7 +42,7 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    options = RunOptions(client=scheduler, secret_file=secret_file, seed=seed, clip=clip, ledger=ledger,
+    options = RunOptions.of(client=scheduler, secret_file=secret_file, seed=seed, clip=clip, ledger=ledger,
                          flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
                          max_contributions=max_contributions)
     rel = run_release(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, out, plot, overwrite,

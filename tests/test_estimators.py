@@ -153,3 +153,26 @@ def test_histogram_band_covers_the_bin_probabilities():
         lo, hi = (v / K for v in est.band())  # density band → bin-probability band
         hits += int(np.sum((lo <= p) & (p <= hi)))
     assert hits / (K * reps) >= 0.95 - 3.3 * np.sqrt(0.95 * 0.05 / reps), hits / (K * reps)
+
+
+def test_density_warning_window_matches_a_convolution_and_is_computed_once():
+    """The domain warning's window mass, by a running sum, against np.convolve (the slow oracle), on estimates
+    built from released-looking densities; and ``warnings`` is computed once per estimate."""
+    from ldp_dask.estimators.results import MASS_WARNING, DensityEstimate
+
+    rng = np.random.default_rng(11)
+    for bins in (7, 20, 21, 400, 4096):
+        for spike in (False, True):
+            density = rng.gamma(2.0, 1.0, bins) - 0.5  # a few negative noisy bins, clipped by the rule
+            if spike:
+                density[bins // 3] += 50.0 * bins
+            edges = np.linspace(0.0, 1.0, bins + 1)
+            est = DensityEstimate(edges, density, np.ones(bins), "histogram", 1000, 1.0)
+            mass = np.clip(density, 0, None) * np.diff(edges)
+            k = max(1, int(np.ceil(bins / 20)))
+            window = np.convolve(mass, np.ones(k), mode="valid") / mass.sum()
+            expected = bool(window.max() > MASS_WARNING)
+            assert bool(est.warnings) == expected, (bins, spike)
+            if expected:
+                assert f"{window.max():.0%} of the estimated mass" in est.warnings[0]
+            assert est.warnings is est.warnings  # cached: a second access does no work

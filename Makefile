@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 RUNTIME := $(VENV)/.installed-runtime
 STAMP   := $(VENV)/.installed-test
 
-.PHONY: demo test test-fast bench stack clean venv docs
+.PHONY: demo test test-fast lint bench stack clean venv docs
 
 venv: $(STAMP)
 
@@ -23,9 +23,14 @@ $(STAMP): $(RUNTIME)
 demo: $(RUNTIME)
 	$(VENV)/bin/ldp-dask demo --out demo-output
 
-# The whole suite (what CI runs): real LocalClusters, Prefect flow runs, the local stack.
-test: $(STAMP)
+# The whole suite (what CI runs): the linters, then real LocalClusters, Prefect flow runs, the local stack.
+test: $(STAMP) lint
 	$(PY) -m pytest -q --durations=20 tests
+
+# ruff and mypy on the package ([tool.ruff], [tool.mypy] in pyproject.toml); both must be clean.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check ldp_dask
+	$(VENV)/bin/mypy
 
 # Everything but the slow tests, the Prefect runs, the S3 server and the local stack: about 2 minutes on 2 cores.
 test-fast: $(STAMP)

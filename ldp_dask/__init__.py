@@ -37,14 +37,31 @@ _SUBMODULES = ("bases", "central", "gof", "channels", "estimators", "exactsum", 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from . import bases, central, channels, estimators, exactsum, gof, noise
     from ._validation import InputDataError, LdpDaskError, TaskError
-    from .channels import (Channel, HaarAdaptive, HaarLaplace, HadamardResponse, HybridMean, LaplaceHistogram,
-                           LaplaceMean, RandomizedResponse, SquareWave, WaveletLaplace)
-    from .estimators import (DensityEstimate, MeanEstimate, estimate, histogram_density, mean, square_wave_density,
-                             wavelet_density)
+    from .channels import (
+        Channel,
+        HaarAdaptive,
+        HaarLaplace,
+        HadamardResponse,
+        HybridMean,
+        LaplaceHistogram,
+        LaplaceMean,
+        RandomizedResponse,
+        SquareWave,
+        WaveletLaplace,
+    )
+    from .engine import connect
+    from .estimators import (  # type: ignore[no-redef]
+        DensityEstimate,
+        MeanEstimate,
+        estimate,
+        histogram_density,
+        mean,
+        square_wave_density,
+        wavelet_density,
+    )
     from .ledger import BudgetExceeded, Ledger
     from .options import RunOptions
     from .partitions import merge_summaries
-    from .engine import connect
     from .pipeline import privatize
     from .privacy import Person, Row
     from .summary import Summary, read_summary, verify_summary

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import IO, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import IO, Any
 
 import fsspec
 

@@ -57,7 +57,7 @@ class AuditResult:
                 "confidence": self.confidence, "samples": self.samples, "passed": self.passed}
 
 
-def _scales(channel: Channel) -> np.ndarray:
+def _scales(channel: Any) -> np.ndarray:  # duck-typed: each channel family names its scales
     """Per-coordinate Laplace scale of the channel's rows (0 where a coordinate carries no noise)."""
     for attr in ("scales",):
         if hasattr(channel, attr):
@@ -68,7 +68,7 @@ def _scales(channel: Channel) -> np.ndarray:
     return np.full(channel.dim, float(channel.noise_scale))
 
 
-def _mean_view(channel: Channel, x: Any) -> np.ndarray:
+def _mean_view(channel: Any, x: Any) -> np.ndarray:  # duck-typed, as _scales
     """E[Z | x] for an additive-noise channel: the exact statistics of one row, in row layout."""
     if hasattr(channel, "sigmas") and hasattr(channel, "blocks") and hasattr(channel, "sizes"):  # HaarAdaptive
         k = len(channel.blocks)
@@ -227,6 +227,7 @@ def miscalibrated(channel: Channel, factor: float = 2.0) -> Channel:
     """
     import copy
 
+    ch: Any
     if hasattr(channel, "log_likelihood"):
         ch = type(channel).from_params({**channel.params(), "epsilon": channel.epsilon * factor})
         ch.epsilon = channel.epsilon

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -305,11 +305,12 @@ class WaveletBasis:
             if quantum > 0:
                 r = c.reshape(n_cells, P) @ self._by_shift(kind, "lattice", quantum)
             else:
-                r = c.reshape(n_cells, P) @ self._by_shift(kind, "tab") + o.reshape(n_cells, P) @ self._by_shift(kind, "dif")
+                r = np.add(c.reshape(n_cells, P) @ self._by_shift(kind, "tab"),
+                           o.reshape(n_cells, P) @ self._by_shift(kind, "dif"))
             for m in range(S):  # f_{jk}(t) with k = ⌊2^j t⌋ − m sits at index k + S − 1
                 acc[a + S - 1 - m: a + S - 1 - m + n_cells] += r[:, m]
 
-    def _by_shift(self, kind: Kind, what: str, quantum: float = 0.0) -> np.ndarray:
+    def _by_shift(self, kind: Any, what: str, quantum: float = 0.0) -> np.ndarray:
         """(P, S) matrix M[i, m] = table value at argument m + i/P (``tab``, ``dif`` or ``lattice`` coordinates)."""
         key = (kind, what, quantum)
         if key not in self._shift_cache:

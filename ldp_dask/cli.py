@@ -12,7 +12,8 @@ import os
 import sys
 import time
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ._validation import DEBUG_ENV, LdpDaskError
 from .policy import MAX_EPSILON, LdpDaskWarning

@@ -32,11 +32,11 @@ import math
 import os
 import secrets as _secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +126,7 @@ class Secret:
 
 
 def resolve_secret(
-    secret: bytes | str | None = None,
+    secret: Secret | bytes | str | None = None,
     seed: int | None = None,
     secret_file: str | os.PathLike[str] | None = None,
 ) -> Secret:
@@ -216,7 +216,7 @@ def digest_arrays(*arrays: np.ndarray) -> bytes:
     for a in arrays:
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(memoryview(a).cast("B"))
+        h.update(a.data.cast("B"))
     return h.digest()
 
 
@@ -245,7 +245,7 @@ def generator(key: int) -> np.random.Generator:
     return np.random.Generator(np.random.Philox(key=key))
 
 
-def laplace_sum(rng: np.random.Generator, m: int, scale: float, size: int) -> np.ndarray:
+def laplace_sum(rng: np.random.Generator, m: int, scale: float | np.ndarray, size: int) -> np.ndarray:
     """``size`` independent draws of the sum of ``m`` iid Lap(``scale``) variables.
 
     A Lap(1) variable is the difference of two Exp(1) variables, so the sum of

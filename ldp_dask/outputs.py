@@ -12,6 +12,7 @@ disagree. Labels are data: the markdown and HTML renderings escape them.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import html
 import io
@@ -19,6 +20,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,8 @@ from ._io import atomic_write
 from ._validation import LdpDaskError
 
 __all__ = ["jsonable", "json_bytes", "save_json", "new_axes", "figure_png", "finish_plot", "write_result_files",
-           "Description", "Table", "Described", "render_text", "render_markdown", "render_html", "md_cell", "fmt", "tidy_table", "parquet_bytes"]
+           "Description", "Table", "Described", "render_text", "render_markdown", "render_html", "md_cell", "fmt",
+           "tidy_table", "parquet_bytes", "render_result", "page", "png_base64", "PAGE_CSS"]
 
 
 def jsonable(v: Any) -> Any:
@@ -112,7 +115,7 @@ def write_result_files(result: Any, outputs: Any) -> None:
     """Stage a result's files among ``outputs`` (:class:`ldp_dask._io.StagedOutputs`): the ``json``
     output gets :meth:`to_dict`, the ``table`` output the Parquet file of ``to_table()`` (tidy rows), the
     ``plot`` output the PNG of :meth:`plot` (results that draw one), the
-    ``html`` output a self-contained page (:func:`ldp_dask.report.render_result`)."""
+    ``html`` output a self-contained page (:func:`render_result`)."""
     if "json" in outputs:
         outputs.write("json", json_bytes(result.to_dict()))
     if "table" in outputs:
@@ -122,8 +125,6 @@ def write_result_files(result: Any, outputs: Any) -> None:
     if "plot" in outputs and hasattr(result, "plot"):
         outputs.write("plot", figure_png(result.plot()))
     if "html" in outputs:
-        from .report import render_result
-
         outputs.write("html", render_result(result).encode())
 
 
@@ -265,3 +266,52 @@ def summary_facts(info: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 def fmt(x: float, digits: int = 6) -> str:
     """A number with ``digits`` significant digits."""
     return f"{x:.{digits}g}"
+
+
+# --- the self-contained HTML page of a result (the summary report, report.py, uses it too) -------------------
+PAGE_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
+color:#1d2733;line-height:1.45}
+h1{font-size:1.5rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #dde3ea}
+.sub{color:#5b6b7c;margin-top:0}table{border-collapse:collapse;margin:.5rem 0}
+td,th{border:1px solid #dde3ea;padding:.25rem .6rem;text-align:left;vertical-align:top}
+th{background:#f3f6f9}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.headline{font-size:1.15rem;font-weight:600}img{max-width:100%;border:1px solid #dde3ea}
+code{background:#f3f6f9;padding:0 .2rem}.note{color:#5b6b7c;font-size:.9rem}
+"""
+
+
+def png_base64(ax: Any) -> str:
+    """A figure as base64 PNG, for an <img> in a page."""
+    return base64.b64encode(figure_png(ax)).decode()
+
+
+def render_result(result: Any) -> str:
+    """A self-contained HTML page for any result that describes itself (a central quantile release, local
+    quantiles, a test, an estimate): its plot when it draws one, then its description's facts and table.
+
+    What the page shows is what the release published (or post-processing of it): nothing else is read.
+    """
+    d = result.describe()
+    picture = ""
+    if hasattr(result, "plot"):
+        picture = f'<img alt="{html.escape(d.title)}" src="data:image/png;base64,{png_base64(result.plot())}">\n'
+    return page(d.title, html.escape(d.headline), (("Result", picture + result.to_html(heading="")),),
+                 "Every number on this page is part of the release or computed from it: post-processing, which "
+                 "spends no further privacy budget.")
+
+
+def page(title: str, sub: str, sections: tuple[tuple[str, str], ...], note: str) -> str:
+    """The page around already-escaped HTML sections (``sub`` is HTML too)."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{PAGE_CSS}</style></head>
+<body>
+<h1>{html.escape(title)}</h1>
+<p class=sub>{sub}</p>
+{body}
+<p class=note>{html.escape(note)} Page written {now} by ldp_dask.</p>
+</body></html>
+"""

@@ -26,13 +26,24 @@ from .channels import Channel
 from .engine import SHUFFLE_FAN, Task, connect, run, shuffle, task_rows, tasks_of
 from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
 from .options import RunOptions
+from .policy import warn_cells
+from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
 from .release import Charge, Outputs, Released, plan, release
 from .source import Dataset
 from .summary import Summary, summary_mac_key
-from .tasks import (BucketRelease, ByFile, ChannelJob, Tagging, combine_files, combine_sums, file_sums, noisy_sums,
-                    release_group, release_values, tag_task)
-from .policy import warn_cells
-from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
+from .tasks import (
+    BucketRelease,
+    ByFile,
+    ChannelJob,
+    Tagging,
+    combine_files,
+    combine_sums,
+    file_sums,
+    noisy_sums,
+    release_group,
+    release_values,
+    tag_task,
+)
 from .units import unit_keys
 
 __all__ = ["privatize", "release_summary", "run_channel", "local_charge", "connect", "map_units", "MODES"]
@@ -65,8 +76,8 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
                         categorical=channel.value_kind == "categorical")
     else:
         tasks = tasks_of(dataset)
-        keys = tuple(partition_base_keys(secret, context, len(tasks)))
-        job = ChannelJob(dataset.reader, dataset.pieces, keys, channel, options.clip, mode, rows_dir, rows_fs)
+        task_keys = tuple(partition_base_keys(secret, context, len(tasks)))
+        job = ChannelJob(dataset.reader, dataset.pieces, task_keys, channel, options.clip, mode, rows_dir, rows_fs)
         acc = run(tasks, noisy_sums, job, combine_sums, options, rows=[task_rows(dataset.pieces, t) for t in tasks],
                   in_process=dataset.kind == "memory")
     if dataset.unit is None and acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
@@ -149,7 +160,7 @@ def release_summary(source: Any, column: str | None = None, channel: Channel | N
         raise LdpDaskError(f"the dataset was planned as {dataset.value_kind!r} values but the {channel.name!r} "
                            f"channel needs {channel.value_kind!r} values")
     if getattr(channel, "domain", None) is not None:  # the footers may prove the release would be refused
-        dataset.check_range(channel.domain, opts.clip)
+        dataset.check_range(channel.domain, opts.clip)  # type: ignore[attr-defined]
     warn_cells(channel, dataset.n)
     if incremental or since is not None or window is not None:
         return _release_partitioned(dataset, channel, mode, out, overwrite, opts, since, window)

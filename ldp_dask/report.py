@@ -7,39 +7,21 @@ data URI, so the page can be mailed or attached to a ticket as one file.
 
 from __future__ import annotations
 
-import base64
 import html
 import os
-from datetime import datetime, timezone
 from typing import Any
 
 from ._validation import LdpDaskError
-from .outputs import figure_png
 from .estimators import estimate, estimator_for
+from .outputs import page, png_base64, render_result
 from .summary import Summary, read_summary
 
-__all__ = ["write_report", "render_report", "render_result", "default_report_path"]
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;
-color:#1d2733;line-height:1.45}
-h1{font-size:1.5rem;margin-bottom:.2rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #dde3ea}
-.sub{color:#5b6b7c;margin-top:0}table{border-collapse:collapse;margin:.5rem 0}
-td,th{border:1px solid #dde3ea;padding:.25rem .6rem;text-align:left;vertical-align:top}
-th{background:#f3f6f9}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.headline{font-size:1.15rem;font-weight:600}img{max-width:100%;border:1px solid #dde3ea}
-code{background:#f3f6f9;padding:0 .2rem}.note{color:#5b6b7c;font-size:.9rem}
-"""
-
+__all__ = ["write_report", "render_report", "render_result", "default_report_path"]  # render_result: outputs.py
 
 def default_report_path(summary_path: str | os.PathLike[str]) -> str:
     """``x.summary.parquet`` → ``x.summary.html`` (any other name: ``+ .html``)."""
     p = os.fspath(summary_path)
     return (p[: -len(".parquet")] if p.endswith(".parquet") else p) + ".html"
-
-
-def _png(ax: Any) -> str:
-    return base64.b64encode(figure_png(ax)).decode()
 
 
 def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95, result: Any = None,
@@ -57,7 +39,7 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
         est = result if result is not None else estimate(s, level=level, **options)
         picture = ""
         if hasattr(est, "plot"):
-            picture = f'<img alt="the estimate with its uncertainty" src="data:image/png;base64,{_png(est.plot())}">'
+            picture = f'<img alt="the estimate with its uncertainty" src="data:image/png;base64,{png_base64(est.plot())}">'
         body = picture + "\n" + est.to_html(heading="")
         if s.channel.name in ("histogram", "haar", "wavelet", "square-wave"):  # assumption-free quantile intervals
             from .estimators import local_quantiles
@@ -66,41 +48,10 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
     title = f"Private release of {s.metadata.get('column', 'a column')}"
     sub = (f"n = {s.n:,} rows, ε = {s.epsilon_per_unit:g} per {html.escape(s.privacy_unit)}, channel "
            f"<code>{html.escape(s.channel.name)}</code>")
-    return _page(title, sub, (("Estimate and uncertainty", body), ("Privacy parameters", s.to_html(heading=""))),
+    return page(title, sub, (("Estimate and uncertainty", body), ("Privacy parameters", s.to_html(heading=""))),
                  "Every number on this page is computed from the summary file alone: post-processing of the "
                  "release, which spends no further privacy budget. Intervals account for sampling and for the "
                  "privacy noise.")
-
-
-def render_result(result: Any) -> str:
-    """A self-contained HTML page for any result that describes itself (a central quantile release, local
-    quantiles, a test, an estimate): its plot when it draws one, then its description's facts and table.
-
-    What the page shows is what the release published (or post-processing of it): nothing else is read.
-    """
-    d = result.describe()
-    picture = ""
-    if hasattr(result, "plot"):
-        picture = f'<img alt="{html.escape(d.title)}" src="data:image/png;base64,{_png(result.plot())}">\n'
-    return _page(d.title, html.escape(d.headline), (("Result", picture + result.to_html(heading="")),),
-                 "Every number on this page is part of the release or computed from it: post-processing, which "
-                 "spends no further privacy budget.")
-
-
-def _page(title: str, sub: str, sections: tuple[tuple[str, str], ...], note: str) -> str:
-    """The page around already-escaped HTML sections (``sub`` is HTML too)."""
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{content}" for h, content in sections)
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_CSS}</style></head>
-<body>
-<h1>{html.escape(title)}</h1>
-<p class=sub>{sub}</p>
-{body}
-<p class=note>{html.escape(note)} Page written {now} by ldp_dask.</p>
-</body></html>
-"""
 
 
 def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathLike[str] | None = None,

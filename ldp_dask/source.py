@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +126,7 @@ class Dataset:
         """A file's name relative to :attr:`base` (as the fingerprint and partitioned releases name it)."""
         return _relative(path, self.base)
 
-    def for_noise_cells(self, cells: int) -> "Dataset":
+    def for_noise_cells(self, cells: int) -> Dataset:
         """This plan with tasks sized for a release of ``cells`` noisy coordinates per partition (:func:`task_rows_for`)."""
         rows = task_rows_for(cells)
         return self if rows == (self.task_rows or TASK_ROWS) else dataclasses.replace(self, task_rows=rows)
@@ -195,7 +196,7 @@ def open_source(
     source: Any,
     column: str | None = None,
     partition_rows: int | None = None,
-    storage_options: dict[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     value_kind: str = "numeric",
     unit: str | None = None,
     fill: Any = None,
@@ -241,7 +242,7 @@ def open_source(
     if unit is not None and unit == column:
         raise LdpDaskError(f"The privacy unit {unit!r} cannot be the released column itself.")
     if isinstance(source, (str, os.PathLike)):
-        return _with_fill(_open_parquet(os.fspath(source), column, target, storage_options or {}, value_kind, unit,
+        return _with_fill(_open_parquet(os.fspath(source), column, target, dict(storage_options or {}), value_kind, unit,
                                         fill is not None), fill)
     ds = _with_fill(_open_memory(source, column, target, value_kind, fill), fill)
     if unit is None:

@@ -25,7 +25,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import fsspec
@@ -35,10 +35,10 @@ import pyarrow.parquet as pq
 
 from . import exactsum
 from ._io import atomic_write
-from ._version import __version__
-from .outputs import Described, Description
 from ._validation import InputDataError, LdpDaskError
+from ._version import __version__
 from .channels import Channel, channel_from_params
+from .outputs import Described, Description
 from .privacy import epsilon_per_unit
 
 __all__ = ["Summary", "Partition", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key", "sum_partitions", "FORMAT_VERSION",
@@ -158,7 +158,7 @@ class Summary(Described):
         return (f"privacy unit: {unit}, ε {eps:g} per {unit} (at most {k} row{'s' if k > 1 else ''} each, "
                 f"ε {self.channel.epsilon_spent():.4g} per row)")
 
-    def same_release(self, other: "Summary") -> bool:
+    def same_release(self, other: Summary) -> bool:
         """True when both hold the same channel, n and bit-identical statistics."""
         return (
             self.channel == other.channel
@@ -212,7 +212,7 @@ class Summary(Described):
             "epsilon_spent": self.channel.epsilon_spent(),
             "n": int(self.n),
             "domain": list(getattr(self.channel, "domain", ())) or None,
-            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "package_version": __version__,
         }
         meta.update({k: v for k, v in self.metadata.items() if k not in meta})

@@ -23,8 +23,9 @@ and the job every task shares, and returns a small accumulator or a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

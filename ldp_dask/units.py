@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._validation import InputDataError
 from ._kernels import smallest_ranks
+from ._validation import InputDataError
 from .privacy import per_row_channel
 
 __all__ = ["UnitKeys", "unit_keys", "person_ids", "buckets", "ranks", "keep_contributions", "per_row_channel",

@@ -353,7 +353,7 @@ def _select(location: str, statement: str):
 def test_a_postgresql_database_holding_other_tables_or_an_old_ledger_is_refused(postgres, capsys):
     from pg_server import fresh_database
 
-    from ldp_dask._ledger_pg import public_url
+    from ldp_dask.ledger.postgres import public_url
 
     url = fresh_database(postgres, f"ledger_{uuid.uuid4().hex[:12]}")
     _sql(url, "CREATE TABLE releases (id INTEGER, fingerprint TEXT)")  # what an earlier ldp_dask wrote
@@ -458,7 +458,7 @@ def test_sibling_files_released_apart_do_not_add_up_per_row(tmp_path, data, caps
 def test_a_schema_2_ledger_is_brought_up_to_date_with_its_releases(tmp_path):
     path = tmp_path / "old.sqlite"
     with sqlite3.connect(path) as con:  # what the previous ldp_dask created
-        from ldp_dask.ledger import _TABLES
+        from ldp_dask.ledger.store import TABLES as _TABLES
 
         for stmt in _TABLES:
             con.execute(stmt.format(id="INTEGER PRIMARY KEY AUTOINCREMENT").replace("        parts TEXT,\n", ""))
@@ -475,7 +475,7 @@ def test_a_schema_2_ledger_is_brought_up_to_date_with_its_releases(tmp_path):
 def test_a_schema_2_postgresql_ledger_is_brought_up_to_date(postgres):
     from pg_server import fresh_database
 
-    from ldp_dask.ledger import _TABLES
+    from ldp_dask.ledger.store import TABLES as _TABLES
 
     url = fresh_database(postgres, f"ledger_{uuid.uuid4().hex[:12]}")
     for stmt in _TABLES:  # what the previous ldp_dask created

@@ -78,7 +78,7 @@ class PrivateData:
         """x_(m), 1-based ranks."""
         return self.points[np.searchsorted(np.cumsum(self.counts), m, side="left")]
 
-    def coarsen(self, cells: int) -> "PrivateData":
+    def coarsen(self, cells: int) -> PrivateData:
         """Round every record to the midpoint of one of ``cells`` public cells over the bounds."""
         lo, hi = self.bounds
         w = (hi - lo) / cells
@@ -102,7 +102,7 @@ class _HistJob:
 
 def _hist_piece(task: Any, job: _HistJob) -> dict[str, Any] | TaskError:
     """The grid counts of one task's pieces (``task.start`` to ``task.stop``), or a :class:`TaskError`."""
-    acc = {"counts": np.zeros(job.cells, dtype=np.int64), "clipped": 0}
+    acc: dict[str, Any] = {"counts": np.zeros(job.cells, dtype=np.int64), "clipped": 0}
 
     def add(piece: Piece) -> None:  # one piece at a time: memory holds one grid, however many pieces
         x, c = check_values(read_piece(job.reader, piece), job.bounds, job.clip)

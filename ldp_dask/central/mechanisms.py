@@ -10,7 +10,8 @@ each (basic composition); :func:`joint_exp` spends ε once for all of them.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -264,10 +265,13 @@ def _sample_log(log_w: np.ndarray, rng: np.random.Generator) -> int:
 
 
 class _Tables:
-    """Forward tables of JointExp's dynamic programme."""
+    """Forward tables of JointExp's dynamic programme (attributes named by the caller)."""
 
     def __init__(self, **kw: Any) -> None:
         self.__dict__.update(kw)
+
+    def __getattr__(self, name: str) -> Any:  # for type checkers: the attributes come from ``kw``
+        raise AttributeError(name)
 
 
 def _joint_exp_tables(data: PrivateData, q: np.ndarray, epsilon: float, max_intervals: int) -> _Tables:

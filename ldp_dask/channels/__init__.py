@@ -6,13 +6,13 @@ import inspect
 from typing import Any
 
 from .._validation import LdpDaskError
+from .auto import AUTO, TARGETS, choose_channel
 from .base import Channel, NumericChannel, Option, noise_scale_for
 from .categorical import CategoricalChannel
-from .hadamard import HadamardResponse
-from .hybrid import HybridMean
-from .auto import AUTO, TARGETS, choose_channel
 from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
+from .hadamard import HadamardResponse
 from .histogram import LaplaceHistogram, default_bins
+from .hybrid import HybridMean
 from .mean import LaplaceMean
 from .rr import ENCODINGS, RandomizedResponse
 from .square_wave import SquareWave

@@ -125,6 +125,6 @@ def choose_channel(epsilon: float, domain: Any = None, n: int | None = None, *, 
         ch = LaplaceMean(epsilon, domain, **opts)
     else:
         ch = HybridMean(epsilon, domain, mechanism=best.split("/")[1], **opts)
-    ch.choice = {"target": "mean", "chosen": best, "n": n,  # type: ignore[attr-defined]
+    ch.choice = {"target": "mean", "chosen": best, "n": n,  # type: ignore[union-attr]
                  "criterion": "smallest worst-case noise variance of one view", "predicted_var_half_widths": pred}
     return ch

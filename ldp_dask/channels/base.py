@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -143,7 +144,7 @@ class Channel(ABC):
     dim: int
 
     @classmethod
-    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> "Channel":
+    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> Channel:
         """Build from ε, the public domain, the public row count ``n`` and declared options.
 
         Options left out take their defaults; defaults that depend on the
@@ -162,11 +163,11 @@ class Channel(ABC):
         """JSON-serialisable parameters; ``type(self)(**params)`` rebuilds it."""
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> "Channel":
+    def from_params(cls, params: dict[str, Any]) -> Channel:
         return cls(**params)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.params() == self.params()  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.params() == self.params()
 
     def __hash__(self) -> int:
         return hash((self.name, repr(sorted(self.params().items()))))
@@ -221,13 +222,13 @@ class NumericChannel(Channel):
     domain: tuple[float, float]
 
     @classmethod
-    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> "Channel":
+    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> Channel:
         if domain is None:
             raise LdpDaskError(f"The {cls.name!r} channel needs a public 'domain' (lo, hi).")
         return cls._build(epsilon, tuple(domain), n, **options)
 
     @classmethod
-    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, **options: Any) -> "Channel":
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, **options: Any) -> Channel:
         return cls(epsilon=epsilon, domain=domain, **options)  # type: ignore[call-arg]
 
     def _set_domain(self, domain: Any) -> None:

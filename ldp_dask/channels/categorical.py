@@ -11,7 +11,8 @@ channels differ in what a row reports and in how ``T`` is read off the released 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -64,7 +65,7 @@ class CategoricalChannel(Channel):
     labels: list[Any]
 
     @classmethod
-    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> "Channel":
+    def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> Channel:
         if domain is not None:
             raise LdpDaskError(f"The {cls.name!r} channel takes a list of categories, not a numeric 'domain'.")
         if "categories" not in options:

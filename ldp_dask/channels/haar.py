@@ -164,8 +164,8 @@ class HaarLaplace(_HaarBase):
     )
 
     @classmethod
-    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, level: int | None = None,
-               smoothness: float = 1.0, noise: str = "lattice") -> "HaarLaplace":
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, level: int | None = None,  # type: ignore[override]
+               smoothness: float = 1.0, noise: str = "lattice") -> HaarLaplace:
         if level is None:
             level = haar_level(require_n(n, f"the automatic levels of the {cls.name!r} channel"), epsilon, smoothness)
         return cls(epsilon, level, domain, noise)
@@ -255,8 +255,8 @@ class HaarAdaptive(_HaarBase):
     )
 
     @classmethod
-    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, levels: list[int] | None = None,
-               split: str = DEFAULT_SPLIT, noise: str = "lattice") -> "HaarAdaptive":
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, levels: list[int] | None = None,  # type: ignore[override]
+               split: str = DEFAULT_SPLIT, noise: str = "lattice") -> HaarAdaptive:
         if levels is None:
             levels = adaptive_levels(require_n(n, f"the automatic levels of the {cls.name!r} channel"), epsilon)
         return cls(epsilon, levels, domain, split, noise)
@@ -372,7 +372,7 @@ class HaarAdaptive(_HaarBase):
                 z[sel, k + b.start + idx] += val
         else:
             z[:, :k] = 1.0
-            for gi, j in enumerate(self.levels):
+            for gi in range(len(self.levels)):
                 b = self.block(gi)
                 z[:, k + b.start: k + b.stop] = self.noise_laws[gi].rows(rng, (n, self.sizes[gi]))
                 z[rows, k + b.start + _bin_index(t, self.sizes[gi])] += self.cs[gi]

@@ -27,7 +27,8 @@ index per row, made to land in the right half by flipping the lowest set bit of 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

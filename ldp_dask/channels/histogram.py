@@ -64,8 +64,8 @@ class LaplaceHistogram(NumericChannel):
     sensitivity = 2.0  # L1 distance between two one-hot vectors
 
     @classmethod
-    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, bins: int | str = "auto",
-               noise: str = "lattice") -> "LaplaceHistogram":
+    def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, bins: int | str = "auto",  # type: ignore[override]
+               noise: str = "lattice") -> LaplaceHistogram:
         if bins == "auto":
             bins = default_bins(require_n(n, "bins='auto'"), epsilon)
         elif isinstance(bins, str):

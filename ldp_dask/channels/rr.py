@@ -34,7 +34,8 @@ Multinomial(·, uniform over the d − 1 others).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

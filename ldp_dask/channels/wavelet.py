@@ -128,7 +128,7 @@ class WaveletLaplace(NumericChannel):
 
     @classmethod
     def _build(cls, epsilon: float, domain: tuple[float, float], n: int | None, wavelet: str = "db4",
-               j0: int | None = None, j1: int | None = None, **options: Any) -> "WaveletLaplace":
+               j0: int | None = None, j1: int | None = None, **options: Any) -> WaveletLaplace:
         if j0 is None or j1 is None:
             if options.get("calibration") == "paper" or j1 is not None:
                 # the paper's levels (Thm 4.1); an explicit j0 above the automatic j1 pulls j1 up with it

@@ -25,10 +25,20 @@ from scipy.stats import norm
 
 from .._validation import LdpDaskError, check_probability
 from ..channels import CategoricalChannel
+from ..outputs import (
+    Described,
+    Description,
+    Table,
+    finish_plot,
+    jsonable,
+    new_axes,
+    save_json,
+    summary_facts,
+    summary_info,
+    tidy_table,
+)
 from ..summary import Summary, read_summary
 from .histogram import project_simplex
-from ..outputs import (Described, Description, Table, finish_plot, jsonable, new_axes, save_json, summary_facts,
-                       summary_info, tidy_table)
 
 __all__ = ["frequencies", "FrequencyEstimate"]
 
@@ -106,8 +116,8 @@ class FrequencyEstimate(Described):
 def frequencies(summary: Summary | str, projection: str = "none", level: float = 0.95) -> FrequencyEstimate:
     """Unbiased category frequencies (optionally projected onto the simplex) with intervals."""
     s = read_summary(summary)
-    ch = s.channel
-    if not isinstance(ch, CategoricalChannel):
+    ch: Any = s.channel  # a randomized-response channel (its encoding)
+    if not isinstance(s.channel, CategoricalChannel):
         raise LdpDaskError(f"frequencies needs a summary of a categorical channel ('rr', 'hadamard'); got {ch.name!r}.")
     if projection not in ("none", "simplex"):
         raise LdpDaskError(f"The 'projection' parameter must be 'none' or 'simplex'. Got {projection!r} instead.")

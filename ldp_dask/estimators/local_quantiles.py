@@ -48,12 +48,20 @@ import numpy as np
 
 from .._validation import DECILES, LdpDaskError, check_draws, check_int, check_probability, check_q
 from ..channels import HaarLaplace, LaplaceHistogram, SquareWave, WaveletLaplace
+from ..outputs import (
+    Described,
+    Description,
+    Table,
+    finish_plot,
+    fmt,
+    jsonable,
+    new_axes,
+    save_json,
+    summary_facts,
+    summary_info,
+)
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
-from ..outputs import (
-    Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json, summary_facts, summary_info,
-)
-from .results import DensityEstimate
 from .square_wave import square_wave_cdf_bounds, square_wave_density
 from .wavelet import wavelet_density
 
@@ -144,7 +152,7 @@ def cdf_band(summary: Summary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     variance (v·k(K − k)/K + F(1 − F))/n, v = Var of one row's noise on one bin (in count units), F(1 − F) the
     sampling term (F clipped to [0, 1] in the plug-in). F̂_0 = 0 and F̂_K = 1 exactly.
     """
-    ch = summary.channel
+    ch: Any = summary.channel  # a histogram channel (edges, noise variance)
     n, c = summary.n, getattr(ch, "c", 1.0)
     p = summary.sums["sum"] / (c * n)
     K = len(p)
@@ -179,7 +187,7 @@ def _envelope_intervals(summary: Summary, qs: np.ndarray, level: float) -> tuple
     from .envelopes import cdf_envelope_bounds
 
     t, upper, lower = cdf_envelope_bounds(summary, float(norm.ppf(0.5 + level / 2)))
-    a, b = summary.channel.domain
+    a, b = summary.channel.domain  # type: ignore[attr-defined]
     return _invert(a + t * (b - a), upper, lower, qs)
 
 
@@ -267,7 +275,7 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
                                 method=est.method, n=n, epsilon=ch.epsilon, info=summary_info(s), interval=interval)
     if binned:
         check_draws(B, ch.dim, f"the bootstrap of a {ch.dim:,}-bin summary", "lower B (--B)")
-        est: DensityEstimate = histogram_density(s, **estimator_kwargs)
+        est = histogram_density(s, **estimator_kwargs)
         c = getattr(ch, "c", 1.0)
         p_fit = np.clip(est.masses, 0, None)
         p_fit /= p_fit.sum()

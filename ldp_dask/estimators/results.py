@@ -5,14 +5,25 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from .._validation import LdpDaskError, check_probability
-from ..outputs import (Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json,
-                       summary_facts, tidy_table)
+from ..outputs import (
+    Described,
+    Description,
+    Table,
+    finish_plot,
+    fmt,
+    jsonable,
+    new_axes,
+    save_json,
+    summary_facts,
+    tidy_table,
+)
 
 __all__ = ["DensityEstimate", "MeanEstimate"]
 
@@ -202,7 +213,7 @@ class DensityEstimate(Described):
                          f"γ = {i['gamma']:g}; details kept per level: {i['kept_per_level']}")
             mid = (self.edges[:-1] + self.edges[1:]) / 2
             xs = np.linspace(self.edges[0], self.edges[-1], 21)
-            rows = tuple((fmt(x, 5), fmt(float(self.pdf(x)), 4), fmt(float(np.interp(x, mid, lo)), 4),
+            rows: tuple[tuple[str, ...], ...] = tuple((fmt(x, 5), fmt(float(self.pdf(x)), 4), fmt(float(np.interp(x, mid, lo)), 4),
                           fmt(float(np.interp(x, mid, hi)), 4)) for x in xs)
             table = Table(("x", "density", "band low", "band high"), rows, "the density on 21 points")
         else:

@@ -6,10 +6,8 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
-from ldp_dask.flows._outputs import publish_markdown, publish_plot, write_outputs
-
 import ldp_dask
-from ldp_dask.estimators import DensityEstimate, MeanEstimate
+from ldp_dask.flows._outputs import publish_markdown, publish_plot, write_outputs
 
 
 @task(retries=2, retry_delay_seconds=2, persist_result=False)
@@ -19,7 +17,7 @@ def load_summary(path: str) -> ldp_dask.Summary:
 
 @task(persist_result=False)
 def compute_estimate(summary: ldp_dask.Summary, confidence: float, projection: str | None,
-                     options: dict[str, Any] | None) -> DensityEstimate | MeanEstimate:
+                     options: dict[str, Any] | None) -> Any:
     kwargs: dict[str, Any] = {"level": confidence, **(options or {})}
     if projection is not None:
         kwargs["projection"] = projection
@@ -40,7 +38,7 @@ def estimate_flow(summary: str, out: str | None = None, plot: str | None = None,
     """
     logger = get_run_logger()
     s = load_summary(summary)
-    est = compute_estimate(s, confidence, projection, options)
+    est: Any = compute_estimate(s, confidence, projection, options)
     written = write_outputs(est, out, plot, overwrite, (summary,))
     publish_plot(est, written, "ldp-density-plot", "estimate", "Estimated density or frequencies with their uncertainty")
     publish_markdown(est, "ldp-estimate", "Estimate and its uncertainty", *written.items())

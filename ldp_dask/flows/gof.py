@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-
 from prefect.cache_policies import NONE
 
 from ldp_dask import gof
 from ldp_dask.channels.haar import DEFAULT_SPLIT
+from ldp_dask.flows._outputs import publish_markdown, publish_plot
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
-
-from ldp_dask.flows._outputs import publish_markdown, publish_plot
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
@@ -22,7 +20,7 @@ def run_test(source: str, null: Any, alpha: float, column: str | None, domain: l
              B: int, calibration_seed: int | None, summary_out: str | None, out: str | None, plot: str | None,
              overwrite: bool, options: RunOptions) -> Released:
     """Privatize if needed (through the release path; Dask retries its own tasks), test, write the outputs."""
-    return gof.release_test(source, null, alpha, column=column, domain=tuple(domain) if domain else None,
+    return gof.release_test(source, null, alpha, column=column, domain=(float(domain[0]), float(domain[1])) if domain else None,
                             epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
                             rng=calibration_seed, summary_out=summary_out, out=out, plot=plot, overwrite=overwrite,
                             options=options)

@@ -16,11 +16,10 @@ from prefect.cache_policies import NONE
 import ldp_dask
 from ldp_dask.channels import AUTO, build_channel, value_kind_of
 from ldp_dask.estimators import estimator_for
+from ldp_dask.flows._outputs import headline, publish_markdown, publish_plot, retry_on_io
 from ldp_dask.options import RunOptions
 from ldp_dask.pipeline import release_summary
 from ldp_dask.release import Released, plan
-
-from ldp_dask.flows._outputs import headline, publish_markdown, publish_plot, retry_on_io
 
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, persist_result=False)

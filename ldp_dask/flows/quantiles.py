@@ -9,10 +9,9 @@ from prefect.cache_policies import NONE
 
 from ldp_dask._validation import DECILES
 from ldp_dask.central import release_quantiles
+from ldp_dask.flows._outputs import publish_markdown, publish_plot
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
-
-from ldp_dask.flows._outputs import publish_markdown, publish_plot
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
@@ -20,7 +19,7 @@ def run_release(source: str, column: str, q: list[float], epsilon: float, bounds
                 rho: float | None, steps: int | None, out: str | None, plot: str | None, overwrite: bool,
                 options: RunOptions) -> Released:
     """Exact reduction on Dask and the mechanism on the driver; only the release leaves this task."""
-    return release_quantiles(source, column=column, q=q, epsilon=epsilon, bounds=tuple(bounds), method=method,
+    return release_quantiles(source, column=column, q=q, epsilon=epsilon, bounds=(float(bounds[0]), float(bounds[1])), method=method,
                              rho=rho, steps=steps, out=out, plot=plot, overwrite=overwrite, options=options)
 
 

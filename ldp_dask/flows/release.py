@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import fsspec
@@ -30,11 +30,10 @@ from prefect import flow, get_run_logger
 
 import ldp_dask
 from ldp_dask.estimators import estimator_for
-from ldp_dask.report import write_report
-
 from ldp_dask.flows._outputs import headline, publish_markdown
 from ldp_dask.flows.estimate import estimate_flow
 from ldp_dask.flows.privatize import privatize_flow
+from ldp_dask.report import write_report
 
 
 def _run_date() -> str:
@@ -43,9 +42,9 @@ def _run_date() -> str:
 
     when = flow_run.scheduled_start_time
     try:
-        return datetime.fromisoformat(str(when)).astimezone(timezone.utc).date().isoformat()
+        return datetime.fromisoformat(str(when)).astimezone(UTC).date().isoformat()
     except (TypeError, ValueError):
-        return datetime.now(timezone.utc).date().isoformat()
+        return datetime.now(UTC).date().isoformat()
 
 
 def file_stem(column: str) -> str:
@@ -128,10 +127,10 @@ def release_flow(
         est = estimate_flow(summary, out=f"{stem}.estimate.json", plot=f"{stem}.png", overwrite=True)
         written.update(est["written"])
     s = ldp_dask.read_summary(summary)
-    est = ldp_dask.estimate(s) if has_estimate else None  # one estimate for the report and the table
-    written["report"] = write_report(s, f"{stem}.html", overwrite=True, result=est)
+    estimated = ldp_dask.estimate(s) if has_estimate else None  # one estimate for the report and the table
+    written["report"] = write_report(s, f"{stem}.html", overwrite=True, result=estimated)
     reused = "Reused the existing release (no ε spent by this run)." if release["reused"] else "New release."
     publish_markdown(s, "ldp-nightly-release", "Where the day's release, estimate and report are",
-                     ("this run", reused), ("estimate", headline(est)), *written.items(),
+                     ("this run", reused), ("estimate", headline(estimated)), *written.items(),
                      title=f"Release of {column} for {day}")
     return {"date": day, "release": release, "written": written}

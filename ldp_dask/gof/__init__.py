@@ -38,8 +38,16 @@ from ..pipeline import local_charge, run_channel
 from ..release import Outputs, Released, plan, publish, release
 from ..summary import Summary, is_summary_file, read_summary, summary_mac_key
 from .calibration import (
-    critical_value, detail_null, detail_statistic, pooled_p_values, simulate_detail_statistics,
-    simulate_joint_statistics, simulate_summary_statistic, simulate_u_statistic, summary_statistic, u_statistic,
+    critical_value,
+    detail_null,
+    detail_statistic,
+    pooled_p_values,
+    simulate_detail_statistics,
+    simulate_joint_statistics,
+    simulate_summary_statistic,
+    simulate_u_statistic,
+    summary_statistic,
+    u_statistic,
 )
 from .nulls import Null, parse_null
 from .result import TestResult
@@ -56,7 +64,7 @@ def _calibration_rng(rng: np.random.Generator | int | None) -> tuple[np.random.G
     if isinstance(rng, np.random.Generator):
         return rng, None
     if rng is None:
-        seed = int(np.random.SeedSequence().entropy) % (1 << 63)
+        seed = int(np.random.SeedSequence().entropy) % (1 << 63)  # type: ignore[arg-type]
         return np.random.default_rng(seed), seed
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng)), int(rng)
@@ -280,6 +288,7 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
         raise LdpDaskError(f"testing raw data needs {', '.join(missing)} (or pass a summary file).")
     opts = RunOptions.of(options, **run)
     dataset = plan(source, column, "numeric", opts)
+    ch: Any
     if adaptive:
         ch = build_channel("haar-adaptive", epsilon, domain, n=dataset.n, split=split)  # type: ignore[arg-type]
     else:

@@ -12,7 +12,8 @@ allowed and the probabilities renormalised).
 from __future__ import annotations
 
 import ast
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -1,6 +1,6 @@
 """The ledger's PostgreSQL store (``--ledger postgresql://user:password@host:5432/db``).
 
-The same tables and rules as the SQLite file (:mod:`ldp_dask.ledger`); what
+The same tables and rules as the SQLite file (:mod:`ldp_dask.ledger.sqlite`); what
 differs is how one transaction excludes the others: every ledger transaction
 starts with ``LOCK TABLE … IN EXCLUSIVE MODE`` on both tables, which
 serialises ledger writers (as SQLite's ``BEGIN IMMEDIATE`` does) while plain
@@ -10,12 +10,12 @@ readers of other applications are not blocked. Needs ``psycopg`` 3
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .ledger import LedgerError, _Store, _Tx
+from .store import MIGRATIONS, SCHEMA_VERSION, TABLES, LedgerError, Store, Tx, check_schema
 
 __all__ = ["PostgresStore", "public_url"]
 
@@ -33,12 +33,10 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-class PostgresStore(_Store):
+class PostgresStore(Store):
     placeholder = "%s"
 
-    def __init__(self, url: str, tables: list[str], version: str,
-                 check_schema: Callable[[str, set[str], str | None], None],
-                 migrations: Mapping[str, list[str]]) -> None:
+    def __init__(self, url: str) -> None:
         try:
             import psycopg
         except ImportError:
@@ -53,19 +51,20 @@ class PostgresStore(_Store):
             cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
             names = {r[0] for r in cur.fetchall()}
             if not names & {"ledger_meta", "datasets", "releases"}:  # a new ledger in this database
-                for stmt in tables:
+                for stmt in TABLES:
                     cur.execute(stmt.format(id="BIGSERIAL PRIMARY KEY"))
-                cur.execute("INSERT INTO ledger_meta VALUES ('schema', %s)", (version,))
+                cur.execute("INSERT INTO ledger_meta VALUES ('schema', %s)", (SCHEMA_VERSION,))
                 return
             row = None
             if "ledger_meta" in names:
                 cur.execute("SELECT value FROM ledger_meta WHERE key = 'schema'")
                 row = cur.fetchone()
             found = row[0] if row else None
-            if found in migrations and {"datasets", "releases"} <= names:  # an earlier schema: brought up to date
-                for stmt in migrations[found]:
+            # an earlier schema: brought up to date
+            if isinstance(found, str) and found in MIGRATIONS and {"datasets", "releases"} <= names:
+                for stmt in MIGRATIONS[found]:
                     cur.execute(stmt)
-                found = version
+                found = SCHEMA_VERSION
             check_schema(where, names, found)
 
     @contextmanager
@@ -81,12 +80,12 @@ class PostgresStore(_Store):
             con.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[_Tx]:
+    def transaction(self) -> Iterator[Tx]:
         with self._connection() as con:
             try:
                 with con.transaction():
                     cur = con.cursor()
                     cur.execute("LOCK TABLE datasets, releases IN EXCLUSIVE MODE")
-                    yield _Tx(cur, self.placeholder)
+                    yield Tx(cur, self.placeholder)
             except self._psycopg.Error as exc:
                 raise LedgerError(f"the ledger {self.location!r} failed: {' '.join(str(exc).split())}") from None

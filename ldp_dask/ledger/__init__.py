@@ -33,6 +33,12 @@ deployment (``postgresql://…``). Its rules (docs/privacy.md, "The budget ledge
   output on disk, dropped otherwise.
 * **Refused, never re-created.** An empty, corrupt or foreign file is refused
   with one line; only a path that does not exist yet starts a new ledger.
+
+The package: the budget rules (:mod:`.budget`, pure functions of the
+charges), the storage interface (:mod:`.store`), the SQLite file
+(:mod:`.sqlite`) and the PostgreSQL database (:mod:`.postgres`); the rules
+that use a store — reserve, settle, commit, abort, recover — are written
+once, in :class:`Ledger`, here.
 """
 
 from __future__ import annotations
@@ -41,7 +47,6 @@ import dataclasses
 import json
 import os
 import socket
-import sqlite3
 import threading
 import time
 import uuid
@@ -51,76 +56,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._validation import LdpDaskError
-from .privacy import ROW_UNIT
+from .._validation import LdpDaskError
+from ..privacy import ROW_UNIT
+from .budget import (
+    SCOPES,
+    BudgetExceeded,
+    Part,
+    charges_of,
+    check_scope,
+    overlaps,
+    person_groups,
+    spent_per_person,
+    spent_view,
+)
+from .sqlite import SQLiteStore
+from .store import ACTIVE, LedgerError, Store, Tx
 
 __all__ = ["Ledger", "Reservation", "BudgetExceeded", "LedgerError", "default_ledger_path", "SCOPES",
            "open_ledger", "DEFAULT_LEASE_SECONDS", "ROW_UNIT", "overlaps", "Part", "spent_per_person"]
 
-SCOPES = ("local", "central")
 #: A reservation's lease; a live run renews it every third of this.
 DEFAULT_LEASE_SECONDS = 600.0
-SCHEMA_VERSION = "3"
-#: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
-#: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew).
-MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
-                    "UPDATE ledger_meta SET value='3' WHERE key='schema'"]}
-
-_TABLES = [
-    "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """CREATE TABLE IF NOT EXISTS datasets (
-        name TEXT PRIMARY KEY,
-        root TEXT NOT NULL UNIQUE,
-        epsilon_limit DOUBLE PRECISION NOT NULL,
-        privacy_unit TEXT,
-        created_at DOUBLE PRECISION NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS releases (
-        id {id},
-        created_at DOUBLE PRECISION NOT NULL,
-        root TEXT NOT NULL,
-        source TEXT,
-        column_name TEXT NOT NULL,
-        scope TEXT NOT NULL,
-        channel TEXT NOT NULL,
-        params TEXT NOT NULL,
-        privacy_unit TEXT NOT NULL,
-        epsilon DOUBLE PRECISION NOT NULL,
-        epsilon_requested DOUBLE PRECISION NOT NULL,
-        key_id TEXT NOT NULL,
-        release_key TEXT NOT NULL,
-        content_tag TEXT,
-        outputs TEXT NOT NULL,
-        token TEXT NOT NULL,
-        flow_run_id TEXT,
-        parts TEXT,
-        status TEXT NOT NULL,
-        note TEXT,
-        host TEXT,
-        pid INTEGER,
-        lease_until DOUBLE PRECISION NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS releases_by_root ON releases (root)",
-    "CREATE INDEX IF NOT EXISTS releases_by_key ON releases (release_key)",
-]
-_ACTIVE = ("reserved", "publishing", "committed")
-
-
-class BudgetExceeded(LdpDaskError):
-    """A release would exceed the budget of a dataset it reads."""
-
-
-class LedgerError(LdpDaskError):
-    """The ledger cannot be used (empty, corrupt, foreign or unreachable); nothing was run."""
 
 
 def default_ledger_path() -> str:
     """``$LDP_DASK_LEDGER``, else ``~/.ldp_dask/ledger.sqlite``."""
     return os.environ.get("LDP_DASK_LEDGER") or str(Path.home() / ".ldp_dask" / "ledger.sqlite")
-
-
-def overlaps(a: str, b: str) -> bool:
-    """Whether two roots share rows: equal, or one contains the other (path components, not prefixes)."""
-    a, b = a.rstrip("/"), b.rstrip("/")
-    return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
 @dataclass(frozen=True)
@@ -143,38 +104,7 @@ class Reservation:
     identity_root: str = ""
 
 
-@dataclass(frozen=True)
-class Part:
-    """One partition of a partitioned release: charged on its own root, free when it reproduces a recorded part.
-
-    Attributes
-    ----------
-    root : str
-        The partition's location (a file's resolved URL): the people it holds.
-    key : str
-        The partition's release key: everything but its content that decides its noisy sums (dataset column,
-        mechanism and parameters, key id, the file's layout).
-    epsilon : float
-        ε per person if the partition is released anew.
-    """
-
-    root: str
-    key: str
-    epsilon: float
-
-
-def _charges(active: list[dict[str, Any]]) -> list[tuple[str, float]]:
-    """Every charge of the active releases as ``(root, ε)``: a partitioned release's parts, else its root."""
-    out: list[tuple[str, float]] = []
-    for r in active:
-        if r.get("parts"):
-            out += [(p["root"], float(p["epsilon"])) for p in json.loads(r["parts"])]
-        else:
-            out.append((r["root"], float(r["epsilon"])))
-    return out
-
-
-def _recorded_parts(tx: _Tx, exclude: int | None = None) -> dict[str, set[str | None]]:
+def _recorded_parts(tx: Tx, exclude: int | None = None) -> dict[str, set[str | None]]:
     """The parts of committed releases: content tags by part key."""
     out: dict[str, set[str | None]] = {}
     for r in tx.all("SELECT id, parts FROM releases WHERE status='committed' AND parts IS NOT NULL"):
@@ -182,172 +112,6 @@ def _recorded_parts(tx: _Tx, exclude: int | None = None) -> dict[str, set[str | 
             for p in json.loads(r["parts"]):
                 out.setdefault(p["key"], set()).add(p.get("tag"))
     return out
-
-
-def _ancestors(path: str) -> Iterator[str]:
-    """``path`` and every directory above it (``file:///a/b`` → itself, ``file:///a``, ``file://``, …)."""
-    path = path.rstrip("/")
-    yield path
-    while "/" in path:
-        path = path.rsplit("/", 1)[0]
-        yield path
-
-
-def spent_per_person(charges: Sequence[tuple[str, float]], root: str, unit: str = ROW_UNIT) -> float:
-    """The most ε any one person in ``root`` has spent, from charges ``(root, ε)``.
-
-    With a privacy unit naming a person, a person may have rows anywhere, so
-    every charge overlapping ``root`` adds up. With ε per row, a row lives in
-    one file: it has paid for the charges on that file and on the directories
-    above it, and nothing for a sibling file. Its spend is then the largest
-    sum over the charges above any one location under ``root`` (the root itself,
-    or a charged location inside it), so that a table growing a partition a
-    day is charged per day, not per night times the table's age.
-    """
-    mine = [(r.rstrip("/"), e) for r, e in charges if overlaps(r, root)]
-    if unit != ROW_UNIT:
-        return float(sum(e for _, e in mine))
-    by_root: dict[str, float] = {}
-    for r, e in mine:
-        by_root[r] = by_root.get(r, 0.0) + e
-    top = root.rstrip("/")
-    points = {top} | {r for r in by_root if r.startswith(top + "/")}
-    return max((sum(by_root.get(a, 0.0) for a in _ancestors(c)) for c in points), default=0.0)
-
-
-def _groups(charges: Sequence[tuple[str, float]], root: str) -> dict[str, float]:
-    """ε per row at each charged location inside ``root`` (the person groups of a per-row dataset)."""
-    top = root.rstrip("/")
-    points = sorted({r.rstrip("/") for r, _ in charges if r.rstrip("/").startswith(top + "/")})
-    return {c: spent_per_person(charges, c) for c in points}
-
-
-# --- storage: one small adapter per database; the rules above are written once, in Ledger -----------------
-class _Store:
-    """A database connection factory with one exclusive transaction primitive."""
-
-    location: str
-    placeholder = "?"
-
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:  # pragma: no cover - abstract
-        raise NotImplementedError
-        yield
-
-
-class _Tx:
-    """Queries inside one exclusive transaction, with ``?`` placeholders on every backend."""
-
-    def __init__(self, cursor: Any, placeholder: str) -> None:
-        self.cur, self.ph = cursor, placeholder
-
-    def _sql(self, sql: str) -> str:
-        return sql if self.ph == "?" else sql.replace("?", self.ph)
-
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        self.cur.execute(self._sql(sql), tuple(params))
-        return self.cur
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        cur = self.run(sql, params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
-        rows = self.all(sql, params)
-        return rows[0] if rows else None
-
-
-class _SQLite(_Store):
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.location = str(self.path)
-        if self.path.exists():
-            self._check()
-        else:
-            self._create()
-
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=60, isolation_level=None)
-
-    def _create(self) -> None:
-        """Build the schema in a temporary file and link it into place: a new ledger appears whole or not at all."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.new-{uuid.uuid4().hex}")
-        con = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            for stmt in _TABLES:
-                con.execute(stmt.format(id="INTEGER PRIMARY KEY AUTOINCREMENT"))
-            con.execute("INSERT INTO ledger_meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-        finally:
-            con.close()
-        try:
-            os.link(tmp, self.path)
-        except FileExistsError:  # another process created it first: use theirs
-            pass
-        except OSError:  # a file system without hard links: rename, unless another process was first
-            if not self.path.exists():
-                os.replace(tmp, self.path)
-        finally:
-            tmp.unlink(missing_ok=True)
-        self._check()
-
-    def _check(self) -> None:
-        where = f"the ledger {self.location!r}"
-        if self.path.is_dir():
-            raise LedgerError(f"{where} is a directory; give the path of a ledger file")
-        if self.path.stat().st_size == 0:
-            raise LedgerError(f"{where} is empty (0 bytes): it was truncated or is not a ledger. It is not "
-                              "re-created, since that would forget every recorded release; restore it from a backup")
-        try:
-            con = self._connect()
-            try:
-                con.execute("BEGIN IMMEDIATE")  # a migration by another process is seen whole
-                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                version = None
-                if "ledger_meta" in names:
-                    row = con.execute("SELECT value FROM ledger_meta WHERE key='schema'").fetchone()
-                    version = row[0] if row else None
-                if version in MIGRATIONS and {"datasets", "releases"} <= names:
-                    for stmt in MIGRATIONS[version]:
-                        con.execute(stmt)
-                    version = SCHEMA_VERSION
-                con.execute("COMMIT")
-            finally:
-                con.close()
-        except sqlite3.DatabaseError:
-            raise LedgerError(f"{where} is not a readable SQLite ledger (corrupt or another kind of file); it is "
-                              "not re-created, since that would forget every recorded release") from None
-        _check_schema(where, names, version)
-
-    @contextmanager
-    def transaction(self) -> Iterator[_Tx]:
-        con = self._connect()
-        try:
-            con.execute("BEGIN IMMEDIATE")  # SQLite's write lock: one ledger transaction at a time
-            try:
-                yield _Tx(con.cursor(), "?")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"the ledger {self.location!r} failed: {exc}") from None
-        finally:
-            con.close()
-
-
-def _check_schema(where: str, tables: set[str], version: str | None) -> None:
-    if version == SCHEMA_VERSION and {"datasets", "releases"} <= tables:
-        return
-    if version is None and "releases" in tables:
-        raise LedgerError(f"{where} was written by an earlier ldp_dask, whose budgets followed file layouts; "
-                          "start a new ledger (--ledger NEW) and declare each dataset's budget there "
-                          "(ldp-dask budget set NAME --source URL --limit ε)")
-    if version is not None:
-        raise LedgerError(f"{where} has schema version {version!r}; this ldp_dask reads version {SCHEMA_VERSION}")
-    raise LedgerError(f"{where} is not an ldp_dask ledger (no ledger tables); it is not re-created, since that "
-                      "would forget every recorded release")
 
 
 def _alive(pid: int) -> bool:
@@ -364,7 +128,7 @@ def _staged_output_exists(outputs: list[str], token: str) -> bool:
     """Whether a release left a staged (hidden, not yet renamed) output beside one of its targets."""
     import fsspec
 
-    from ._io import temp_name
+    from .._io import temp_name
 
     for target in outputs:
         try:
@@ -394,11 +158,11 @@ class Ledger:
             raise LdpDaskError(f"The 'lease_seconds' parameter must be a number in (0, 1e9). Got {lease_seconds!r}.")
         self.lease_seconds = float(lease_seconds)
         if loc.startswith(("postgresql://", "postgres://")):
-            from ._ledger_pg import PostgresStore
+            from .postgres import PostgresStore
 
-            self.store: _Store = PostgresStore(loc, _TABLES, SCHEMA_VERSION, _check_schema, MIGRATIONS)
+            self.store: Store = PostgresStore(loc)
         else:
-            self.store = _SQLite(loc)
+            self.store = SQLiteStore(loc)
         self.location = self.store.location
 
     @property
@@ -444,14 +208,14 @@ class Ledger:
             return tx.all("SELECT name, root, epsilon_limit, privacy_unit FROM datasets ORDER BY name")
 
     @staticmethod
-    def _active(tx: _Tx) -> list[dict[str, Any]]:
-        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts FROM releases WHERE status IN {_ACTIVE}")
+    def _active(tx: Tx) -> list[dict[str, Any]]:
+        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts FROM releases WHERE status IN {ACTIVE}")
 
     @staticmethod
     def _spent_on(active: list[dict[str, Any]], root: str, extra: Sequence[tuple[str, float]] = ()) -> float:
         """ε per person on ``root`` from the active releases (and ``extra`` charges not recorded yet)."""
         unit = next((r["privacy_unit"] for r in active if overlaps(r["root"], root)), ROW_UNIT)
-        return spent_per_person([*_charges(active), *extra], root, unit)
+        return spent_per_person([*charges_of(active), *extra], root, unit)
 
     def spent(self, root: str) -> float:
         """ε per person spent on ``root``: the most any one person in it has spent (:func:`spent_per_person`)."""
@@ -479,7 +243,7 @@ class Ledger:
         :meth:`settle` the same content tag) costs nothing. ``epsilon`` is then
         the most a part may cost.
         """
-        _check_scope(scope)
+        check_scope(scope)
         token = token or uuid.uuid4().hex
         with self.store.transaction() as tx:
             self._recover(tx)
@@ -567,7 +331,7 @@ class Ledger:
                    (reservation.requested, content_tag, reservation.id))
             return dataclasses.replace(reservation, epsilon=reservation.requested, reused=False, tentative=False)
 
-    def _settle_parts(self, tx: _Tx, reservation: Reservation, row: dict[str, Any], content_tag: str | None,
+    def _settle_parts(self, tx: Tx, reservation: Reservation, row: dict[str, Any], content_tag: str | None,
                       reproducible: bool, part_tags: Mapping[str, str]) -> Reservation:
         """Each part free when a committed part has its key and content tag, else charged its ε."""
         recorded = _recorded_parts(tx, exclude=reservation.id)
@@ -586,7 +350,7 @@ class Ledger:
         return dataclasses.replace(reservation, epsilon=charged, reused=fresh == 0 and bool(parts), tentative=False,
                                    parts=fresh)
 
-    def _check_fits(self, tx: _Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]]) -> None:
+    def _check_fits(self, tx: Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]]) -> None:
         """A tentative release turned out to be charged: it must still fit every budget it overlaps."""
         active = [r for r in self._active(tx) if r["id"] != reservation.id]
         for d in tx.all("SELECT * FROM datasets"):
@@ -634,7 +398,7 @@ class Ledger:
             stop.set()
             t.join()
 
-    def _recover(self, tx: _Tx) -> None:
+    def _recover(self, tx: Tx) -> None:
         """Resolve reservations whose process died or whose lease expired (see the module's rules)."""
         now, host = time.time(), socket.gethostname()
         for r in tx.all("SELECT id, status, outputs, token, host, pid, lease_until FROM releases "
@@ -673,7 +437,7 @@ class Ledger:
             self._recover(tx)
             declared = tx.all("SELECT name, root, epsilon_limit, privacy_unit FROM datasets ORDER BY name")
             rows = tx.all(f"SELECT root, column_name, scope, privacy_unit, epsilon, parts FROM releases "
-                          f"WHERE status IN {_ACTIVE}")
+                          f"WHERE status IN {ACTIVE}")
         items = [{"dataset": d["name"], "root": d["root"], "budget": float(d["epsilon_limit"]),
                   "privacy_unit": d["privacy_unit"]} for d in declared]
         for r in rows:
@@ -683,22 +447,11 @@ class Ledger:
         for item in items:
             mine = [r for r in rows if overlaps(r["root"], item["root"])]
             unit = item["privacy_unit"] or ROW_UNIT
-            item["spent"] = spent_per_person(_charges(mine), item["root"], unit)
-            item["by_column"] = _view(mine, "column_name", item["root"], unit)
-            item["by_scope"] = _view(mine, "scope", item["root"], unit)
-            item["groups"] = _groups(_charges(mine), item["root"]) if unit == ROW_UNIT else {}
+            item["spent"] = spent_per_person(charges_of(mine), item["root"], unit)
+            item["by_column"] = spent_view(mine, "column_name", item["root"], unit)
+            item["by_scope"] = spent_view(mine, "scope", item["root"], unit)
+            item["groups"] = person_groups(charges_of(mine), item["root"]) if unit == ROW_UNIT else {}
         return items
-
-
-def _view(rows: list[dict[str, Any]], key: str, root: str, unit: str) -> dict[str, float]:
-    """ε per person on ``root`` from the releases of each value of ``key`` (a column, a scope)."""
-    return {v: spent_per_person(_charges([r for r in rows if r[key] == v]), root, unit)
-            for v in sorted({r[key] for r in rows})}
-
-
-def _check_scope(scope: str) -> None:
-    if scope not in SCOPES:
-        raise LdpDaskError(f"The 'scope' parameter must be 'local' or 'central'. Got {scope!r} instead.")
 
 
 def open_ledger(ledger: Ledger | str | os.PathLike[str] | bool | None) -> Ledger | None:

@@ -1,0 +1,119 @@
+"""The ledger's storage interface: one exclusive transaction primitive, the tables and their schema.
+
+A store (:class:`Store`) is a connection factory whose ``transaction()`` yields a
+cursor inside one exclusive transaction; :class:`Tx` runs ``?``-placeholder
+queries on it whatever the backend. The SQLite file (:mod:`.sqlite`) and the
+PostgreSQL database (:mod:`.postgres`) are the two stores; the rules that use
+them are written once, in :class:`ldp_dask.ledger.Ledger`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from .._validation import LdpDaskError
+
+__all__ = ["Store", "Tx", "LedgerError", "SCHEMA_VERSION", "MIGRATIONS", "TABLES", "ACTIVE", "check_schema"]
+
+SCHEMA_VERSION = "3"
+
+
+#: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
+#: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew).
+MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
+                    "UPDATE ledger_meta SET value='3' WHERE key='schema'"]}
+
+
+TABLES = [
+    "CREATE TABLE IF NOT EXISTS ledger_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS datasets (
+        name TEXT PRIMARY KEY,
+        root TEXT NOT NULL UNIQUE,
+        epsilon_limit DOUBLE PRECISION NOT NULL,
+        privacy_unit TEXT,
+        created_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS releases (
+        id {id},
+        created_at DOUBLE PRECISION NOT NULL,
+        root TEXT NOT NULL,
+        source TEXT,
+        column_name TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        params TEXT NOT NULL,
+        privacy_unit TEXT NOT NULL,
+        epsilon DOUBLE PRECISION NOT NULL,
+        epsilon_requested DOUBLE PRECISION NOT NULL,
+        key_id TEXT NOT NULL,
+        release_key TEXT NOT NULL,
+        content_tag TEXT,
+        outputs TEXT NOT NULL,
+        token TEXT NOT NULL,
+        flow_run_id TEXT,
+        parts TEXT,
+        status TEXT NOT NULL,
+        note TEXT,
+        host TEXT,
+        pid INTEGER,
+        lease_until DOUBLE PRECISION NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS releases_by_root ON releases (root)",
+    "CREATE INDEX IF NOT EXISTS releases_by_key ON releases (release_key)",
+]
+
+
+ACTIVE = ("reserved", "publishing", "committed")
+
+
+class LedgerError(LdpDaskError):
+    """The ledger cannot be used (empty, corrupt, foreign or unreachable); nothing was run."""
+
+
+# --- storage: one small adapter per database; the rules above are written once, in Ledger -----------------
+class Store:
+    """A database connection factory with one exclusive transaction primitive."""
+
+    location: str
+    placeholder = "?"
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+        yield
+
+
+class Tx:
+    """Queries inside one exclusive transaction, with ``?`` placeholders on every backend."""
+
+    def __init__(self, cursor: Any, placeholder: str) -> None:
+        self.cur, self.ph = cursor, placeholder
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.ph == "?" else sql.replace("?", self.ph)
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        self.cur.execute(self._sql(sql), tuple(params))
+        return self.cur
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self.run(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        rows = self.all(sql, params)
+        return rows[0] if rows else None
+
+
+def check_schema(where: str, tables: set[str], version: str | None) -> None:
+    if version == SCHEMA_VERSION and {"datasets", "releases"} <= tables:
+        return
+    if version is None and "releases" in tables:
+        raise LedgerError(f"{where} was written by an earlier ldp_dask, whose budgets followed file layouts; "
+                          "start a new ledger (--ledger NEW) and declare each dataset's budget there "
+                          "(ldp-dask budget set NAME --source URL --limit ε)")
+    if version is not None:
+        raise LedgerError(f"{where} has schema version {version!r}; this ldp_dask reads version {SCHEMA_VERSION}")
+    raise LedgerError(f"{where} is not an ldp_dask ledger (no ledger tables); it is not re-created, since that "
+                      "would forget every recorded release")

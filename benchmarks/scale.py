@@ -41,7 +41,8 @@ from _common import machine, tree_sum, write_section  # noqa: E402
 import ldp_dask  # noqa: E402
 from ldp_dask.central import quantiles  # noqa: E402
 from ldp_dask.channels import build_channel, wavelet_levels  # noqa: E402
-from ldp_dask.source import open_source, read_piece  # noqa: E402
+from ldp_dask.reading import read_piece  # noqa: E402
+from ldp_dask.source import open_source  # noqa: E402
 
 WORKERS = 2
 DOMAIN = (0.0, 1.0)

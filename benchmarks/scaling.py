@@ -71,7 +71,7 @@ def split_files(src: Path, dst: Path, parts: int) -> Path:
 
 
 def _floor_task(args: tuple[Any, Any, int, int]) -> np.ndarray:
-    from ldp_dask.source import read_piece
+    from ldp_dask.reading import read_piece
 
     reader, pieces, start, stop = args
     out = np.zeros(FLOOR_BINS, dtype=np.int64)

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import best_of, machine, make_data, tree_sum, write_section  # noqa: E402
 
 import ldp_dask  # noqa: E402
-from ldp_dask.source import open_source, read_piece  # noqa: E402
+from ldp_dask.reading import read_piece  # noqa: E402
+from ldp_dask.source import open_source  # noqa: E402
 
 DOMAIN = (0.0, 1.0)
 WORKERS = 2

@@ -37,7 +37,8 @@ from _common import best_of, machine, make_data, tree_sum, write_section  # noqa
 
 import ldp_dask  # noqa: E402
 from ldp_dask.channels import WaveletLaplace, build_channel, wavelet_levels  # noqa: E402
-from ldp_dask.source import open_source, read_piece  # noqa: E402
+from ldp_dask.reading import read_piece  # noqa: E402
+from ldp_dask.source import open_source  # noqa: E402
 
 DOMAIN = (-5.0, 5.0)
 WORKERS = 2

@@ -3,7 +3,7 @@
 This module knows files and arrays, nothing of statistics. A :class:`Dataset`
 is a list of :class:`Piece` s (whole Parquet row groups of one file, or a
 slice of an in-memory array) and a structural fingerprint. Only metadata is
-read on the driver; values are read by :func:`read_piece` where the piece is
+read on the driver; values are read by :func:`ldp_dask.reading.read_piece` where the piece is
 processed.
 
 The fingerprint is public (it is written into summaries), so it hashes only
@@ -30,9 +30,10 @@ import pyarrow.parquet as pq
 
 from ._io import resolve_root
 from ._validation import InputDataError, LdpDaskError, check_int
+from .footers import FooterStatistics, footer_statistics, stamp
 from .options import DEFAULT_PARTITION_ROWS
 
-__all__ = ["Piece", "Dataset", "Reader", "open_source", "read_piece", "read_units", "source_root",
+__all__ = ["Piece", "Dataset", "Reader", "open_source", "source_root",
            "DEFAULT_PARTITION_ROWS", "task_rows_for", "fill_nulls", "NULLS_HINT"]
 
 #: What a refused null says to do: a null is not a value of the domain, so a release needs a policy for it.
@@ -397,57 +398,6 @@ def _list_files(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     return {f: found[f] for f in files}
 
 
-class FooterStatistics:
-    """What the Parquet footers prove about a column: nulls, and its smallest and largest value, per file.
-
-    Exact facts about raw data, so they live in driver memory only: they
-    never print, and pickling (a task runner persisting a planned dataset,
-    say) drops them. Used to refuse a release before a cluster starts where
-    the statistics prove the workers would refuse it.
-    """
-
-    __slots__ = ("nulls", "low", "high", "stamps")
-
-    def __init__(self) -> None:
-        self.nulls: str | None = None  # a file with nulls in the column
-        self.low: tuple[float, str] | None = None  # the smallest min of a row group, and its file
-        self.high: tuple[float, str] | None = None
-        #: per file, a digest of its footer, size and modification time: whether it may have changed since a
-        #: partitioned release (keyed before it is written anywhere, :mod:`ldp_dask.partitions`)
-        self.stamps: dict[str, bytes] = {}
-
-    def __repr__(self) -> str:
-        return "FooterStatistics(...)"
-
-    def __reduce__(self) -> Any:
-        return (FooterStatistics, ())
-
-    def add(self, low: Any, high: Any, nulls: int, where: str) -> None:
-        if nulls and self.nulls is None:
-            self.nulls = where
-        if low is not None and (self.low is None or low < self.low[0]):
-            self.low = (low, where)
-        if high is not None and (self.high is None or high > self.high[0]):
-            self.high = (high, where)
-
-    def check_range(self, column: str, domain: tuple[float, float], clip: bool) -> None:
-        """Raise :class:`InputDataError` if a row group's statistics prove an infinite value, or (unless
-        ``clip``) a value outside ``domain``: what the workers would refuse."""
-        for seen in (self.low, self.high):
-            if seen is not None and np.isinf(seen[0]):
-                raise InputDataError(f"column {column!r} contains infinite values (the Parquet statistics of "
-                                     f"{seen[1]!r} show it); ldp_dask does not impute: drop or fill them first")
-        if clip:
-            return
-        lo, hi = domain
-        for seen, out in ((self.low, lambda v: v < lo), (self.high, lambda v: v > hi)):
-            if seen is not None and out(seen[0]):
-                raise InputDataError(
-                    f"column {column!r} contains values outside the declared domain [{lo:g}, {hi:g}] (the Parquet "
-                    f"statistics of {seen[1]!r} prove it, before any row is read); widen the domain or pass "
-                    "clip=True (--clip) to clamp them")
-
-
 #: Footers are read by this many threads where the file system is remote (a footer costs a round trip there).
 FOOTER_THREADS = 16
 
@@ -507,8 +457,8 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
             if not _is_unit_type(schema.field(unit).type):
                 raise InputDataError(f"the privacy unit column {unit!r} in file {f!r} has type "
                                      f"{schema.field(unit).type}; an integer or string id is required")
-        _footer_statistics(meta, wanted, value_kind == "numeric", stats, f)
-        stats.stamps[f] = _stamp(meta, listed[f])
+        footer_statistics(meta, wanted, value_kind == "numeric", stats, f)
+        stats.stamps[f] = stamp(meta, listed[f])
         structure.append((_relative(f, root), meta.num_rows))
         group: list[int] = []
         rows = 0
@@ -534,20 +484,6 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
                    root=population, unit=unit, target_rows=target, footer_statistics=stats, base=root)
 
 
-#: What the file systems say about a file's version: local modification time, S3's ETag and LastModified, ...
-_VERSION_FIELDS = ("size", "mtime", "ETag", "LastModified", "last_modified", "etag", "generation", "md5Hash")
-
-
-def _stamp(meta: pq.FileMetaData, info: dict[str, Any]) -> bytes:
-    """A digest of a file's footer (its thrift bytes: row groups, sizes, statistics) and of its size and version
-    as the file system reports them: equal for an untouched file. Exact facts about the data, so it stays in
-    driver memory and is keyed before it is stored (:mod:`ldp_dask.partitions`)."""
-    h = hashlib.blake2b(digest_size=32)
-    h.update(bytes(meta.__reduce__()[1][0]))  # the serialized footer, as pickling writes it
-    h.update(json.dumps({k: info.get(k) for k in _VERSION_FIELDS}, sort_keys=True, default=str).encode())
-    return h.digest()
-
-
 def _arrow_filesystem(fs: Any) -> Any:
     """The pyarrow file system for an fsspec one: Arrow's own for local files, else a wrapper of ``fs``."""
     import pyarrow.fs as pafs
@@ -563,23 +499,6 @@ def _relative(path: str, root: str) -> str:
     if root and path.startswith(head) and "/../" not in path and "/./" not in path:
         return path[len(head):]
     return os.path.relpath(path, root) if root else path
-
-
-def _footer_statistics(meta: pq.FileMetaData, columns: list[str], numeric: bool, stats: FooterStatistics,
-                       where: str) -> None:
-    """Fold a footer's statistics of ``columns`` (the first is the released one) into ``stats``."""
-    names = meta.schema.names
-    for c, name in enumerate(columns):
-        if name not in names:
-            continue
-        j = names.index(name)
-        for rg in range(meta.num_row_groups):
-            st = meta.row_group(rg).column(j).statistics
-            if st is None:
-                continue
-            nulls = st.null_count if st.has_null_count else 0
-            bounded = c == 0 and numeric and st.has_min_max
-            stats.add(st.min if bounded else None, st.max if bounded else None, nulls, where)
 
 
 def _population_root(fs: Any, path: str) -> str:
@@ -616,49 +535,6 @@ def _fingerprint(structure: dict[str, Any]) -> str:
 
 
 # --- worker side --------------------------------------------------------------------
-def read_units(reader: Reader, piece: Piece) -> pa.Array:
-    """Read one piece's privacy unit values (a pyarrow array; nulls are refused where they are used)."""
-    if reader.kind == "memory":
-        return reader.unit_values[piece.start : piece.stop]
-    return _read_columns(reader, piece, reader.unit).column(0).combine_chunks()
-
-
-def _read_columns(reader: Reader, piece: Piece, column: str | None) -> pa.Table:
-    fs = reader.fs
-    try:
-        if _is_local(fs):
-            # local: no read coalescing, which pays on object storage only (0.37 -> 0.31 ms per small file)
-            pf = pq.ParquetFile(piece.path, memory_map=False, pre_buffer=False)
-            return pf.read_row_groups(list(piece.row_groups), columns=[column], use_threads=False)
-        with fs.open(piece.path, "rb") as fh:
-            pf = pq.ParquetFile(fh)
-            return pf.read_row_groups(list(piece.row_groups), columns=[column], use_threads=False)
-    except pa.ArrowInvalid as exc:  # corrupt content: deterministic, not worth a retry
-        raise InputDataError(f"{piece.path!r} could not be read as Parquet ({_no_values(exc)})") from None
-
-
-def _no_values(exc: BaseException) -> str:
-    """An Arrow error's kind without its text, which may quote a value of the data."""
-    return f"{type(exc).__name__}: the file's content does not decode as its schema says"
-
-
-def read_piece(reader: Reader, piece: Piece) -> Any:
-    """Read one piece's values: a numpy array (numeric), or a pyarrow Array (categorical).
-
-    ``reader`` is :attr:`Dataset.reader`. No copy for in-memory data.
-    """
-    if reader.kind == "memory":
-        assert reader.values is not None
-        return reader.values[piece.start : piece.stop]
-    table = _read_columns(reader, piece, reader.column)
-    # OSError (a transient I/O failure) propagates, so Dask retries the task
-    col = table.column(0)
-    col = fill_nulls(col, reader.fill, reader.column)
-    if reader.value_kind == "categorical":
-        return col.combine_chunks()
-    if col.num_chunks == 1:
-        return col.chunk(0).to_numpy()
-    return col.to_numpy()
 
 
 def _is_local(fs: Any) -> bool:

@@ -35,7 +35,8 @@ from . import exactsum
 from ._validation import InputDataError, TaskError, error_value
 from .channels import Channel
 from .noise import TAG_MODULUS, bind_key, content_tag, digest_arrays, generator
-from .source import Piece, Reader, read_piece, read_units
+from .reading import read_piece, read_units
+from .source import Piece, Reader
 from .units import UnitKeys, bucket_values, concat_rows, keep_rows, kept_index, split_rows, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",

@@ -167,7 +167,7 @@ def test_channel_options_are_declared_once_and_read_everywhere():
     import inspect
 
     from ldp_dask.channels import CHANNELS, channel_options
-    from ldp_dask.cli import _parser
+    from ldp_dask.cli_parser import build_parser as _parser
 
     sub = next(a for a in _parser()._actions if a.dest == "command").choices["privatize"]
     flags = {f for a in sub._actions for f in a.option_strings}

@@ -138,7 +138,7 @@ def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys
         "merge": ["merge", *halves, "--out", str(tmp_path / "merged.parquet"), "--seed", "1"],
         "demo": ["demo", "--out", str(tmp_path / "demo"), "--rows", "200000", "--files", "2"],  # last: its paths
     }
-    from ldp_dask.cli import _parser
+    from ldp_dask.cli_parser import build_parser as _parser
 
     sub = next(a for a in _parser()._actions if a.dest == "command")
     assert set(commands) == set(sub.choices), "a command was added without a --json check"

@@ -37,8 +37,9 @@ from ..engine import run, task_rows, tasks_of
 from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
 from ..options import RunOptions
 from ..outputs import Described, Description, fmt, jsonable, save_json
+from ..reading import read_piece
 from ..release import Charge, Outputs, Released, plan, release
-from ..source import Dataset, Piece, Reader, read_piece
+from ..source import Dataset, Piece, Reader
 from ..tasks import each_piece
 from .mechanisms import above_threshold
 

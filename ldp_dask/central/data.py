@@ -32,7 +32,8 @@ from .._validation import InputDataError, LdpDaskError, TaskError, check_int, er
 from ..channels.base import check_values
 from ..engine import run, task_rows, tasks_of
 from ..options import RunOptions
-from ..source import Dataset, Piece, Reader, read_piece
+from ..reading import read_piece
+from ..source import Dataset, Piece, Reader
 from ..tasks import each_piece
 
 __all__ = ["PrivateData", "collect", "DEFAULT_CELLS", "DEFAULT_EXACT_MAX"]

@@ -1,0 +1,333 @@
+"""The ``ldp-dask`` argument parser: every command's flags, declared once (the handlers are in :mod:`ldp_dask.cli`).
+
+Channel flags come from the options each channel module declares; the
+retired ``--level`` flag is refused at parse time with the flag that replaces it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .policy import MAX_EPSILON
+
+__all__ = ["build_parser", "show_progress"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ldp_dask.options import DEFAULT_PARTITION_ROWS, DEFAULT_SPLIT_EVERY
+
+    p = argparse.ArgumentParser(prog="ldp-dask", description="Locally private statistics over Parquet with Dask.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="run the embedded demo (synthetic data, LocalCluster, Prefect without a server)",
+                       description="Generate synthetic Parquet data, privatize and estimate it with the Prefect flows.")
+    d.add_argument("--out", default="demo-output", help="output directory (default: demo-output)")
+    d.add_argument("--rows", type=int, default=2_000_000, help="rows to generate (default: 2,000,000)")
+    d.add_argument("--files", type=int, default=4, help="Parquet files to generate (default: 4)")
+    d.add_argument("--epsilon", type=float, default=1.0, help="ε per row (default: 1)")
+    d.add_argument("--workers", type=int, default=2, help="Dask worker processes (default: 2)")
+    d.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    r = sub.add_parser("privatize", help="privatize a column into a summary file",
+                       description="Privatize one column of a Parquet dataset with a local-DP channel.")
+    r.add_argument("source", help="Parquet file, directory, glob or fsspec URL")
+    r.add_argument("--column", required=True, help="column to privatize")
+    _channel_args(r)
+    r.add_argument("--out", required=True, help="summary file to write")
+    r.add_argument("--mode", choices=["summary", "rows"], default="summary",
+                   help="summary: only noisy sums leave workers (default); rows: also write privatized rows")
+    r.add_argument("--rows-out", default=None, help="directory for privatized rows (rows mode)")
+    r.add_argument("--clip", action="store_true", help="clamp out-of-domain values instead of failing")
+    r.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    r.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="attach to a running Dask scheduler (default: $DASK_SCHEDULER_ADDRESS, else this process "
+                        "for up to 2,000,000 rows, else a new LocalCluster)")
+    r.add_argument("--local", action="store_true", help="run in this process, without Dask")
+    r.add_argument("--secret-file", default=None, help="file with the secret key (else $LDP_DASK_SECRET, else random)")
+    r.add_argument("--seed", type=int, default=None, help="insecure integer seed, for simulations only")
+    r.add_argument("--partition-rows", type=int, default=None,
+                   help=f"target rows per partition (default {DEFAULT_PARTITION_ROWS:,})")
+    r.add_argument("--split-every", type=int, default=DEFAULT_SPLIT_EVERY,
+                   help=f"fan-in of the tree reduction (default {DEFAULT_SPLIT_EVERY})")
+    r.add_argument("--incremental", action="store_true",
+                   help="a partitioned release: each file is a partition with its own noise, and the summary keeps "
+                        "every file's noisy sums so that a later run reads only new or changed files (--since)")
+    r.add_argument("--since", default=None, metavar="SUMMARY",
+                   help="a partitioned summary released earlier with the same key and channel: its unchanged files "
+                        "are not read, their kept sums are used (implies --incremental); only files released anew "
+                        "are charged")
+    r.add_argument("--window", default=None, metavar="DAYS",
+                   help="e.g. 30d: release only the files of the last 30 days of a table partitioned by date "
+                        "directories (date=YYYY-MM-DD/), ending at the newest (implies --incremental)")
+    _progress_arg(r)
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+    _ledger_args(r)
+
+    e = sub.add_parser("estimate", help="estimate from a summary file",
+                       description="Density (histogram or wavelet channel) or mean (mean channel) from a summary.")
+    e.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
+    e.add_argument("--plot", default=None, help="write a PNG plot of the density")
+    e.add_argument("--out", default=None,
+                   help="write the estimate: a tidy Parquet table for a .parquet name (bins or categories, estimate, "
+                        "standard error, interval bounds: pandas and DuckDB read it as it is), else JSON")
+    e.add_argument("--raw", action="store_true",
+                   help="density: the raw estimate (no projection onto densities)")
+    e.add_argument("--simplex", action="store_true", help="rr: project the frequencies onto the simplex")
+    e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
+                   help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
+    e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
+    _confidence_arg(e)
+    e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    e.add_argument("--json", action="store_true", help="print the result as JSON")
+    g = sub.add_parser("gof", help="locally private goodness-of-fit test (Lam-Weil et al. 2022)",
+                       description="Test H0: f = f0 from a haar / haar-adaptive summary, or privatize raw data "
+                                   "first (--column, --domain, --epsilon). Prints the statistic, the critical "
+                                   "value, the p-value and the decision.")
+    g.add_argument("source", help="summary file, or Parquet data (file, directory, glob, fsspec URL)")
+    g.add_argument("--null", required=True,
+                   help="f0: a scipy.stats name like 'beta(2,2)' or 'norm(loc=0.5, scale=0.1)', "
+                        "or a file of bin probabilities (one per line)")
+    g.add_argument("--alpha", type=_alpha, default=0.05,
+                   help="significance level α of the test, in (0, 0.5) (default 0.05)")
+    g.add_argument("--B", type=int, default=9999, help="Monte-Carlo replicates (default 9999)")
+    g.add_argument("--statistic", choices=["summary", "U"], default="summary",
+                   help="T' from the sums (default) or the paper's U-statistic from privatized rows (--rows)")
+    g.add_argument("--rows", default=None, help="directory of privatized rows (U-statistic)")
+    g.add_argument("--calibration-seed", type=int, default=None, help="seed of the Monte-Carlo calibration")
+    g.add_argument("--column", default=None, help="raw data: column to privatize")
+    g.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"), help="raw data: public domain")
+    g.add_argument("--epsilon", type=float, default=None, help="raw data: ε per row")
+    g.add_argument("--adaptive", action="store_true", help="raw data: the adaptive test over all levels")
+    g.add_argument("--split", choices=["details", "rows", "epsilon"], default="details",
+                   help="adaptive: one random Haar detail level per row, shared by every level (details, default: "
+                        "the most powerful), one random level per row (rows, the paper's), or ε split across levels")
+    g.add_argument("--haar-level", "--J", dest="J", type=int, default=None,
+                   help="raw data: Haar level J, 2^J bins (default from n, ε and --smoothness)")
+    g.add_argument("--smoothness", type=float, default=1.0, help="raw data: smoothness s for the default J (1)")
+    g.add_argument("--summary-out", default=None, help="raw data: also write the summary here")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS", help="raw data: running Dask scheduler")
+    g.add_argument("--local", action="store_true", help="raw data: run in this process, without Dask")
+    g.add_argument("--secret-file", default=None, help="raw data: file with the secret key")
+    g.add_argument("--seed", type=int, default=None, help="raw data: insecure integer key, for simulations only")
+    g.add_argument("--clip", action="store_true", help="raw data: clamp out-of-domain values")
+    g.add_argument("--out", default=None, help="write the result as JSON")
+    g.add_argument("--plot", default=None, help="write a PNG of the null law with the observed statistic")
+    g.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    g.add_argument("--json", action="store_true", help="print the result as JSON")
+    _progress_arg(g)
+    _ledger_args(g)
+    c = sub.add_parser("quantiles", help="central-DP quantiles of a column",
+                       description="Release quantiles of a raw column with central differential privacy "
+                                   "(one record replaced, n public). The exact statistics stay in memory.")
+    c.add_argument("source", help="Parquet data (central DP), or a histogram/wavelet summary file (local DP)")
+    c.add_argument("--column", default=None, help="column (raw data)")
+    c.add_argument("--bounds", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+                   help="public bounds (raw data)")
+    c.add_argument("--epsilon", type=float, default=None, help="total ε for all the quantiles (raw data)")
+    _confidence_arg(c, "summary: ")
+    c.add_argument("--interval", choices=["bins", "band", "envelope", "bootstrap"], default=None,
+                   help="summary: CDF band at the bin edges (default for histogram/haar), interpolated within "
+                        "bins, CDF envelopes (default for wavelet), or parametric bootstrap (under-covers)")
+    c.add_argument("--B", type=int, default=400, help="summary: bootstrap replicates (default 400)")
+    c.add_argument("--q", type=float, nargs="+", default=None, help="probabilities in (0, 1), increasing")
+    c.add_argument("--deciles", action="store_true", help="the nine deciles (the default when --q is absent)")
+    c.add_argument("--method", default="best",
+                   choices=["best", "joint-exp", "inverse-sensitivity", "histogram", "laplace"],
+                   help="mechanism (default best: joint-exp up to n = 102,400, then inverse-sensitivity; "
+                        "measured in benchmarks/quantiles.py)")
+    c.add_argument("--rho", type=float, default=None,
+                   help="inverse-sensitivity smoothing ρ (default (hi − lo)/2^20)")
+    c.add_argument("--steps", type=int, default=None, help="histogram method: intervals (default 1.5 n / log n)")
+    c.add_argument("--clip", action="store_true", help="clamp values outside the bounds (count to stderr)")
+    c.add_argument("--scheduler", default=None, metavar="ADDRESS", help="running Dask scheduler")
+    c.add_argument("--local", action="store_true", help="run in this process, without Dask")
+    c.add_argument("--secret-file", default=None, help="file with the secret key")
+    c.add_argument("--seed", type=int, default=None, help="insecure integer key, for simulations only")
+    c.add_argument("--out", default=None, help="write the release as JSON")
+    c.add_argument("--plot", default=None, help="PNG of the released quantile function (public information only)")
+    c.add_argument("--html", default=None,
+                   help="self-contained HTML page: the values with their intervals (local) or a-priori accuracy "
+                        "(central), and the plot")
+    c.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    c.add_argument("--json", action="store_true", help="print the release as JSON")
+    _progress_arg(c)
+    _ledger_args(c)
+
+    bd = sub.add_parser("bounds", help="central-DP bounds of a column, to choose a public domain",
+                        description="Release symmetric bounds (-2^k, 2^k) holding about --fraction of a raw "
+                                    "column, with central DP (AboveThreshold), charged to the central budget. "
+                                    "For operators who run central releases anyway; the domain of a local "
+                                    "release can then be chosen without looking at the data.")
+    bd.add_argument("source", help="Parquet data (file, directory, glob, fsspec URL)")
+    bd.add_argument("--column", required=True, help="the numeric column")
+    bd.add_argument("--epsilon", type=float, default=0.1, help="central ε spent (default 0.1)")
+    bd.add_argument("--fraction", type=float, default=0.95, help="share of the values inside, in [0.5, 1) (0.95)")
+    bd.add_argument("--clip", action="store_true", help=argparse.SUPPRESS)
+    bd.add_argument("--scheduler", default=None, metavar="ADDRESS", help="running Dask scheduler")
+    bd.add_argument("--local", action="store_true", help="run in this process, without Dask")
+    bd.add_argument("--secret-file", default=None, help="file with the secret key")
+    bd.add_argument("--seed", type=int, default=None, help="insecure integer key, for simulations only")
+    bd.add_argument("--out", default=None, help="write the release as JSON")
+    bd.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    bd.add_argument("--json", action="store_true", help="print the release as JSON")
+    _progress_arg(bd)
+    _ledger_args(bd)
+
+    h = sub.add_parser("report", help="write an HTML page for a summary (estimate, uncertainty, privacy)",
+                       description="Write a self-contained HTML page with the estimate of a summary, its "
+                                   "uncertainty (plot, intervals) and the privacy parameters of the release.")
+    h.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
+    h.add_argument("--out", default=None, help="HTML file to write (default: the summary's name with .html)")
+    _confidence_arg(h)
+    h.add_argument("--overwrite", action="store_true", help="replace an existing page")
+    h.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    v = sub.add_parser("verify", help="check that a summary file is as released (its MAC under the release key)",
+                       description="Validate a summary's structure and check its HMAC under the key it was "
+                                   "released with (--secret-file, else LDP_DASK_SECRET / LDP_DASK_SECRET_FILE). "
+                                   "Exit 0 when it matches, 2 otherwise.")
+    v.add_argument("summary", help="summary file")
+    v.add_argument("--secret-file", default=None, help="file with the release key")
+    v.add_argument("--seed", type=int, default=None, help="the insecure seed the summary was released with")
+    v.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    m = sub.add_parser("merge", help="merge summaries of disjoint data, or take a window of kept partitions",
+                       description="Combine summaries of disjoint data released with the same channel and parameters "
+                                   "(refusing overlapping data or mismatched releases), and/or keep the partitions "
+                                   "of the last days (--window). Post-processing: no data is read, no ε is spent.")
+    m.add_argument("summaries", nargs="+", metavar="SUMMARY", help="summary files (two or more, or one with --window)")
+    m.add_argument("--out", required=True, help="summary file to write")
+    m.add_argument("--window", default=None, metavar="DAYS",
+                   help="e.g. 30d: keep the partitions of the last 30 days (date=YYYY-MM-DD/ directories)")
+    m.add_argument("--secret-file", default=None, help="file with the release key (checks the inputs, signs the output)")
+    m.add_argument("--seed", type=int, default=None, help="the insecure seed the summaries were released with")
+    m.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    m.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    b = sub.add_parser("budget", help="show the privacy budget ledger, or declare a dataset and its budget",
+                       description="Every release is recorded in the ledger and charged, per person, against the "
+                                   "dataset it reads: a declared dataset whose root contains (or is inside) the "
+                                   "source, else the source's own root. Budgets cover all columns, local and "
+                                   "central releases together.")
+    b.add_argument("action", nargs="?", choices=["list", "set"], default="list")
+    b.add_argument("name", nargs="?", default=None, help="set: the dataset's name")
+    b.add_argument("--source", default=None, help="set: the dataset's root (directory, file, glob or URL)")
+    b.add_argument("--limit", type=float, default=None, help="set: the ε budget per person")
+    b.add_argument("--privacy-unit", default=None, metavar="COLUMN",
+                   help="set: the column naming a person; every release of the dataset must use it "
+                        "(default: ε per row)")
+    b.add_argument("--entries", action="store_true", help="list: every release, not only the totals")
+    b.add_argument("--json", action="store_true", help="print as JSON")
+    b.add_argument("--ledger", default=None,
+                   help="ledger file or postgresql:// URL (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
+    for name, command in sub.choices.items():
+        command.add_argument("--level", action=_Refused, nargs="?", help=argparse.SUPPRESS,
+                             instead=_LEVEL_INSTEAD.get(name, _LEVEL_INSTEAD[None]))
+    return p
+
+
+#: What each command's old ``--level`` flag meant, and the flag that now says it.
+_LEVEL_INSTEAD: dict[str | None, str] = {
+    "privatize": "--haar-level J for the Haar channel's resolution (--levels J… for haar-adaptive)",
+    "gof": "--alpha for the test's significance level (--haar-level for the Haar resolution J)",
+    "estimate": "--confidence for the level of the intervals",
+    "quantiles": "--confidence for the level of the intervals",
+    "report": "--confidence for the level of the intervals",
+    None: "--confidence (intervals), --alpha (tests) or --haar-level (Haar resolution)",
+}
+
+
+class _Refused(argparse.Action):
+    """A retired flag: refused at parse time with a line naming the flag that replaces it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, instead: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.error(f"{option_string} had several meanings and is no longer accepted; use {self.instead}")
+
+
+def _level(hi: float, what: str, hint: str) -> Any:
+    """An argparse type for a level in (0, ``hi``): ``what`` names it in the error, ``hint`` says why."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number in (0, {hi:g}), got {text!r}") from None
+        if not 0 < value < hi:
+            raise argparse.ArgumentTypeError(f"the {what} must be in (0, {hi:g}), got {text} ({hint})")
+        return value
+
+    return parse
+
+
+#: --alpha: a significance level in (0, 0.5); 0.95 is a confidence, not a test level.
+_alpha = _level(0.5, "significance level", "a test at α ≥ 0.5 rejects a true null at least half the time; for 95% "
+                                           "confidence use --alpha 0.05")
+#: --confidence: a confidence level in (0, 1).
+_confidence = _level(1.0, "confidence level", "e.g. 0.95")
+
+
+def _confidence_arg(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    p.add_argument("--confidence", type=_confidence, default=0.95, metavar="LEVEL",
+                   help=f"{prefix}confidence level of the intervals, in (0, 1) (default 0.95)")
+
+
+def _channel_args(p: argparse.ArgumentParser) -> None:
+    """--channel, --epsilon, --domain and one flag per option the channels declare (ldp_dask.channels)."""
+    from ldp_dask.channels import AUTO, CHANNELS, TARGETS, channel_options
+
+    p.add_argument("--channel", required=True, choices=[AUTO, *sorted(CHANNELS)],
+                   help="local channel; auto: the smallest predicted error for the column (docs/channels.md)")
+    p.add_argument("--target", choices=TARGETS, default=None,
+                   help="auto: what to optimise for (categories: frequencies; numeric columns: distribution, the "
+                        "default, or mean)")
+    p.add_argument("--epsilon", type=float, required=True,
+                   help=f"ε per row, > 0 (refused above {MAX_EPSILON:g} per unit without --allow-large-epsilon)")
+    numeric = sorted(n for n, c in CHANNELS.items() if c.value_kind == "numeric")
+    p.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+                   help=f"public domain ({', '.join(numeric)})")
+    for name, (opt, users) in channel_options().items():
+        if not opt.cli:
+            continue
+        default = "" if opt.default in (None, False) else f" (default {opt.default})"
+        text = f"{', '.join(users) if len(users) < 4 else 'Laplace channels'}: {opt.help}{default}"
+        if opt.switch:
+            p.add_argument(opt.flag, action="store_true", default=None, dest=name, help=text)
+        else:
+            p.add_argument(opt.flag, dest=name, type=opt.type, choices=opt.choices, nargs="+" if opt.many else None,
+                           default=None, help=text)
+        if name == "categories":
+            p.add_argument("--categories-file", default=None, help="rr, hadamard: file with one public category per line")
+
+
+def _progress_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar of the rows processed on Dask (default: when stderr is a terminal)")
+
+
+def show_progress(a: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() if a.progress is None else bool(a.progress)
+
+
+def _ledger_args(p: argparse.ArgumentParser) -> None:
+    """How a release is accounted: the ledger, and who ε is counted for; and what a null becomes."""
+    p.add_argument("--nulls", nargs="+", default=["error"], metavar="POLICY",
+                   help="what a null of the column becomes: 'error' (default: refused, from the Parquet footers "
+                        "before any work) or 'value V' (replaced by the public value V before privatization; ε "
+                        "unchanged). Dropping is not offered: it would release the exact count of non-nulls")
+    p.add_argument("--ledger", default=None, help="privacy budget ledger: a file or a postgresql:// URL "
+                                                  "(default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
+    p.add_argument("--no-ledger", action="store_true", help="do not record the release (no budget enforced)")
+    p.add_argument("--allow-large-epsilon", action="store_true",
+                   help=f"release even with ε above {MAX_EPSILON:g} per unit (refused otherwise): simulations only")
+    p.add_argument("--privacy-unit", default=None, metavar="COLUMN",
+                   help="column naming the person each row belongs to: ε is then per person (default: per row)")
+    p.add_argument("--max-contributions", type=int, default=1, metavar="K",
+                   help="with --privacy-unit: rows kept per person, chosen at random; ε/K per row (default 1)")

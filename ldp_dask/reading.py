@@ -1,0 +1,64 @@
+"""What a task reads on a worker: one piece's values, and its privacy-unit values.
+
+A piece is a few row groups of one Parquet file (or a slice of in-memory
+data) planned by :mod:`ldp_dask.source`. Reads never quote the data in an
+error: a corrupt file names itself and the kind of failure; an ``OSError``
+(a transient I/O failure) propagates, so Dask retries the task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ._validation import InputDataError
+from .source import Piece, Reader, _is_local, fill_nulls
+
+__all__ = ["read_piece", "read_units"]
+
+
+def read_units(reader: Reader, piece: Piece) -> pa.Array:
+    """Read one piece's privacy unit values (a pyarrow array; nulls are refused where they are used)."""
+    if reader.kind == "memory":
+        return reader.unit_values[piece.start : piece.stop]
+    return _read_columns(reader, piece, reader.unit).column(0).combine_chunks()
+
+
+def _read_columns(reader: Reader, piece: Piece, column: str | None) -> pa.Table:
+    fs = reader.fs
+    try:
+        if _is_local(fs):
+            # local: no read coalescing, which pays on object storage only (0.37 -> 0.31 ms per small file)
+            pf = pq.ParquetFile(piece.path, memory_map=False, pre_buffer=False)
+            return pf.read_row_groups(list(piece.row_groups), columns=[column], use_threads=False)
+        with fs.open(piece.path, "rb") as fh:
+            pf = pq.ParquetFile(fh)
+            return pf.read_row_groups(list(piece.row_groups), columns=[column], use_threads=False)
+    except pa.ArrowInvalid as exc:  # corrupt content: deterministic, not worth a retry
+        raise InputDataError(f"{piece.path!r} could not be read as Parquet ({_no_values(exc)})") from None
+
+
+def _no_values(exc: BaseException) -> str:
+    """An Arrow error's kind without its text, which may quote a value of the data."""
+    return f"{type(exc).__name__}: the file's content does not decode as its schema says"
+
+
+def read_piece(reader: Reader, piece: Piece) -> Any:
+    """Read one piece's values: a numpy array (numeric), or a pyarrow Array (categorical).
+
+    ``reader`` is :attr:`Dataset.reader`. No copy for in-memory data.
+    """
+    if reader.kind == "memory":
+        assert reader.values is not None
+        return reader.values[piece.start : piece.stop]
+    table = _read_columns(reader, piece, reader.column)
+    # OSError (a transient I/O failure) propagates, so Dask retries the task
+    col = table.column(0)
+    col = fill_nulls(col, reader.fill, reader.column)
+    if reader.value_kind == "categorical":
+        return col.combine_chunks()
+    if col.num_chunks == 1:
+        return col.chunk(0).to_numpy()
+    return col.to_numpy()

@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 RUNTIME := $(VENV)/.installed-runtime
 STAMP   := $(VENV)/.installed-test
 
-.PHONY: demo test test-fast lint bench stack clean venv docs
+.PHONY: demo test test-fast test-unit test-statistical test-integration lint bench stack clean venv docs
 
 venv: $(STAMP)
 
@@ -31,6 +31,11 @@ test: $(STAMP) lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ldp_dask
 	$(VENV)/bin/mypy
+
+# One layer at a time: tests/unit (pure functions), tests/statistical (laws, audits, coverage),
+# tests/integration (clusters, Prefect, S3, PostgreSQL, the stack, the docs).
+test-unit test-statistical test-integration: test-%: $(STAMP)
+	$(PY) -m pytest -q tests/$*
 
 # Everything but the slow tests, the Prefect runs, the S3 server and the local stack: about 2 minutes on 2 cores.
 test-fast: $(STAMP)

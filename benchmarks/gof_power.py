@@ -19,7 +19,7 @@ its own Monte-Carlo calibration per data set, except where stated.
     10^9, against the seed's direct simulation (privatizing n rows per replicate).
 
 All channels use continuous Laplace noise here (the figures recorded in RESULTS.md); the
-lattice mode's calibration is tested in tests/test_lattice.py.
+lattice mode's calibration is tested in tests/statistical/test_lattice.py.
 
 Rewrites the "gof" section of RESULTS.md and writes ``gof_power.png``.
 """

@@ -13,7 +13,7 @@ drives runs through the REST API. Everything lives in one work directory
 Run ``python deploy/localstack.py`` (what ``make stack`` does): it writes the
 demo data set, triggers the nightly-release deployment on it, waits for the
 run, prints where everything is and stops; ``--keep`` leaves the stack up
-(Ctrl-C stops it) to look at the UI. ``tests/test_stack.py`` uses the same
+(Ctrl-C stops it) to look at the UI. ``tests/integration/test_stack.py`` uses the same
 class.
 """
 

@@ -265,7 +265,7 @@ def _event_log_ratio(ch, x, xp, rng, n):
 
 def test_density_ratio_on_the_worst_case_event():
     # haar, j0 = j1 = 1: 3 coordinates, small enough for the event to have probability >= 1/8
-    # (continuous noise: the event is defined on the real line; lattice noise: tests/test_lattice.py)
+    # (continuous noise: the event is defined on the real line; lattice noise: tests/statistical/test_lattice.py)
     ch = WaveletLaplace(1.0, (0.0, 1.0), 1, 1, wavelet="haar", noise="continuous")
     x, xp, realised = _worst_pair(ch)
     assert realised <= ch.epsilon_spent() * (1 + 1e-12)

@@ -28,7 +28,7 @@ import pytest
 import ldp_dask
 from ldp_dask.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LABELS = ["$a^$", "50%", "<b>x</b>", "a_b|c", "**bold**"]
 
 

@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "ldp_dask"
+PACKAGE = Path(__file__).resolve().parents[2] / "ldp_dask"
 #: The faces: what users run. The library below them never imports them.
 FACES = ("ldp_dask.cli", "ldp_dask.cli_parser", "ldp_dask.demo", "ldp_dask.flows")
 MAX_LINES = 600
@@ -120,3 +120,12 @@ def test_each_rule_lives_once():
     assert _lines_matching(r"max\([^)]*epsilon_spent\(\)") == {"ldp_dask/privacy.py": 1}
     # the ε refusal
     assert _lines_matching(r"> MAX_EPSILON") == {"ldp_dask/policy.py": 1}
+
+
+def test_tests_live_by_layer():
+    """Every test module sits in tests/unit (pure functions), tests/statistical (laws, audits, coverage) or
+    tests/integration (clusters, Prefect, S3, PostgreSQL, the stack, the docs)."""
+    tests = PACKAGE.parent / "tests"
+    stray = sorted(p.name for p in tests.glob("test_*.py"))
+    layers = {p.parent.name for p in tests.rglob("test_*.py")}
+    assert stray == [] and layers == {"unit", "statistical", "integration"}

@@ -1,7 +1,7 @@
 """Bounded means by the Piecewise, Duchi and Hybrid mechanisms (Wang et al. 2019; Duchi, Jordan and Wainwright
 2018; docs/channels.md): each view's law against the papers' densities, unbiasedness with the closed-form
 variance, summary mode against per-row privatization, the lattice, interval coverage on data the estimator was
-not tuned on, the command line and bad input. (Audits: tests/test_audit.py; the Dask path: tests/test_pipeline.py.)
+not tuned on, the command line and bad input. (Audits: tests/statistical/test_audit.py; the Dask path: tests/integration/test_pipeline.py.)
 
 False-failure rates (fixed seeds; what a correct implementation would suffer with a random seed): KS and
 binomial tests at α = 10⁻³ each, Bonferroni-split within a test; mean checks at 4.5 standard errors (7·10⁻⁶

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # spelled in pieces so that this file does not match itself
 OUTSIDE = re.compile("|".join([
     r"\bS" + r"PEC\b", r"[Ss]eeds? 0" + r"0[0-9]", r"\.\./" + r"shared", r"\bDESIGN" + r"\.md", r"\bSTYLE" + r"\.md",

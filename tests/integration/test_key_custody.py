@@ -14,7 +14,7 @@ import pytest
 
 from ldp_dask.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "driver-only-secret-0123456789abcdef"
 
 

@@ -97,7 +97,7 @@ def test_mean_audit_catches_halved_noise():
     assert lr > 1.0 + Z * se
 
 
-# --- summary mode adds its noise once (its law: tests/test_laws.py) ----------------------------
+# --- summary mode adds its noise once (its law: tests/statistical/test_laws.py) ----------------------------
 def test_noise_is_added_once():
     # the released sum minus the exact sum has exactly the Laplace-sum variance 2 m b^2
     ch = LaplaceHistogram(1.0, 2, (0.0, 1.0))

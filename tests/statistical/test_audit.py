@@ -1,5 +1,5 @@
 """The privacy auditor on the channels with an explicit output law (categorical, bounded means, Square Wave; the
-Laplace channels are audited in both noise modes in tests/test_laws.py): a channel's audited ε lower bound stays ≤ its ε,
+Laplace channels are audited in both noise modes in tests/statistical/test_laws.py): a channel's audited ε lower bound stays ≤ its ε,
 and a channel that really spends about 2ε is caught. Bounds are one-sided Clopper–Pearson bounds at confidence
 1 − 10⁻³, so a correct channel fails "passed" with probability ≤ 10⁻³ for a random seed; the seeds
 are fixed."""

@@ -31,7 +31,29 @@ def machine() -> str:
     except (OSError, AttributeError):
         pass
     libs = ", ".join(f"{p} {version(p)}" for p in ("numpy", "pyarrow", "dask", "distributed"))
-    return f"{cpu}, {os.cpu_count()} cores{mem}; Python {platform.python_version()}; {libs}"
+    return f"{cpu}, {os.cpu_count()} cores{mem}; Python {platform.python_version()}; {libs}; {load()}"
+
+
+def _loadavg() -> tuple[float, float, float] | None:
+    try:
+        return os.getloadavg()
+    except OSError:
+        return None
+
+
+#: The load averages when the benchmark started (this module is imported first): what else the machine was doing.
+START_LOAD = _loadavg()
+
+
+def load() -> str:
+    """The machine's load when the benchmark started: the 1- and 5-minute load averages against its cores (a
+    figure taken at a load near or above the core count was measured on a busy machine, and says so)."""
+    if START_LOAD is None:
+        return "load unknown"
+    one, five, _ = START_LOAD
+    cores = os.cpu_count() or 1
+    busy = " — a busy machine: these figures are pessimistic" if five > 0.75 * cores else ""
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {cores} cores when the run started{busy}"
 
 
 def write_section(name: str, body: str) -> None:

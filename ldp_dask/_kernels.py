@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["wavelet_accumulate", "fine_histogram", "split_to_levels", "float_limbs", "joint_exp_transition",
-           "smallest_ranks"]
+           "smallest_ranks", "tag_and_bound"]
 
 _ONE_MINUS = float(np.nextafter(1.0, 0.0))
 
@@ -189,62 +189,177 @@ def joint_exp_transition(A: np.ndarray, CC: np.ndarray, target: float, beta: flo
         out[j] = m + np.log(s)
 
 
-@njit(cache=True, nogil=True)
-def smallest_ranks(person: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the rows kept: for each distinct ``person``, the ``k`` rows of smallest ``rank``; persons in order
-    of first appearance, each one's rows by increasing rank (a function of the arrays, order included).
+_GOLD = np.uint64(0x9E3779B97F4A7C15)
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_RANK_SALT = np.uint64(0x5851F42D4C957F2D)
 
-    One pass with an open-addressing hash table of persons (linear probing,
-    Fibonacci hashing of the 64-bit id) and, per person, the indices of its k
-    smallest ranks kept sorted by insertion. O(n·k) time and memory, for the
-    small k of contribution bounding (an inline record per slot measured
-    slower: zeroing a table of records costs more than the indirection). The
-    numpy reference is :func:`ldp_dask.units.keep_contributions` (two sorts);
-    both keep the same set when ranks are distinct within a person.
-    """
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(x: np.uint64, key: np.uint64) -> np.uint64:
+    """The keyed mixing bijection of :func:`ldp_dask.units._mix` on one value (SplitMix64's finalizer, twice)."""
+    z = x ^ key
+    for _ in range(2):
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        z = z ^ (z >> np.uint64(31))
+    return z
+
+
+@njit(cache=True, nogil=True)
+def _spread(person: np.ndarray, rank: np.ndarray, first_row: int, rank_key: np.uint64,
+            keyed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Rows spread by the top bits of a hash of their person into sub-buckets of about 2,048 rows (a counting
+    sort copying person, rank and row index). With ``keyed`` the rank is computed here, as
+    :func:`ldp_dask.units.ranks` does, from the row's position ``first_row + i``."""
     n = person.shape[0]
-    size = 16
-    while size < 2 * n:
-        size <<= 1
-    mask = np.uint64(size - 1)
-    table_key = np.empty(size, np.uint64)
-    table_slot = np.full(size, -1, np.int64)
-    best = np.empty((max(n, 1), k), np.int64)
-    count = np.zeros(max(n, 1), np.int64)
-    distinct = 0
-    total = 0
+    bits = 0
+    while (n >> bits) > 2048:
+        bits += 1
+    subs = 1 << bits
+    shift = np.uint64(64 - bits) if bits > 0 else np.uint64(63)
+    counts = np.zeros(subs + 1, np.int64)
+    for i in range(n):
+        b = np.int64((person[i] * _GOLD) >> shift) if bits > 0 else 0
+        counts[b + 1] += 1
+    for b in range(subs):
+        counts[b + 1] += counts[b]
+    fill = counts[:subs].copy()
+    sp = np.empty(n, np.uint64)
+    sr = np.empty(n, np.uint64)
+    si = np.empty(n, np.int64)
     for i in range(n):
         p = person[i]
-        j = ((p * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(17)) & mask
-        while True:
-            s = table_slot[j]
-            if s == -1:
-                table_slot[j] = distinct
-                table_key[j] = p
-                s = distinct
-                distinct += 1
-                break
-            if table_key[j] == p:
-                break
-            j = (j + np.uint64(1)) & mask
-        c = count[s]
-        r = rank[i]
-        if c < k:
-            m = c
-            count[s] = c + 1
-            total += 1
-        elif rank[best[s, k - 1]] <= r:
-            continue
+        b = np.int64((p * _GOLD) >> shift) if bits > 0 else 0
+        j = fill[b]
+        fill[b] = j + 1
+        sp[j] = p
+        if keyed:
+            sr[j] = _mix(_mix(np.uint64(first_row + i), rank_key) ^ p, rank_key ^ _RANK_SALT)
         else:
-            m = k - 1
-        while m > 0 and rank[best[s, m - 1]] > r:
-            best[s, m] = best[s, m - 1]
-            m -= 1
-        best[s, m] = i
-    out = np.empty(total, np.int64)
+            sr[j] = rank[i]
+        si[j] = i
+    return sp, sr, si, counts, subs
+
+
+@njit(cache=True, nogil=True)
+def _bound(sp: np.ndarray, sr: np.ndarray, counts: np.ndarray, subs: int, k: int) -> np.ndarray:
+    """Positions (into the spread arrays) of each person's k rows of smallest rank: sub-bucket by sub-bucket,
+    with a table small enough for the processor's cache; persons by first appearance, rows by rank."""
+    n = sp.shape[0]
+    largest = 1
+    for b in range(subs):
+        largest = max(largest, counts[b + 1] - counts[b])
+    size = 16
+    while size < 2 * largest:
+        size <<= 1
+    table_key = np.empty(size, np.uint64)
+    table_slot = np.empty(size, np.int64)
+    best_rank = np.empty((largest, k), np.uint64)
+    best_pos = np.empty((largest, k), np.int64)
+    count = np.empty(largest, np.int64)
+    out = np.empty(n, np.int64)
     o = 0
-    for s in range(distinct):
-        for m in range(count[s]):
-            out[o] = best[s, m]
-            o += 1
-    return out
+    mix = np.uint64(0xD6E8FEB86659FD93)
+    for b in range(subs):
+        lo, hi = counts[b], counts[b + 1]
+        m = hi - lo
+        if m == 0:
+            continue
+        tsize, tbits = 16, 4
+        while tsize < 2 * m:
+            tsize <<= 1
+            tbits += 1
+        tshift = np.uint64(64 - tbits)
+        mask = tsize - 1
+        table_slot[:tsize] = -1
+        distinct = 0
+        for j in range(lo, hi):
+            p = sp[j]
+            h = np.int64((p * mix) >> tshift) & mask
+            while True:
+                s = table_slot[h]
+                if s == -1:
+                    table_slot[h] = distinct
+                    table_key[h] = p
+                    s = distinct
+                    count[s] = 0
+                    distinct += 1
+                    break
+                if table_key[h] == p:
+                    break
+                h = (h + 1) & mask
+            c = count[s]
+            r = sr[j]
+            if c < k:
+                q = c
+                count[s] = c + 1
+            elif best_rank[s, k - 1] <= r:
+                continue
+            else:
+                q = k - 1
+            while q > 0 and best_rank[s, q - 1] > r:
+                best_rank[s, q] = best_rank[s, q - 1]
+                best_pos[s, q] = best_pos[s, q - 1]
+                q -= 1
+            best_rank[s, q] = r
+            best_pos[s, q] = j
+        for s in range(distinct):
+            for q in range(count[s]):
+                out[o] = best_pos[s, q]
+                o += 1
+    return out[:o]
+
+
+@njit(cache=True, nogil=True)
+def smallest_ranks(person: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the rows kept: for each distinct ``person``, the ``k`` rows of smallest ``rank``.
+
+    The rows are first spread by the top bits of a hash of the person into
+    sub-buckets of about 2,048 rows (a counting sort: two sequential passes),
+    so that each sub-bucket's open-addressing table of persons (linear
+    probing) and its per-person k smallest ranks, kept sorted by insertion,
+    stay in the processor's cache: one table over a million rows spends its
+    time waiting for memory (measured: 20 ms per 10^6 rows against 33-50). The
+    result lists the sub-buckets in order, in each its persons by first
+    appearance, each person's rows by increasing rank: a function of the
+    arrays, their order included. O(n·k) time, O(n) memory. The numpy
+    reference is :func:`ldp_dask.units.keep_contributions` (two sorts); both
+    keep the same set when ranks are distinct within a person.
+    """
+    sp, sr, si, counts, subs = _spread(person, rank, 0, np.uint64(0), False)
+    return si[_bound(sp, sr, counts, subs, k)]
+
+
+@njit(cache=True, nogil=True)
+def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, rank_key: np.uint64, buckets: int,
+                  groups: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A partition's rows tagged and bounded in one pass: (row index, person, rank, bucket) of each person's k
+    rows of smallest rank, ordered by group of buckets (bucket j in group j·groups // buckets), and the groups'
+    bounds. Ranks and buckets are :func:`ldp_dask.units.ranks` and :func:`ldp_dask.units.buckets`, computed
+    here rather than in numpy passes."""
+    sp, sr, si, counts, subs = _spread(person, person, first_row, rank_key, True)
+    kept = _bound(sp, sr, counts, subs, k)
+    m = kept.shape[0]
+    bucket = np.empty(m, np.int64)
+    gcount = np.zeros(groups + 1, np.int64)
+    for j in range(m):
+        bj = np.int64(_mix(sp[kept[j]], bucket_key) % np.uint64(buckets))
+        bucket[j] = bj
+        gcount[(bj * groups) // buckets + 1] += 1
+    for g in range(groups):
+        gcount[g + 1] += gcount[g]
+    fill = gcount[:groups].copy()
+    index = np.empty(m, np.int64)
+    out_person = np.empty(m, np.uint64)
+    out_rank = np.empty(m, np.uint64)
+    out_bucket = np.empty(m, np.int64)
+    for j in range(m):
+        g = (bucket[j] * groups) // buckets
+        t = fill[g]
+        fill[g] = t + 1
+        pos = kept[j]
+        index[t] = si[pos]
+        out_person[t] = sp[pos]
+        out_rank[t] = sr[pos]
+        out_bucket[t] = bucket[j]
+    return index, out_person, out_rank, out_bucket, gcount

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from ._validation import InputDataError
 from .source import Piece, Reader, _is_local, fill_nulls
 
-__all__ = ["read_piece", "read_units"]
+__all__ = ["read_piece", "read_units", "read_with_units"]
 
 
 def read_units(reader: Reader, piece: Piece) -> pa.Array:
@@ -26,16 +26,24 @@ def read_units(reader: Reader, piece: Piece) -> pa.Array:
     return _read_columns(reader, piece, reader.unit).column(0).combine_chunks()
 
 
-def _read_columns(reader: Reader, piece: Piece, column: str | None) -> pa.Table:
+def read_with_units(reader: Reader, piece: Piece) -> tuple[Any, Any]:
+    """:func:`read_piece` and :func:`read_units` of one piece, from one read of the file (both columns)."""
+    if reader.kind == "memory":
+        return read_piece(reader, piece), read_units(reader, piece)
+    table = _read_columns(reader, piece, reader.column, reader.unit)
+    return _values(reader, table.column(0)), table.column(1).combine_chunks()
+
+
+def _read_columns(reader: Reader, piece: Piece, *columns: str | None) -> pa.Table:
     fs = reader.fs
     try:
         if _is_local(fs):
             # local: no read coalescing, which pays on object storage only (0.37 -> 0.31 ms per small file)
             pf = pq.ParquetFile(piece.path, memory_map=False, pre_buffer=False)
-            return pf.read_row_groups(list(piece.row_groups), columns=[column], use_threads=False)
+            return pf.read_row_groups(list(piece.row_groups), columns=list(columns), use_threads=False)
         with fs.open(piece.path, "rb") as fh:
             pf = pq.ParquetFile(fh)
-            return pf.read_row_groups(list(piece.row_groups), columns=[column], use_threads=False)
+            return pf.read_row_groups(list(piece.row_groups), columns=list(columns), use_threads=False)
     except pa.ArrowInvalid as exc:  # corrupt content: deterministic, not worth a retry
         raise InputDataError(f"{piece.path!r} could not be read as Parquet ({_no_values(exc)})") from None
 
@@ -53,9 +61,12 @@ def read_piece(reader: Reader, piece: Piece) -> Any:
     if reader.kind == "memory":
         assert reader.values is not None
         return reader.values[piece.start : piece.stop]
-    table = _read_columns(reader, piece, reader.column)
     # OSError (a transient I/O failure) propagates, so Dask retries the task
-    col = table.column(0)
+    return _values(reader, _read_columns(reader, piece, reader.column).column(0))
+
+
+def _values(reader: Reader, col: pa.ChunkedArray) -> Any:
+    """The column as read_piece returns it: nulls filled by the policy; numpy, or pyarrow for categories."""
     col = fill_nulls(col, reader.fill, reader.column)
     if reader.value_kind == "categorical":
         return col.combine_chunks()

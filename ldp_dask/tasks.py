@@ -35,9 +35,9 @@ from . import exactsum
 from ._validation import InputDataError, TaskError, error_value
 from .channels import Channel
 from .noise import TAG_MODULUS, bind_key, content_tag, digest_arrays, generator
-from .reading import read_piece, read_units
+from .reading import read_piece, read_with_units
 from .source import Piece, Reader
-from .units import UnitKeys, bucket_values, concat_rows, keep_rows, kept_index, split_rows, tag_rows
+from .units import UnitKeys, bucket_values, concat_rows, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
            "release_values", "Tagging", "tag_task", "BucketRelease", "release_group", "ROWS_BLOCK_VALUES"]
@@ -197,18 +197,13 @@ class Tagging:
 
 
 def tag_task(task: Any, job: Tagging, groups: int) -> list[dict[str, np.ndarray]] | TaskError:
-    """A task's rows tagged (bucket, person, rank, value), each person's ``k`` smallest ranks kept, split into
-    ``groups`` groups of buckets (worker side)."""
-
-    def tag(p: Piece) -> dict[str, np.ndarray]:
-        return tag_rows(read_piece(job.reader, p), read_units(job.reader, p), job.first_rows[p.index], job.keys,
-                        job.buckets)
-
-    parts = each_piece(job.pieces, task, lambda p: keep_rows(tag(p), job.k) if task.stop - task.start > 1 else tag(p))
+    """A task's rows tagged (bucket, person, rank, value), each person's ``k`` smallest ranks kept per piece, split
+    into ``groups`` groups of buckets (worker side)."""
+    parts = each_piece(job.pieces, task, lambda p: tag_rows(
+        *read_with_units(job.reader, p), job.first_rows[p.index], job.keys, job.buckets, groups, job.k))
     if isinstance(parts, TaskError):
         return parts
-    rows = concat_rows(parts)
-    return split_rows(rows, groups, job.buckets, kept_index(rows, job.k))
+    return [concat_rows([part[g] for part in parts]) for g in range(groups)]
 
 
 @dataclass(frozen=True)
@@ -230,18 +225,20 @@ class BucketRelease:
 
 def release_group(g: int, parts: list[dict[str, np.ndarray]], job: BucketRelease) -> Any:
     """The buckets of group ``g``, each bounded to ``k`` rows per person and handed to the handler (worker side)."""
-    rows = concat_rows(parts)
     first = -(-g * job.buckets // job.groups)  # the buckets j with j·groups // buckets == g
     stop = -(-(g + 1) * job.buckets // job.groups)
-    order = np.argsort(rows["bucket"], kind="stable")
-    bounds = np.searchsorted(rows["bucket"][order], np.arange(first, stop + 1))
+    where = f"the rows of buckets {first}..{stop - 1} (grouped by person)"
+    try:
+        values = bucket_values(concat_rows(parts), job.k, first, stop, job.categorical)
+    except (OSError, MemoryError):
+        raise
+    except Exception as exc:
+        return error_value(where, exc)
     accs = []
-    for i, j in enumerate(range(first, stop)):
+    for j, x in zip(range(first, stop), values):
         where = f"the rows of bucket {j} (grouped by person)"
-        take = order[bounds[i]:bounds[i + 1]]
         try:
-            acc = job.handler(bucket_values({c: v[take] for c, v in rows.items()}, job.k, job.categorical), where,
-                              j, job.keys[j])
+            acc = job.handler(x, where, j, job.keys[j])
         except (OSError, MemoryError):
             raise
         except Exception as exc:

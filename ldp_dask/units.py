@@ -35,17 +35,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._kernels import smallest_ranks
+from ._kernels import smallest_ranks, tag_and_bound
 from ._validation import InputDataError
 from .privacy import per_row_channel
 
 __all__ = ["UnitKeys", "unit_keys", "person_ids", "buckets", "ranks", "keep_contributions", "per_row_channel",
-           "tag_rows", "keep_rows", "kept_index", "split_rows", "bucket_values", "concat_rows", "COLUMNS", "KERNEL_MAX_K"]
+           "tag_rows", "kept_index", "bucket_values", "concat_rows", "COLUMNS", "KERNEL_MAX_K"]
 
 #: The arrays of a tagged partition: bucket, person id, rank, value.
 COLUMNS = ("bucket", "person", "rank", "value")
-#: Bounds up to this k run the one-pass kernel (:func:`ldp_dask._kernels.smallest_ranks`, memory O(n·k)); larger
-#: k the two sorts of :func:`keep_contributions`.
+#: Bounds up to this k run the kernels (:func:`ldp_dask._kernels.tag_and_bound`, :func:`ldp_dask._kernels.smallest_ranks`;
+#: memory O(n·k) when one person owns most rows); larger k the two sorts of :func:`keep_contributions`.
 KERNEL_MAX_K = 16
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
@@ -119,24 +119,39 @@ def keep_contributions(person: np.ndarray, rank: np.ndarray, k: int) -> np.ndarr
     return order[(np.arange(len(p)) - group_start) < k]
 
 
-def tag_rows(values: Any, units: Any, first_row: int, keys: UnitKeys, count: int) -> dict[str, np.ndarray]:
-    """A partition's rows as arrays (bucket, person, rank, value), ready to be bounded and shuffled (worker side)."""
-    person = person_ids(units)
-    position = np.arange(first_row, first_row + len(person), dtype=np.uint64)
+def _value_array(values: Any) -> np.ndarray:
+    """A piece's values as numpy: numbers as they are, categories as an object array of Python values."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         if pa.types.is_dictionary(values.type):
             values = values.dictionary_decode()
-        value = np.asarray(values.to_numpy(zero_copy_only=False), dtype=object)
-    else:
-        value = np.asarray(values)
-    return {"bucket": buckets(person, keys, count), "person": person, "rank": ranks(person, position, keys),
-            "value": value}
+        return np.asarray(values.to_numpy(zero_copy_only=False), dtype=object)
+    return np.asarray(values)
 
 
-def _take(rows: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
-    return {c: rows[c][index] for c in COLUMNS}
+def _split(rows: dict[str, np.ndarray], bounds: np.ndarray) -> list[dict[str, np.ndarray]]:
+    return [{c: v[bounds[g]:bounds[g + 1]] for c, v in rows.items()} for g in range(len(bounds) - 1)]
+
+
+def tag_rows(values: Any, units: Any, first_row: int, keys: UnitKeys, count: int, groups: int,
+             k: int) -> list[dict[str, np.ndarray]]:
+    """A partition's rows tagged (bucket, person, rank, value), each person's ``k`` rows of smallest rank kept
+    (the k smallest of a union are among the k smallest of each part), split into ``groups`` groups of
+    consecutive buckets (bucket j in group j·groups // count). Worker side."""
+    person = person_ids(units)
+    value = _value_array(values)
+    if k <= KERNEL_MAX_K:
+        index, person, rank, bucket, bounds = tag_and_bound(person, first_row, np.uint64(keys.bucket),
+                                                            np.uint64(keys.rank), count, groups, k)
+        return _split({"bucket": bucket, "person": person, "rank": rank, "value": value[index]}, bounds)
+    rank = ranks(person, np.arange(first_row, first_row + len(person), dtype=np.uint64), keys)
+    keep = keep_contributions(person, rank, k)
+    bucket = buckets(person[keep], keys, count)
+    order = np.argsort((bucket * groups) // count, kind="stable")
+    keep, bucket = keep[order], bucket[order]
+    bounds = np.searchsorted((bucket * groups) // count, np.arange(groups + 1))
+    return _split({"bucket": bucket, "person": person[keep], "rank": rank[keep], "value": value[keep]}, bounds)
 
 
 def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -147,37 +162,23 @@ def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def kept_index(rows: dict[str, np.ndarray], k: int) -> np.ndarray:
-    """Indices of the rows :func:`keep_rows` keeps."""
+    """Indices of each person's ``k`` rows of smallest rank: by the one-pass kernel up to :data:`KERNEL_MAX_K`,
+    else by :func:`keep_contributions`. Either way a function of the rows and their order, which the plan fixes."""
     person, rank = rows["person"], rows["rank"]
     return smallest_ranks(person, rank, k) if k <= KERNEL_MAX_K else keep_contributions(person, rank, k)
 
 
-def keep_rows(rows: dict[str, np.ndarray], k: int) -> dict[str, np.ndarray]:
-    """Per person, the ``k`` rows of smallest rank: persons in order of first appearance, each one's rows by rank
-    (a function of the rows and their order, which the plan fixes)."""
-    return _take(rows, kept_index(rows, k))
+def bucket_values(rows: dict[str, np.ndarray], k: int, first: int, stop: int, categorical: bool) -> list[Any]:
+    """The values buckets ``first`` to ``stop`` release: at most ``k`` per person, one array per bucket (numpy,
+    or a pyarrow array of categories).
 
-
-def split_rows(rows: dict[str, np.ndarray], groups: int, count: int,
-               index: np.ndarray | None = None) -> list[dict[str, np.ndarray]]:
-    """Tagged rows (those at ``index``, default all, in that order) split into ``groups`` groups of consecutive
-    buckets (bucket j goes to group j·groups // count), each group in the rows' order; one gather per array."""
-    if index is None:
-        index = np.arange(len(rows["bucket"]))
-    group = (rows["bucket"][index] * groups) // count
-    order = np.argsort(group.astype(np.uint16 if groups <= 1 << 16 else np.int64), kind="stable")  # radix sort
-    bounds = np.searchsorted(group[order], np.arange(groups + 1))
-    taken = _take(rows, index[order])
-    return [{c: v[bounds[g]:bounds[g + 1]] for c, v in taken.items()} for g in range(groups)]
-
-
-def bucket_values(rows: dict[str, np.ndarray], k: int, categorical: bool) -> Any:
-    """The values one bucket releases: at most ``k`` per person (numpy, or a pyarrow array of categories).
-
-    Their order is a function of the rows in the plan's order (:func:`keep_rows`): the parts of a bucket are
-    concatenated in the order of the map tasks, which the plan fixes, so the release is the same in this process
-    and on any cluster, whatever order the parts completed in."""
-    values = keep_rows(rows, k)["value"]
-    if categorical:
-        return pa.array(values)  # an object array converts in C; a list of Python objects was 12x slower
-    return values
+    The rows arrive as the parts of a group concatenated in the order of the map tasks, which the plan fixes;
+    the kept rows' order is a function of them, so the release is the same in this process and on any
+    cluster, whatever order the parts completed in."""
+    keep = kept_index(rows, k)
+    bucket = rows["bucket"][keep] - first
+    order = np.argsort(bucket.astype(np.uint16) if stop - first <= 1 << 16 else bucket, kind="stable")
+    bounds = np.searchsorted(bucket[order], np.arange(stop - first + 1))
+    values = rows["value"][keep[order]]
+    out = [values[bounds[i]:bounds[i + 1]] for i in range(stop - first)]
+    return [pa.array(v) for v in out] if categorical else out  # an object array converts in C

@@ -69,16 +69,34 @@ def test_smallest_ranks_keeps_what_the_sorting_reference_keeps(k: int) -> None:
         got = smallest_ranks(person, rank, k)
         want = keep_contributions(person, rank, k)
         assert sorted(got.tolist()) == sorted(want.tolist())
-        # persons in order of first appearance, each person's rows by increasing rank
+        # each person's kept rows are together, by increasing rank; the order is a function of the arrays
         p = person[got]
-        firsts = {v: i for i, v in reversed(list(enumerate(person.tolist())))}
-        starts = [p[0]] if len(p) else []
-        starts += [p[i] for i in range(1, len(p)) if p[i] != p[i - 1]]
-        assert [firsts[v] for v in starts] == sorted(firsts[v] for v in starts)
-        assert len(starts) == len(set(starts))
-        for v in set(starts):
-            r = rank[got[p == v]]
-            assert np.all(np.diff(r.astype(np.float64)) > 0)
+        starts = [i for i in range(len(p)) if i == 0 or p[i] != p[i - 1]]
+        assert len(starts) == len(set(p.tolist()))
+        for a, b in zip(starts, [*starts[1:], len(p)]):
+            assert np.all(np.diff(rank[got[a:b]].astype(np.float64)) > 0)
+        assert np.array_equal(smallest_ranks(person, rank, k), got)
+
+
+def test_tagging_kernel_agrees_with_the_numpy_tags() -> None:
+    """tag_and_bound computes ranks and buckets as units.ranks/units.buckets do, keeps what the sorting reference
+    keeps, and orders its output by group of buckets."""
+    from ldp_dask._kernels import tag_and_bound
+    from ldp_dask.units import buckets, ranks, unit_keys
+
+    rng = np.random.default_rng(5)
+    keys = unit_keys(b"k" * 32, b"context")
+    for n, count, groups, k in ((0, 3, 2, 1), (1, 1, 1, 1), (30_000, 7, 3, 2), (5_000, 40, 32, 3)):
+        person = rng.integers(0, max(1, n // 4), n).astype(np.uint64) * np.uint64(0x9E3779B1)
+        index, p, r, b, bounds = tag_and_bound(person, 17, np.uint64(keys.bucket), np.uint64(keys.rank), count,
+                                               groups, k)
+        rank = ranks(person, np.arange(17, 17 + n, dtype=np.uint64), keys)
+        assert np.array_equal(p, person[index]) and np.array_equal(r, rank[index])
+        assert np.array_equal(b, buckets(person[index], keys, count))
+        assert sorted(index.tolist()) == sorted(keep_contributions(person, rank, k).tolist())
+        group = (b * groups) // count
+        assert np.all(np.diff(group) >= 0) and bounds[0] == 0 and bounds[-1] == len(index)
+        assert np.array_equal(np.searchsorted(group, np.arange(groups + 1)), bounds)
 
 
 def test_unit_values_and_their_public_spelling() -> None:

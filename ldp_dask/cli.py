@@ -38,17 +38,24 @@ def _null_policy(words: list[str], numeric: bool) -> Any:
                        f"{' (dropping nulls would release their exact count)' if words[0] == 'drop' else ''}.")
 
 
-def _run_options(a: argparse.Namespace, numeric: bool = True, **extra: Any) -> Any:
-    """The run options of a releasing command, from its flags."""
-    from ldp_dask.options import RunOptions
+def _run_options(a: argparse.Namespace, numeric: bool = True) -> Any:
+    """The run options of a releasing command, from its flags (:func:`ldp_dask.cli_parser.run_flags`): one value
+    per declared option, so every option a release takes is on every releasing command."""
+    from ldp_dask.options import RunOptions, faces
+    from ldp_dask.privacy import unit_of
 
     if a.local and a.scheduler:
         raise LdpDaskError("Give at most one of --local and --scheduler.")
-    ledger = None if getattr(a, "no_ledger", False) else (a.ledger or True)
-    return RunOptions.of(client="local" if a.local else a.scheduler, seed=a.seed, secret_file=a.secret_file,
-                         clip=a.clip, progress=show_progress(a), ledger=ledger, privacy_unit=a.privacy_unit,
-                         max_contributions=a.max_contributions, nulls=_null_policy(a.nulls, numeric),
-                         allow_large_epsilon=a.allow_large_epsilon, **extra)
+    compound = {
+        "client": lambda: "local" if a.local else a.scheduler,
+        "ledger": lambda: None if a.no_ledger else (a.ledger or True),
+        "unit": lambda: unit_of(a.privacy_unit, a.max_contributions),
+        "nulls": lambda: _null_policy(a.nulls, numeric),
+        "progress": lambda: show_progress(a),
+    }
+    values = {name: compound[name]() if name in compound else getattr(a, name)
+              for name, face in faces().items() if face.cli}
+    return RunOptions(**values)
 
 
 def _report_receipt(receipt: Any) -> None:
@@ -278,7 +285,7 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     elif a.target is not None:
         raise LdpDaskError("--target applies to --channel auto only.")
     kind = value_kind_of(a.channel, chosen.get("categories"))
-    opts = _run_options(a, kind == "numeric", partition_rows=a.partition_rows, split_every=a.split_every)
+    opts = _run_options(a, kind == "numeric")
     dataset = plan(a.source, a.column, kind, opts)
     if "categories" in chosen:
         chosen["categories"] = _typed_categories(chosen["categories"], dataset)

@@ -7,18 +7,18 @@ retired ``--level`` flag is refused at parse time with the flag that replaces it
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .options import DEFAULT_CONNECT_TIMEOUT, DEFAULT_IN_PROCESS_ROWS, DEFAULT_RETRIES, DEFAULT_SPLIT_EVERY, faces
 from .policy import MAX_EPSILON
 
-__all__ = ["build_parser", "show_progress"]
+__all__ = ["build_parser", "show_progress", "run_flags"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ldp_dask.options import DEFAULT_PARTITION_ROWS, DEFAULT_SPLIT_EVERY
-
     p = argparse.ArgumentParser(prog="ldp-dask", description="Locally private statistics over Parquet with Dask.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -40,18 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", choices=["summary", "rows"], default="summary",
                    help="summary: only noisy sums leave workers (default); rows: also write privatized rows")
     r.add_argument("--rows-out", default=None, help="directory for privatized rows (rows mode)")
-    r.add_argument("--clip", action="store_true", help="clamp out-of-domain values instead of failing")
     r.add_argument("--overwrite", action="store_true", help="replace existing outputs")
-    r.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="attach to a running Dask scheduler (default: $DASK_SCHEDULER_ADDRESS, else this process "
-                        "for up to 2,000,000 rows, else a new LocalCluster)")
-    r.add_argument("--local", action="store_true", help="run in this process, without Dask")
-    r.add_argument("--secret-file", default=None, help="file with the secret key (else $LDP_DASK_SECRET, else random)")
-    r.add_argument("--seed", type=int, default=None, help="insecure integer seed, for simulations only")
-    r.add_argument("--partition-rows", type=int, default=None,
-                   help=f"target rows per partition (default {DEFAULT_PARTITION_ROWS:,})")
-    r.add_argument("--split-every", type=int, default=DEFAULT_SPLIT_EVERY,
-                   help=f"fan-in of the tree reduction (default {DEFAULT_SPLIT_EVERY})")
     r.add_argument("--incremental", action="store_true",
                    help="a partitioned release: each file is a partition with its own noise, and the summary keeps "
                         "every file's noisy sums so that a later run reads only new or changed files (--since)")
@@ -62,9 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--window", default=None, metavar="DAYS",
                    help="e.g. 30d: release only the files of the last 30 days of a table partitioned by date "
                         "directories (date=YYYY-MM-DD/), ending at the newest (implies --incremental)")
-    _progress_arg(r)
     r.add_argument("--json", action="store_true", help="print the result as JSON")
-    _ledger_args(r)
+    run_flags(r)
 
     e = sub.add_parser("estimate", help="estimate from a summary file",
                        description="Density (histogram or wavelet channel) or mean (mean channel) from a summary.")
@@ -108,17 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="raw data: Haar level J, 2^J bins (default from n, ε and --smoothness)")
     g.add_argument("--smoothness", type=float, default=1.0, help="raw data: smoothness s for the default J (1)")
     g.add_argument("--summary-out", default=None, help="raw data: also write the summary here")
-    g.add_argument("--scheduler", default=None, metavar="ADDRESS", help="raw data: running Dask scheduler")
-    g.add_argument("--local", action="store_true", help="raw data: run in this process, without Dask")
-    g.add_argument("--secret-file", default=None, help="raw data: file with the secret key")
-    g.add_argument("--seed", type=int, default=None, help="raw data: insecure integer key, for simulations only")
-    g.add_argument("--clip", action="store_true", help="raw data: clamp out-of-domain values")
     g.add_argument("--out", default=None, help="write the result as JSON")
     g.add_argument("--plot", default=None, help="write a PNG of the null law with the observed statistic")
     g.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     g.add_argument("--json", action="store_true", help="print the result as JSON")
-    _progress_arg(g)
-    _ledger_args(g)
+    run_flags(g)
     c = sub.add_parser("quantiles", help="central-DP quantiles of a column",
                        description="Release quantiles of a raw column with central differential privacy "
                                    "(one record replaced, n public). The exact statistics stay in memory.")
@@ -141,11 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--rho", type=float, default=None,
                    help="inverse-sensitivity smoothing ρ (default (hi − lo)/2^20)")
     c.add_argument("--steps", type=int, default=None, help="histogram method: intervals (default 1.5 n / log n)")
-    c.add_argument("--clip", action="store_true", help="clamp values outside the bounds (count to stderr)")
-    c.add_argument("--scheduler", default=None, metavar="ADDRESS", help="running Dask scheduler")
-    c.add_argument("--local", action="store_true", help="run in this process, without Dask")
-    c.add_argument("--secret-file", default=None, help="file with the secret key")
-    c.add_argument("--seed", type=int, default=None, help="insecure integer key, for simulations only")
     c.add_argument("--out", default=None, help="write the release as JSON")
     c.add_argument("--plot", default=None, help="PNG of the released quantile function (public information only)")
     c.add_argument("--html", default=None,
@@ -153,8 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(central), and the plot")
     c.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     c.add_argument("--json", action="store_true", help="print the release as JSON")
-    _progress_arg(c)
-    _ledger_args(c)
+    run_flags(c)
 
     bd = sub.add_parser("bounds", help="central-DP bounds of a column, to choose a public domain",
                         description="Release symmetric bounds (-2^k, 2^k) holding about --fraction of a raw "
@@ -165,16 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--column", required=True, help="the numeric column")
     bd.add_argument("--epsilon", type=float, default=0.1, help="central ε spent (default 0.1)")
     bd.add_argument("--fraction", type=float, default=0.95, help="share of the values inside, in [0.5, 1) (0.95)")
-    bd.add_argument("--clip", action="store_true", help=argparse.SUPPRESS)
-    bd.add_argument("--scheduler", default=None, metavar="ADDRESS", help="running Dask scheduler")
-    bd.add_argument("--local", action="store_true", help="run in this process, without Dask")
-    bd.add_argument("--secret-file", default=None, help="file with the secret key")
-    bd.add_argument("--seed", type=int, default=None, help="insecure integer key, for simulations only")
     bd.add_argument("--out", default=None, help="write the release as JSON")
     bd.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     bd.add_argument("--json", action="store_true", help="print the release as JSON")
-    _progress_arg(bd)
-    _ledger_args(bd)
+    run_flags(bd)
 
     h = sub.add_parser("report", help="write an HTML page for a summary (estimate, uncertainty, privacy)",
                        description="Write a self-contained HTML page with the estimate of a summary, its "
@@ -307,27 +277,57 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
             p.add_argument("--categories-file", default=None, help="rr, hadamard: file with one public category per line")
 
 
-def _progress_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="show a progress bar of the rows processed on Dask (default: when stderr is a terminal)")
-
-
 def show_progress(a: argparse.Namespace) -> bool:
     return sys.stderr.isatty() if a.progress is None else bool(a.progress)
 
 
-def _ledger_args(p: argparse.ArgumentParser) -> None:
-    """How a release is accounted: the ledger, and who ε is counted for; and what a null becomes."""
-    p.add_argument("--nulls", nargs="+", default=["error"], metavar="POLICY",
-                   help="what a null of the column becomes: 'error' (default: refused, from the Parquet footers "
+#: How each run option's flags parse (argparse's part); their help comes from the option's declaration
+#: (:class:`ldp_dask.options.Face`), so the flags and the flows' parameters cannot drift apart.
+_FLAG_SPECS: dict[str, dict[str, Any]] = {
+    "--scheduler": {"default": None, "metavar": "ADDRESS"},
+    "--local": {"action": "store_true", "help": "run in this process, without Dask"},
+    "--seed": {"type": int, "default": None},
+    "--secret-file": {"default": None},
+    "--clip": {"action": "store_true"},
+    "--partition-rows": {"type": int, "default": None},
+    "--storage-options": {"type": lambda text: _json_object(text, "--storage-options"), "default": None,
+                          "metavar": "JSON"},
+    "--split-every": {"type": int, "default": DEFAULT_SPLIT_EVERY},
+    "--retries": {"type": int, "default": DEFAULT_RETRIES},
+    "--progress": {"action": argparse.BooleanOptionalAction, "default": None},
+    "--ledger": {"default": None},
+    "--no-ledger": {"action": "store_true", "help": "do not record the release (no budget enforced)"},
+    "--privacy-unit": {"default": None, "metavar": "COLUMN",
+                       "help": "column naming the person each row belongs to: ε is then per person (default: per "
+                               "row)"},
+    "--max-contributions": {"type": int, "default": 1, "metavar": "K",
+                            "help": "with --privacy-unit: rows kept per person, chosen at random; ε/K per row "
+                                    "(default 1)"},
+    "--allow-large-epsilon": {"action": "store_true"},
+    "--in-process-rows": {"type": int, "default": DEFAULT_IN_PROCESS_ROWS},
+    "--connect-timeout": {"type": float, "default": DEFAULT_CONNECT_TIMEOUT},
+    "--nulls": {"nargs": "+", "default": ["error"], "metavar": "POLICY",
+                "help": "what a null of the column becomes: 'error' (default: refused, from the Parquet footers "
                         "before any work) or 'value V' (replaced by the public value V before privatization; ε "
-                        "unchanged). Dropping is not offered: it would release the exact count of non-nulls")
-    p.add_argument("--ledger", default=None, help="privacy budget ledger: a file or a postgresql:// URL "
-                                                  "(default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
-    p.add_argument("--no-ledger", action="store_true", help="do not record the release (no budget enforced)")
-    p.add_argument("--allow-large-epsilon", action="store_true",
-                   help=f"release even with ε above {MAX_EPSILON:g} per unit (refused otherwise): simulations only")
-    p.add_argument("--privacy-unit", default=None, metavar="COLUMN",
-                   help="column naming the person each row belongs to: ε is then per person (default: per row)")
-    p.add_argument("--max-contributions", type=int, default=1, metavar="K",
-                   help="with --privacy-unit: rows kept per person, chosen at random; ε/K per row (default 1)")
+                        "unchanged). Dropping is not offered: it would release the exact count of non-nulls"},
+}
+
+
+def _json_object(text: str, flag: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{flag} takes a JSON object, e.g. '{{\"anon\": true}}'; got {text!r}")
+    return value
+
+
+def run_flags(p: argparse.ArgumentParser) -> None:
+    """Every run option's flags (:func:`ldp_dask.options.faces`), in one group of the command's help."""
+    group = p.add_argument_group("how the release runs")
+    for face in faces().values():
+        for flag in face.cli:
+            spec = dict(_FLAG_SPECS[flag])
+            spec.setdefault("help", face.help.replace("%", "%%"))
+            group.add_argument(flag, **spec)

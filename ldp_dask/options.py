@@ -20,14 +20,14 @@ import dataclasses
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ._validation import LdpDaskError, check_int
 from .noise import Secret, resolve_secret
 from .privacy import Person, Row, Unit, unit_of
 
-__all__ = ["RunOptions", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING"]
+__all__ = ["RunOptions", "Face", "faces", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING"]
 
 #: The public spelling of :attr:`RunOptions.unit` accepted by :meth:`RunOptions.of` and every entry point.
 UNIT_SPELLING = ("privacy_unit", "max_contributions")
@@ -54,6 +54,32 @@ def cluster_in_environment() -> bool:
     import dask
 
     return bool(dask.config.get("scheduler-address", None))
+
+
+@dataclass(frozen=True)
+class Face:
+    """How one run option appears to users: its help, its command-line flags, its flow parameters.
+
+    Declared with the field (:class:`RunOptions`), so that the command line
+    (:mod:`ldp_dask.cli_parser`) and the flows (``flows/``) are generated from
+    it and a new option appears everywhere at once. ``hidden`` says why a face
+    lacks the option (a test requires a reason for every absence).
+    """
+
+    help: str
+    cli: tuple[str, ...] = ()
+    flow: tuple[str, ...] = ()
+    hidden: str = ""
+
+
+def _declared(default: Any, help: str, *, cli: tuple[str, ...] = (), flow: tuple[str, ...] = (),
+              hidden: str = "") -> Any:
+    return field(default=default, metadata={"face": Face(help, cli, flow, hidden)})
+
+
+def faces() -> dict[str, Face]:
+    """Every run option's :class:`Face`, by field name, in declaration order."""
+    return {f.name: f.metadata["face"] for f in fields(RunOptions)}
 
 
 @dataclass(frozen=True, repr=False)
@@ -122,23 +148,50 @@ class RunOptions:
         of non-null values, which no finite ε covers.
     """
 
-    client: Any = None
-    secret: Secret | bytes | str | None = None
-    seed: int | None = None
-    secret_file: str | os.PathLike[str] | None = None
-    clip: bool = False
-    partition_rows: int | None = None
-    storage_options: Mapping[str, Any] | None = None
-    split_every: int = DEFAULT_SPLIT_EVERY
-    retries: int = DEFAULT_RETRIES
-    progress: bool = False
-    ledger: Any = None
-    flow_run_id: str | None = None
-    unit: Unit = Row()
-    allow_large_epsilon: bool = False
-    in_process_rows: int = DEFAULT_IN_PROCESS_ROWS
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    nulls: Any = None
+    client: Any = _declared(None, "where partitions run: a Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS, else "
+                            "this process for small sources, else a new LocalCluster); 'local': this process",
+                            cli=("--scheduler", "--local"), flow=("scheduler",))
+    secret: Secret | bytes | str | None = _declared(
+        None, "key material", hidden="key material is never a flag (other users see a command line) nor a flow "
+                                     "parameter (Prefect stores parameters): use secret_file or $LDP_DASK_SECRET")
+    seed: int | None = _declared(None, "insecure integer key, for simulations and tests only",
+                                 cli=("--seed",), flow=("seed",))
+    secret_file: str | os.PathLike[str] | None = _declared(
+        None, "file holding the release key (else $LDP_DASK_SECRET, $LDP_DASK_SECRET_FILE, else a random key)",
+        cli=("--secret-file",), flow=("secret_file",))
+    clip: bool = _declared(False, "clamp out-of-domain values to the domain (counted for the operator only) instead "
+                                  "of failing", cli=("--clip",), flow=("clip",))
+    partition_rows: int | None = _declared(None, f"target rows per partition (default {DEFAULT_PARTITION_ROWS:,})",
+                                           cli=("--partition-rows",), flow=("partition_rows",))
+    storage_options: Mapping[str, Any] | None = _declared(
+        None, "fsspec options for URL sources and outputs, as a JSON object (credentials, endpoints)",
+        cli=("--storage-options",), flow=("storage_options",))
+    split_every: int = _declared(DEFAULT_SPLIT_EVERY, f"fan-in of the tree reduction (default {DEFAULT_SPLIT_EVERY})",
+                                 cli=("--split-every",), flow=("split_every",))
+    retries: int = _declared(DEFAULT_RETRIES, f"Dask retries per task, 0-100 (default {DEFAULT_RETRIES})",
+                             cli=("--retries",), flow=("retries",))
+    progress: bool = _declared(False, "a progress bar of the rows processed (default: when stderr is a terminal)",
+                               cli=("--progress",), hidden="flows: the Prefect UI follows a run; a terminal bar "
+                                                          "has no place in a flow's log")
+    ledger: Any = _declared(None, "the privacy budget ledger: a file or a postgresql:// URL (default "
+                                  "$LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite); none: no record, no budget",
+                            cli=("--ledger", "--no-ledger"), flow=("ledger",))
+    flow_run_id: str | None = _declared(None, "the Prefect flow run recorded with the release",
+                                        hidden="set by the flow itself from its run, never by a caller")
+    unit: Unit = _declared(Row(), "what ε is counted per: a column naming the person a row belongs to, and the rows "
+                                  "kept per person (default: per row)",
+                           cli=("--privacy-unit", "--max-contributions"),
+                           flow=("privacy_unit", "max_contributions"))
+    allow_large_epsilon: bool = _declared(False, "release even with ε above 50 per unit: simulations only",
+                                          cli=("--allow-large-epsilon",), flow=("allow_large_epsilon",))
+    in_process_rows: int = _declared(DEFAULT_IN_PROCESS_ROWS, "with no cluster named, sources of at most this many "
+                                     f"rows run in this process (default {DEFAULT_IN_PROCESS_ROWS:,})",
+                                     cli=("--in-process-rows",), flow=("in_process_rows",))
+    connect_timeout: float = _declared(DEFAULT_CONNECT_TIMEOUT, "seconds to reach a named scheduler (default "
+                                       f"{DEFAULT_CONNECT_TIMEOUT:g})", cli=("--connect-timeout",),
+                                       flow=("connect_timeout",))
+    nulls: Any = _declared(None, "what a null of the column becomes: refused (default), or a public value V that "
+                                 "replaces it before privatization (ε unchanged)", cli=("--nulls",), flow=("nulls",))
 
     def __post_init__(self) -> None:
         if not isinstance(self.unit, (Row, Person)):

@@ -10,6 +10,7 @@ from prefect.cache_policies import NONE
 from ldp_dask import gof
 from ldp_dask.channels.haar import DEFAULT_SPLIT
 from ldp_dask.flows._outputs import publish_markdown, publish_plot
+from ldp_dask.flows._run import run_options, with_run_options
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
 
@@ -27,19 +28,16 @@ def run_test(source: str, null: Any, alpha: float, column: str | None, domain: l
 
 
 @flow(name="ldp-gof")
+@with_run_options
 def gof_flow(source: str, null: str | list[float], alpha: float = 0.05, column: str | None = None,
              domain: list[float] | None = None, epsilon: float | None = None, adaptive: bool = False,
              split: str = DEFAULT_SPLIT, J: int | None = None, smoothness: float = 1.0, B: int = 9999,
-             calibration_seed: int | None = None, scheduler: str | None = None, secret_file: str | None = None,
-             seed: int | None = None, summary_out: str | None = None, out: str | None = None,
-             plot: str | None = None, overwrite: bool = False, ledger: str | bool = True,
-             privacy_unit: str | None = None, max_contributions: int = 1) -> dict[str, Any]:
+             calibration_seed: int | None = None, summary_out: str | None = None, out: str | None = None,
+             plot: str | None = None, overwrite: bool = False, **run: Any) -> dict[str, Any]:
     """Test H0: f = ``null`` from a haar summary, or privatize ``source`` (raw data) first.
 
     Privatizing raw data is a release: it is recorded in the budget ``ledger``
-    (a path; True: ``$LDP_DASK_LEDGER`` or the default file; False: none), per
-    person when ``privacy_unit`` names the column of the person a row belongs
-    to (each keeping at most ``max_contributions`` rows), else per row.
+    like any other.
 
     ``null`` is a scipy.stats name such as ``"beta(2,2)"`` or bin probabilities;
     ``alpha`` is the test's significance level, in (0, 0.5).
@@ -48,9 +46,7 @@ def gof_flow(source: str, null: str | list[float], alpha: float = 0.05, column: 
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    options = RunOptions.of(client=scheduler, secret_file=secret_file, seed=seed, ledger=ledger,
-                         flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
-                         max_contributions=max_contributions)
+    options = run_options(run, str(flow_run.get_id()))
     rel = run_test(source, null, alpha, column, domain, epsilon, adaptive, split, J, smoothness, B,
                    calibration_seed, summary_out, out, plot, overwrite, options)
     res, written = rel.result[0], rel.written

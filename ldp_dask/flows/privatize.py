@@ -17,20 +17,19 @@ import ldp_dask
 from ldp_dask.channels import AUTO, build_channel, value_kind_of
 from ldp_dask.estimators import estimator_for
 from ldp_dask.flows._outputs import headline, publish_markdown, publish_plot, retry_on_io
+from ldp_dask.flows._run import run_options, with_run_options
 from ldp_dask.options import RunOptions
 from ldp_dask.pipeline import release_summary
 from ldp_dask.release import Released, plan
 
 
-@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, persist_result=False)
+@task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, persist_result=False, cache_policy=NONE)
 def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float] | None,
-                 bins: int | str | None, partition_rows: int | None,
-                 options: dict[str, Any] | None = None, privacy_unit: str | None = None,
-                 mode: str = "summary", nulls: float | str | None = None) -> dict[str, Any]:
+                 bins: int | str | None, run: RunOptions, options: dict[str, Any] | None = None,
+                 mode: str = "summary") -> dict[str, Any]:
     """Read metadata only: plan partitions, build the channel (the release checks the outputs before any work);
     ``channel="auto"`` chooses it (ldp_dask.channels.choose_channel)."""
-    dataset = plan(source, column, value_kind_of(channel, (options or {}).get("categories")),
-                   RunOptions.of(partition_rows=partition_rows, privacy_unit=privacy_unit, nulls=nulls))
+    dataset = plan(source, column, value_kind_of(channel, (options or {}).get("categories")), run)
     extra = {"mode": mode} if channel == AUTO else {}
     ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}), **extra)
     return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
@@ -46,6 +45,7 @@ def run_release(dataset: Any, channel: ldp_dask.Channel, mode: str, out: str, ro
 
 
 @flow(name="ldp-privatize", log_prints=False)
+@with_run_options
 def privatize_flow(
     source: str,
     column: str,
@@ -56,36 +56,21 @@ def privatize_flow(
     bins: int | str | None = "auto",
     mode: str = "summary",
     rows_out: str | None = None,
-    scheduler: str | None = None,
-    secret_file: str | None = None,
-    seed: int | None = None,
-    clip: bool = False,
-    partition_rows: int | None = None,
-    split_every: int = 8,
     overwrite: bool = False,
     options: dict[str, Any] | None = None,
-    ledger: str | bool = True,
-    privacy_unit: str | None = None,
-    max_contributions: int = 1,
-    nulls: float | str | None = None,
     incremental: bool = False,
     since: str | None = None,
     window: str | None = None,
+    **run: Any,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
 
-    ``scheduler`` is a Dask scheduler address; without one a LocalCluster is
-    started for the run. ``options`` holds channel-specific parameters, e.g.
+    ``options`` holds channel-specific parameters, e.g.
     ``{"wavelet": "db4", "j0": 2, "j1": 8, "calibration": "tight"}`` for the
     wavelet channel (levels default to the paper's choice from n and ε).
-    The release is recorded in the privacy budget ``ledger`` (a path; True:
-    ``$LDP_DASK_LEDGER`` or ``~/.ldp_dask/ledger.sqlite``; False: none) before
-    any work starts and committed once the summary is written, so a failed or
-    retried run never counts twice. ``privacy_unit`` names the column of the
-    person a row belongs to (ε is then per person, each keeping at most
-    ``max_contributions`` rows); without it ε is per row. Returns public facts
-    about the release. ``nulls`` is the null policy (None: refused; a value:
-    the public value that replaces each null, :class:`~ldp_dask.options.RunOptions`).
+    The release is recorded in the privacy budget ``ledger`` before any work
+    starts and committed once the summary is written, so a failed or retried
+    run never counts twice. Returns public facts about the release.
     ``incremental``, ``since`` and ``window`` make it a partitioned release
     that reads only the files that changed since an earlier summary
     (:func:`ldp_dask.privatize`, docs/how-to/incremental.md).
@@ -93,8 +78,8 @@ def privatize_flow(
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    planned = plan_release(source, column, channel, epsilon, domain, bins, partition_rows, options, privacy_unit,
-                           mode, nulls)
+    run_opts = run_options(run, str(flow_run.get_id()))
+    planned = plan_release(source, column, channel, epsilon, domain, bins, run_opts, options, mode)
     ch = planned["channel"]
     if incremental or since or window:
         from ldp_dask.partitions import follows_n
@@ -105,11 +90,7 @@ def privatize_flow(
             logger.warning("%s", warning)
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
-    run_options = RunOptions.of(client=scheduler, seed=seed, secret_file=secret_file, clip=clip,
-                                partition_rows=partition_rows, split_every=split_every, ledger=ledger,
-                                flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
-                                max_contributions=max_contributions, nulls=nulls)
-    rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_options, incremental, since,
+    rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_opts, incremental, since,
                       window)
     summary, path = rel.result, rel.written["summary"]
     partitions = None

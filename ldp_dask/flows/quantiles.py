@@ -10,6 +10,7 @@ from prefect.cache_policies import NONE
 from ldp_dask._validation import DECILES
 from ldp_dask.central import release_quantiles
 from ldp_dask.flows._outputs import publish_markdown, publish_plot
+from ldp_dask.flows._run import run_options, with_run_options
 from ldp_dask.options import RunOptions
 from ldp_dask.release import Released
 
@@ -24,26 +25,21 @@ def run_release(source: str, column: str, q: list[float], epsilon: float, bounds
 
 
 @flow(name="ldp-quantiles")
+@with_run_options
 def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float = 1.0,
                   q: list[float] | None = None, method: str = "best", rho: float | None = None,
-                  steps: int | None = None,
-                  scheduler: str | None = None, secret_file: str | None = None, seed: int | None = None,
-                  clip: bool = False, out: str | None = None, plot: str | None = None,
-                  overwrite: bool = False, ledger: str | bool = True, privacy_unit: str | None = None,
-                  max_contributions: int = 1) -> dict[str, Any]:
+                  steps: int | None = None, out: str | None = None, plot: str | None = None,
+                  overwrite: bool = False, **run: Any) -> dict[str, Any]:
     """Release central-DP quantiles (default: the nine deciles) and publish them as an artifact.
 
-    The release is recorded in the budget ``ledger`` (central scope; a path,
-    True for ``$LDP_DASK_LEDGER`` or the default file, False for none).
-    ``privacy_unit`` names the column of the person a row belongs to: each
-    keeps at most ``max_contributions`` rows and ε is per person.
+    The release is recorded in the budget ``ledger`` (central scope); with a
+    ``privacy_unit`` each person keeps at most ``max_contributions`` rows and ε
+    is per person.
     """
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    options = RunOptions.of(client=scheduler, secret_file=secret_file, seed=seed, clip=clip, ledger=ledger,
-                         flow_run_id=str(flow_run.get_id()), privacy_unit=privacy_unit,
-                         max_contributions=max_contributions)
+    options = run_options(run, str(flow_run.get_id()))
     rel = run_release(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, out, plot, overwrite,
                       options)
     r, written = rel.result, rel.written

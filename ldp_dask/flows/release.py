@@ -31,6 +31,7 @@ from prefect import flow, get_run_logger
 import ldp_dask
 from ldp_dask.estimators import estimator_for
 from ldp_dask.flows._outputs import headline, publish_markdown
+from ldp_dask.flows._run import with_run_options
 from ldp_dask.flows.estimate import estimate_flow
 from ldp_dask.flows.privatize import privatize_flow
 from ldp_dask.report import write_report
@@ -70,6 +71,7 @@ def previous_summary(out_dir: str, day: str, name: str) -> str | None:
 
 
 @flow(name="ldp-release")
+@with_run_options
 def release_flow(
     source: str,
     column: str,
@@ -78,13 +80,12 @@ def release_flow(
     channel: str = "histogram",
     epsilon: float = 1.0,
     bins: int | str | None = "auto",
-    scheduler: str | None = None,
-    secret_file: str | None = None,
+    mode: str = "summary",
     options: dict[str, Any] | None = None,
-    ledger: str | bool = True,
     date: str | None = None,
     incremental: bool = False,
     window: str | None = None,
+    **run: Any,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` into ``out_dir/<date>/``, then estimate it and write an HTML report.
 
@@ -95,9 +96,11 @@ def release_flow(
     (docs/how-to/incremental.md); the key must be configured
     (``LDP_DASK_SECRET`` or a secret file), since a series is extended only
     under the key that started it. ``window`` (``"30d"``) releases the last
-    days of a date-partitioned table. The other parameters are
-    :func:`privatize_flow`'s; the estimate and the report are
-    post-processing of the release (no privacy cost).
+    days of a date-partitioned table. ``mode="rows"`` also writes the
+    privatized rows beside the summary (``<stem>.rows/``). The other
+    parameters, every run option included, are :func:`privatize_flow`'s; the
+    estimate and the report are post-processing of the release (no privacy
+    cost).
     """
     logger = get_run_logger()
     day = date or _run_date()
@@ -116,10 +119,10 @@ def release_flow(
         since = previous_summary(out_dir, day, f"{name}.summary.parquet") if incremental else None
         if incremental:
             logger.info("Incremental release: extending %s", since or "nothing (the first night of the series)")
+        rows_out = f"{stem}.rows" if mode == "rows" else None
         release = privatize_flow(source=source, column=column, out=summary, domain=domain, channel=channel,
-                                 epsilon=epsilon, bins=bins, scheduler=scheduler, secret_file=secret_file,
-                                 options=options, ledger=ledger, incremental=incremental or window is not None,
-                                 since=since, window=window)
+                                 epsilon=epsilon, bins=bins, mode=mode, rows_out=rows_out, options=options,
+                                 incremental=incremental or window is not None, since=since, window=window, **run)
         release["reused"] = False
     written: dict[str, str] = {"summary": summary}
     has_estimate = estimator_for(channel) is not None

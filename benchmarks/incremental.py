@@ -4,7 +4,7 @@ Run: ``python benchmarks/incremental.py`` (part of ``make bench``; about a minut
 disk on 2 cores). For nights 1 to 30 it adds a day's file of 10^6 rows under ``date=YYYY-MM-DD/`` and
 measures, side by side in the same run:
 
-* **incremental**: ``release_summary(since=last night's summary)`` with the budget ledger on, which reads only
+* **incremental**: ``privatize(since=last night's summary)`` with the budget ledger on, which reads only
   the new file and reuses the kept sums of the others (best of 3 runs; the repeats reproduce the release, so
   the ledger charges them nothing);
 * **full re-run**: the release the nightly job made before, ``privatize`` over the whole table (every 5th
@@ -40,7 +40,6 @@ from _common import best_of, machine, write_section  # noqa: E402
 import ldp_dask  # noqa: E402
 from ldp_dask import HybridMean, LaplaceHistogram  # noqa: E402
 from ldp_dask.ledger import Ledger  # noqa: E402
-from ldp_dask.pipeline import release_summary  # noqa: E402
 
 CHANNEL = LaplaceHistogram(epsilon=1.0, bins=64, domain=(0.0, 240.0))
 
@@ -110,7 +109,7 @@ def series(channel: Any, a: argparse.Namespace, client: Any) -> tuple[list, bool
     previous = None
     warm = work / "warm"  # one release first, so that no night pays the process's first-use costs (imports, kernels)
     write_day(warm, 1, 1000)
-    release_summary(str(warm), "delay", channel, out=work / "warm.parquet", incremental=True, ledger=False, **run)
+    ldp_dask.privatize(str(warm), "delay", channel, out=work / "warm.parquet", incremental=True, ledger=False, **run)
     ldp_dask.privatize(str(warm), "delay", channel, ledger=False, **run)
     try:
         for night in range(1, a.nights + 1):
@@ -118,8 +117,8 @@ def series(channel: Any, a: argparse.Namespace, client: Any) -> tuple[list, bool
             f = floor(path)
             summary = out / f"night{night:02d}.parquet"
             # best of 3: the repeats reproduce the first release exactly, so the ledger charges them nothing
-            inc = best_of(lambda: release_summary(str(table), "delay", channel, out=summary, since=previous,
-                                                  incremental=True, ledger=inc_ledger, overwrite=True, **run), 3)
+            inc = best_of(lambda: ldp_dask.privatize(str(table), "delay", channel, out=summary, since=previous,
+                                                     incremental=True, ledger=inc_ledger, overwrite=True, **run), 3)
             assert ldp_dask.read_summary(summary).metadata["partitions_read"] == 1
             previous = summary
             full = None

@@ -150,7 +150,7 @@ def _written(result: Any, outputs: Any) -> Any:
 
 def _cmd_quantiles(a: argparse.Namespace) -> int:
     from ldp_dask._validation import DECILES
-    from ldp_dask.central import release_quantiles
+    from ldp_dask.central import quantiles
     from ldp_dask.release import publish
     from ldp_dask.summary import is_summary_file
 
@@ -169,24 +169,22 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
     missing = [f"--{k}" for k in ("column", "bounds", "epsilon") if getattr(a, k) is None]
     if missing:
         raise LdpDaskError(f"central quantiles of raw data need {', '.join(missing)}.")
-    rel = release_quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
-                            method=a.method, rho=a.rho, steps=a.steps, out=a.out, plot=a.plot,
-                            html=a.html, overwrite=a.overwrite, options=_run_options(a))
-    r = rel.result
+    r = quantiles(a.source, column=a.column, q=a.q or DECILES, epsilon=a.epsilon, bounds=tuple(a.bounds),
+                  method=a.method, rho=a.rho, steps=a.steps, out=a.out, plot=a.plot, html=a.html,
+                  overwrite=a.overwrite, options=_run_options(a))
     print(json.dumps(r.to_dict()) if a.json else r)
-    _report_receipt(rel.receipt)
+    _report_receipt(r.receipt)
     if r.n_clipped is not None:
         print(f"clipped {r.n_clipped:,} values to the bounds (operator-only, not released)", file=sys.stderr)
     return 0
 
 
 def _cmd_bounds(a: argparse.Namespace) -> int:
-    from ldp_dask.central import release_bounds
+    from ldp_dask.central import bounds
 
-    rel = release_bounds(a.source, a.column, a.epsilon, a.fraction, out=a.out, overwrite=a.overwrite,
-                         options=_run_options(a))
-    print(json.dumps(rel.result.to_dict()) if a.json else rel.result)
-    _report_receipt(rel.receipt)
+    b = bounds(a.source, a.column, a.epsilon, a.fraction, out=a.out, overwrite=a.overwrite, options=_run_options(a))
+    print(json.dumps(b.to_dict()) if a.json else b)
+    _report_receipt(b.receipt)
     return 0
 
 
@@ -205,15 +203,14 @@ def _read_null(spec: str) -> Any:
 def _cmd_gof(a: argparse.Namespace) -> int:
     from ldp_dask import gof
 
-    rel = gof.release_test(
+    res, _ = gof.run(
         a.source, _read_null(a.null), a.alpha, column=a.column,
         domain=tuple(a.domain) if a.domain else None, epsilon=a.epsilon, adaptive=a.adaptive, split=a.split,
         J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
         summary_out=a.summary_out, out=a.out, plot=a.plot, overwrite=a.overwrite, options=_run_options(a),
     )
-    res, _ = rel.result
     print(json.dumps(res.to_dict()) if a.json else res)
-    _report_receipt(rel.receipt)
+    _report_receipt(res.receipt)
     return 0
 
 
@@ -276,7 +273,7 @@ def _estimator_options(a: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_privatize(a: argparse.Namespace) -> int:
     from ldp_dask.channels import AUTO, build_channel, value_kind_of
-    from ldp_dask.pipeline import release_summary
+    from ldp_dask.pipeline import privatize
     from ldp_dask.release import plan
 
     chosen = _channel_options(a)
@@ -295,19 +292,18 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
 
         follows_n(lambda m: build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=m,
                                           **chosen), dataset.n)  # warns (LdpDaskWarning)
-    rel = release_summary(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
-                          overwrite=a.overwrite, options=opts, incremental=a.incremental, since=a.since,
-                          window=a.window)
-    summary = rel.result
+    summary = privatize(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
+                        overwrite=a.overwrite, options=opts, incremental=a.incremental, since=a.since,
+                        window=a.window)
     meta = summary.file_metadata()
-    info = {"summary": rel.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
+    info = {"summary": summary.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
             "key_id": meta["key_id"], "key_source": meta["key_source"], "rows_out": a.rows_out,
             "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
             "choice": summary.metadata.get("choice"), "partitions_read": summary.metadata.get("partitions_read"),
             "partitions_reused": summary.metadata.get("partitions_reused"),
-            "epsilon_charged": rel.receipt.epsilon if rel.receipt and rel.receipt.ledger else None,
-            "partitions_charged": rel.receipt.partitions[0] if rel.receipt and rel.receipt.partitions else None}
+            "epsilon_charged": summary.receipt.epsilon if summary.receipt and summary.receipt.ledger else None,
+            "partitions_charged": summary.receipt.partitions[0] if summary.receipt and summary.receipt.partitions else None}
     if a.json:
         print(json.dumps(info))
     else:
@@ -322,7 +318,7 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
             print(f"auto: chose {c['chosen']} for the {c['target']} ({c['criterion']})")
         if meta["key_source"] == "random":
             print("note: a fresh random secret was used; set LDP_DASK_SECRET or --secret-file to make releases reproducible")
-    _report_receipt(rel.receipt)
+    _report_receipt(summary.receipt)
     if summary.n_clipped is not None:
         # exact count, shown to the operator only; never written to the summary
         print(f"clipped {summary.n_clipped:,} out-of-domain values to the domain (operator-only, not released)",

@@ -46,7 +46,7 @@ from .tasks import (
 )
 from .units import unit_keys
 
-__all__ = ["privatize", "release_summary", "run_channel", "local_charge", "connect", "map_units", "MODES"]
+__all__ = ["privatize", "run_channel", "local_charge", "connect", "map_units", "MODES"]
 
 MODES = ("summary", "rows")
 
@@ -141,7 +141,7 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
                    in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person")
 
 
-def release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",
+def _release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",
                     *, out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
                     overwrite: bool = False, options: RunOptions | None = None, incremental: bool = False,
                     since: Any = None, window: str | None = None, **run: Any) -> Released[Summary]:
@@ -333,6 +333,9 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
     Returns
     -------
     Summary
+        With ``receipt`` (what the ledger recorded: ε charged, the dataset's
+        spend, whether it reproduced a recorded release) and ``written`` (the
+        outputs published, ``{label: path}``).
 
     Raises
     ------
@@ -341,8 +344,8 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
     BudgetExceeded
         The ledger's budget for the dataset and column would be exceeded; nothing is run.
     """
-    return release_summary(source, column, channel, mode, out=out, rows_path=rows_path, overwrite=overwrite,
-                           options=options, incremental=incremental, since=since, window=window, **run).result
+    return _release_summary(source, column, channel, mode, out=out, rows_path=rows_path, overwrite=overwrite,
+                            options=options, incremental=incremental, since=since, window=window, **run).attach()
 
 
 def _metadata(dataset: Dataset, sec: Secret, mode: str, clip: bool, rows_path: Any) -> dict[str, Any]:

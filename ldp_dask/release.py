@@ -43,6 +43,7 @@ from .ledger import ROW_UNIT, SCOPES, Ledger, Part, Reservation, open_ledger
 from .noise import Secret
 from .options import RunOptions
 from .policy import check_epsilon_spent
+from .receipts import Receipt, attach
 from .source import Dataset, open_source
 
 __all__ = ["Charge", "Receipt", "Released", "release", "publish", "plan", "Outputs"]
@@ -77,70 +78,18 @@ class Charge:
 
 
 @dataclass(frozen=True)
-class Receipt:
-    """What the ledger recorded for one release.
-
-    Attributes
-    ----------
-    ledger : str or None
-        The ledger's location; None when the release was not recorded.
-    scope : str
-        ``"local"`` or ``"central"``.
-    epsilon : float
-        ε per privacy unit charged by this release: 0 when it provably
-        reproduced a recorded release, or was not recorded.
-    reused : bool
-        True when an identical release (same key, data, partitioning and parameters) was already recorded.
-    dataset : str or None
-        The dataset charged: a declared name, or the release's root.
-    total, limit : float or None
-        The dataset's spend per person after this release (all columns and
-        scopes), and its budget.
-    privacy_unit : str
-        What ε is counted per: ``"row"`` or the column naming a person.
-    key_id, key_source : str
-        Public identifier and origin of the key (never the key).
-    partitions : tuple of int or None
-        A partitioned release's ``(charged, read)``: of the files it read, how
-        many were released anew (charged) rather than reproducing a recorded
-        partition; None for a release charged as one.
-    """
-
-    ledger: str | None
-    scope: str
-    epsilon: float
-    reused: bool
-    total: float | None
-    limit: float | None
-    key_id: str
-    key_source: str
-    dataset: str | None = None
-    privacy_unit: str = ROW_UNIT
-    partitions: tuple[int, int] | None = None
-
-    def line(self) -> str:
-        """One line for the operator, e.g. ``ledger: ε 1 per row spent; dataset d now 2 of budget 3 (path)``."""
-        if self.ledger is None:
-            return f"ledger: not recorded (no ledger); privacy unit: {self.privacy_unit}"
-        note = ("identical to a recorded release: no ε spent" if self.reused
-                else f"ε {self.epsilon:g} per {self.privacy_unit} spent")
-        if self.partitions is not None:
-            charged, read = self.partitions
-            note = (f"{charged} of {read} partitions read released anew, ε {self.epsilon:g} per "
-                    f"{self.privacy_unit} on their rows" if charged else
-                    f"no partition released anew ({read} read reproduced recorded ones): no ε spent")
-        limit = f" of budget {self.limit:g}" if self.limit is not None else " (no budget set)"
-        return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger})"
-
-
-@dataclass(frozen=True)
 class Released(Generic[R]):
     """A result, the ledger's receipt (None for post-processing, which releases nothing new) and the outputs
-    published (``{label: path}``)."""
+    published (``{label: path}``): what :func:`release` returns inside the package."""
 
     result: R
     receipt: Receipt | None
     written: dict[str, str] = field(default_factory=dict)
+
+    def attach(self) -> R:
+        """The result with the receipt and the outputs riding on it (:class:`~ldp_dask.receipts.Receipted`; a
+        tuple of results gets them on each): what the public functions return."""
+        return attach(self.result, self.receipt, self.written)
 
 
 def plan(source: Any, column: str | None, value_kind: str, options: RunOptions) -> Dataset:

@@ -40,6 +40,7 @@ from ._version import __version__
 from .channels import Channel, channel_from_params
 from .outputs import Described, Description
 from .privacy import epsilon_per_unit
+from .receipts import Receipted
 
 __all__ = ["Summary", "Partition", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key", "sum_partitions", "FORMAT_VERSION",
            "METADATA_KEY"]
@@ -85,7 +86,7 @@ class Partition:
 
 
 @dataclass(frozen=True, eq=False)
-class Summary(Described):
+class Summary(Described, Receipted):
     """Reduced, privatized statistics of one column under one channel.
 
     Attributes

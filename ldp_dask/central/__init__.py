@@ -33,13 +33,13 @@ from ..options import RunOptions
 from ..outputs import write_result_files
 from ..release import Charge, Outputs, Released, plan, release
 from . import mechanisms
-from .bounds import BoundsRelease, bounds, release_bounds
+from .bounds import BoundsRelease, bounds
 from .data import DEFAULT_CELLS, DEFAULT_EXACT_MAX, PrivateData, collect
 from .result import QuantileRelease
 
 __all__ = [
-    "quantiles", "release_quantiles", "QuantileRelease", "PrivateData", "METHODS", "DECILES", "check_q",
-    "run_mechanism", "best_method", "BEST_CROSSOVER", "bounds", "release_bounds", "BoundsRelease",
+    "quantiles", "QuantileRelease", "PrivateData", "METHODS", "DECILES", "check_q",
+    "run_mechanism", "best_method", "BEST_CROSSOVER", "bounds", "BoundsRelease",
 ]
 
 METHODS = ("best", "joint-exp", "inverse-sensitivity", "histogram", "laplace")
@@ -71,7 +71,7 @@ def run_mechanism(data: PrivateData, q: np.ndarray, epsilon: float, method: str,
     return np.sort(vals), {"per_quantile": [epsilon / k] * k}
 
 
-def release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,
+def _release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,
                       bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float | None = None,
                       steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
                       exact_max: int = DEFAULT_EXACT_MAX, out: str | os.PathLike[str] | None = None,
@@ -165,9 +165,9 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
         data get fresh noise. The ledger records the release in the *central*
         scope; a release over budget is refused before the data are read.
     """
-    return release_quantiles(source, column, q, epsilon, bounds, method, rho=rho, steps=steps,
-                             max_intervals=max_intervals, cells=cells, exact_max=exact_max, out=out, plot=plot,
-                             html=html, overwrite=overwrite, options=options, **run).result
+    return _release_quantiles(source, column, q, epsilon, bounds, method, rho=rho, steps=steps,
+                              max_intervals=max_intervals, cells=cells, exact_max=exact_max, out=out, plot=plot,
+                              html=html, overwrite=overwrite, options=options, **run).attach()
 
 
 def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Secret,

@@ -38,12 +38,13 @@ from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, par
 from ..options import RunOptions
 from ..outputs import Described, Description, fmt, jsonable, save_json
 from ..reading import read_piece
+from ..receipts import Receipted
 from ..release import Charge, Outputs, Released, plan, release
 from ..source import Dataset, Piece, Reader
 from ..tasks import each_piece
 from .mechanisms import above_threshold
 
-__all__ = ["bounds", "release_bounds", "BoundsRelease", "LOWEST_EXPONENT", "HIGHEST_EXPONENT"]
+__all__ = ["bounds", "BoundsRelease", "LOWEST_EXPONENT", "HIGHEST_EXPONENT"]
 
 #: The smallest and largest powers of two searched: |x| ≤ 2^−100 counts in the first, and every finite double is
 #: at most 2^1024 (an |x| above 2^1023 makes "none").
@@ -52,7 +53,7 @@ HIGHEST_EXPONENT = 1023
 
 
 @dataclass(frozen=True)
-class BoundsRelease(Described):
+class BoundsRelease(Described, Receipted):
     """Bounds released with central DP.
 
     Attributes
@@ -137,7 +138,7 @@ def _counts(dataset: Dataset, options: RunOptions) -> np.ndarray:
     return res["counts"]
 
 
-def release_bounds(source: Any, column: str | None = None, epsilon: float = 0.1, fraction: float = 0.95, *,
+def _release_bounds(source: Any, column: str | None = None, epsilon: float = 0.1, fraction: float = 0.95, *,
                    out: Any = None, overwrite: bool = False, options: RunOptions | None = None,
                    **run: Any) -> Released[BoundsRelease]:
     """:func:`bounds` through the release path, returning the ledger's receipt and the files written too."""
@@ -208,5 +209,5 @@ def bounds(source: Any, column: str | None = None, epsilon: float = 0.1, fractio
     Roth 2014, Thm 3.23). With probability ≥ 1 − β, the share inside the
     returned bounds is at least fraction − (8/(εn))·log(2K/β), K ≤ 1124.
     """
-    return release_bounds(source, column, epsilon, fraction, out=out, overwrite=overwrite, options=options,
-                          **run).result
+    return _release_bounds(source, column, epsilon, fraction, out=out, overwrite=overwrite, options=options,
+                           **run).attach()

@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from ..outputs import Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json
+from ..receipts import Receipted
 
 __all__ = ["QuantileRelease"]
 
 
 @dataclass(frozen=True)
-class QuantileRelease(Described):
+class QuantileRelease(Described, Receipted):
     """Central-DP quantiles.
 
     Attributes

@@ -12,16 +12,15 @@ from ldp_dask.channels.haar import DEFAULT_SPLIT
 from ldp_dask.flows._outputs import publish_markdown, publish_plot
 from ldp_dask.flows._run import run_options, with_run_options
 from ldp_dask.options import RunOptions
-from ldp_dask.release import Released
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
 def run_test(source: str, null: Any, alpha: float, column: str | None, domain: list[float] | None,
              epsilon: float | None, adaptive: bool, split: str, J: int | None, smoothness: float,
              B: int, calibration_seed: int | None, summary_out: str | None, out: str | None, plot: str | None,
-             overwrite: bool, options: RunOptions) -> Released:
+             overwrite: bool, options: RunOptions) -> tuple[gof.TestResult, Any]:
     """Privatize if needed (through the release path; Dask retries its own tasks), test, write the outputs."""
-    return gof.release_test(source, null, alpha, column=column, domain=(float(domain[0]), float(domain[1])) if domain else None,
+    return gof.run(source, null, alpha, column=column, domain=(float(domain[0]), float(domain[1])) if domain else None,
                             epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
                             rng=calibration_seed, summary_out=summary_out, out=out, plot=plot, overwrite=overwrite,
                             options=options)
@@ -47,9 +46,9 @@ def gof_flow(source: str, null: str | list[float], alpha: float = 0.05, column: 
 
     logger = get_run_logger()
     options = run_options(run, str(flow_run.get_id()))
-    rel = run_test(source, null, alpha, column, domain, epsilon, adaptive, split, J, smoothness, B,
-                   calibration_seed, summary_out, out, plot, overwrite, options)
-    res, written = rel.result[0], rel.written
+    res, _ = run_test(source, null, alpha, column, domain, epsilon, adaptive, split, J, smoothness, B,
+                      calibration_seed, summary_out, out, plot, overwrite, options)
+    written = dict(res.written)
     publish_plot(res, written, "ldp-gof-plot", "null law", "Null law of the statistic with the observed value")
     publish_markdown(res, "ldp-gof", "Goodness-of-fit decision and p-value", *written.items())
     logger.info("GoF test of %s (n=%d, ε=%g): p=%.4g, reject=%s", res.null, res.n, res.epsilon, res.p_value,

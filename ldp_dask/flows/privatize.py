@@ -19,8 +19,8 @@ from ldp_dask.estimators import estimator_for
 from ldp_dask.flows._outputs import headline, publish_markdown, publish_plot, retry_on_io
 from ldp_dask.flows._run import run_options, with_run_options
 from ldp_dask.options import RunOptions
-from ldp_dask.pipeline import release_summary
-from ldp_dask.release import Released, plan
+from ldp_dask.pipeline import privatize
+from ldp_dask.release import plan
 
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, persist_result=False, cache_policy=NONE)
@@ -38,9 +38,9 @@ def plan_release(source: str, column: str, channel: str, epsilon: float, domain:
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
 def run_release(dataset: Any, channel: ldp_dask.Channel, mode: str, out: str, rows_out: str | None,
                 overwrite: bool, options: RunOptions, incremental: bool = False, since: str | None = None,
-                window: str | None = None) -> Released[ldp_dask.Summary]:
+                window: str | None = None) -> ldp_dask.Summary:
     """The release path: reserve ε, run the Dask pipeline (Dask retries its own tasks), write, commit."""
-    return release_summary(dataset, channel=channel, mode=mode, out=out, rows_path=rows_out, overwrite=overwrite,
+    return privatize(dataset, channel=channel, mode=mode, out=out, rows_path=rows_out, overwrite=overwrite,
                            options=options, incremental=incremental, since=since, window=window)
 
 
@@ -90,13 +90,13 @@ def privatize_flow(
             logger.warning("%s", warning)
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
-    rel = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_opts, incremental, since,
-                      window)
-    summary, path = rel.result, rel.written["summary"]
+    summary = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_opts, incremental, since,
+                          window)
+    path = summary.written["summary"]
     partitions = None
     if summary.partitions:
         m = summary.metadata
-        charged = rel.receipt.partitions[0] if rel.receipt is not None and rel.receipt.partitions else None
+        charged = summary.receipt.partitions[0] if summary.receipt is not None and summary.receipt.partitions else None
         partitions = {"read": m["partitions_read"], "reused": m["partitions_reused"], "charged": charged,
                       "since": since}
         logger.info("Partitions: %d read, %d reused from %s without reading them, %s released anew (charged)",
@@ -111,11 +111,11 @@ def privatize_flow(
         "rows_out": rows_out, "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
         "choice": summary.metadata.get("choice"), "partitions": partitions,
     }
-    ledger_line = rel.receipt.line() if rel.receipt else "ledger: not recorded"
+    ledger_line = summary.receipt.line() if summary.receipt else "ledger: not recorded"
     reading = () if partitions is None else (("partitions", f"{partitions['read']} read, {partitions['reused']} "
                                                             f"reused from {since or 'no earlier summary'}"),)
     publish_markdown(summary, "ldp-release", "What was released and what it cost",
-                     ("default estimate", headline(est)), *reading, *rel.written.items(),
+                     ("default estimate", headline(est)), *reading, *summary.written.items(),
                      ("ledger", ledger_line), ("report", f"ldp-dask report {path}"))
     if est is not None:
         publish_plot(est, {}, "ldp-release-plot", "estimate from the release",

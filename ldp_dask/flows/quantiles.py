@@ -8,19 +8,18 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 from ldp_dask._validation import DECILES
-from ldp_dask.central import release_quantiles
+from ldp_dask.central import QuantileRelease, quantiles
 from ldp_dask.flows._outputs import publish_markdown, publish_plot
 from ldp_dask.flows._run import run_options, with_run_options
 from ldp_dask.options import RunOptions
-from ldp_dask.release import Released
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
 def run_release(source: str, column: str, q: list[float], epsilon: float, bounds: list[float], method: str,
                 rho: float | None, steps: int | None, out: str | None, plot: str | None, overwrite: bool,
-                options: RunOptions) -> Released:
+                options: RunOptions) -> QuantileRelease:
     """Exact reduction on Dask and the mechanism on the driver; only the release leaves this task."""
-    return release_quantiles(source, column=column, q=q, epsilon=epsilon, bounds=(float(bounds[0]), float(bounds[1])), method=method,
+    return quantiles(source, column=column, q=q, epsilon=epsilon, bounds=(float(bounds[0]), float(bounds[1])), method=method,
                              rho=rho, steps=steps, out=out, plot=plot, overwrite=overwrite, options=options)
 
 
@@ -40,9 +39,9 @@ def quantile_flow(source: str, column: str, bounds: list[float], epsilon: float 
 
     logger = get_run_logger()
     options = run_options(run, str(flow_run.get_id()))
-    rel = run_release(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, out, plot, overwrite,
+    r = run_release(source, column, list(q or DECILES), epsilon, bounds, method, rho, steps, out, plot, overwrite,
                       options)
-    r, written = rel.result, rel.written
+    written = dict(r.written)
     publish_plot(r, written, "ldp-quantiles-plot", "released quantile function",
                  "The released quantile function (public information only)")
     publish_markdown(r, "ldp-quantiles", "Released quantiles and how ε was spent",

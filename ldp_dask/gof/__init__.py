@@ -52,7 +52,7 @@ from .calibration import (
 from .nulls import Null, parse_null
 from .result import TestResult
 
-__all__ = ["test", "adaptive_test", "run", "release_test", "TestResult", "parse_null", "Null", "DEFAULT_B", "MAX_DIRECT_DRAWS"]
+__all__ = ["test", "adaptive_test", "run", "TestResult", "parse_null", "Null", "DEFAULT_B", "MAX_DIRECT_DRAWS"]
 
 #: Default Monte-Carlo replicates: (B + 1)γ is an integer for γ = 0.05, 0.01, 0.001.
 DEFAULT_B = 9999
@@ -260,7 +260,7 @@ def _max_standardised(obs: np.ndarray, sims: np.ndarray, level: float) -> tuple[
     return p_obs, p, mu + critical_value(zmax[1:], level)[0] * sd
 
 
-def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
+def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
                  domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
                  split: str = DEFAULT_SPLIT, J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
                  rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B,
@@ -268,7 +268,7 @@ def release_test(source: Any, null: Any, level: float = 0.05, *, column: str | N
                  out: str | os.PathLike[str] | None = None, plot: str | os.PathLike[str] | None = None,
                  overwrite: bool = False, options: RunOptions | None = None,
                  **run: Any) -> Released[tuple[TestResult, Summary]]:
-    """:func:`run` through the release path, returning the ledger's receipt and the files written too."""
+    """:func:`run` through the release path: the result, the ledger's receipt and the files written."""
     targets = {"json": out, "plot": plot}
     if isinstance(source, Summary) or (isinstance(source, (str, os.PathLike)) and is_summary_file(source)):
         s = read_summary(source)
@@ -349,11 +349,13 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
     Returns
     -------
     (TestResult, Summary)
+        Each carries ``receipt`` (the ledger's, None when testing a summary)
+        and ``written`` (the outputs published).
     """
-    return release_test(source, null, level, column=column, domain=domain, epsilon=epsilon, adaptive=adaptive,
-                        split=split, J=J, smoothness=smoothness, statistic=statistic, rows=rows, B=B, rng=rng,
-                        summary_out=summary_out, out=out, plot=plot, overwrite=overwrite, options=options,
-                        **run).result
+    return _release_test(source, null, level, column=column, domain=domain, epsilon=epsilon, adaptive=adaptive,
+                         split=split, J=J, smoothness=smoothness, statistic=statistic, rows=rows, B=B, rng=rng,
+                         summary_out=summary_out, out=out, plot=plot, overwrite=overwrite, options=options,
+                         **run).attach()
 
 
 def _test(s: Summary, null: Any, level: float, statistic: str, rows: Any, B: int, rng: Any) -> TestResult:

@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from ..outputs import Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json
+from ..receipts import Receipted
 
 __all__ = ["TestResult"]
 
 
 @dataclass(frozen=True)
-class TestResult(Described):
+class TestResult(Described, Receipted):
     """Outcome of :func:`ldp_dask.gof.test` or :func:`ldp_dask.gof.adaptive_test`.
 
     Attributes

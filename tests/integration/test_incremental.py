@@ -52,7 +52,7 @@ def _damage_data_pages(path) -> None:
 
 
 def _release(data, led, **kw):
-    return ldp_dask.pipeline.release_summary(str(data), "x", HIST, seed=7, client="local", ledger=str(led), **kw)
+    return ldp_dask.privatize(str(data), "x", HIST, seed=7, client="local", ledger=str(led), **kw)
 
 
 def _groups(led) -> dict[str, float]:
@@ -70,14 +70,14 @@ def table(tmp_path):
 def test_night_two_reads_only_its_partition_and_equals_a_full_run(tmp_path, table):
     led = tmp_path / "ledger.sqlite"
     night1 = _release(table, led, incremental=True, out=tmp_path / "n1.parquet")
-    assert night1.receipt.partitions == (1, 1) and night1.result.metadata["partitions_read"] == 1
+    assert night1.receipt.partitions == (1, 1) and night1.metadata["partitions_read"] == 1
     _day(table, 2)
     full = ldp_dask.privatize(str(table), "x", HIST, seed=7, client="local", incremental=True)  # no ledger
     _damage_data_pages(table / "date=2026-11-01" / "part.parquet")
     with pytest.raises(OSError, match="thrift"):  # any read of day 1 now fails
         ldp_dask.privatize(str(table), "x", HIST, seed=7, client="local", incremental=True)
     night2 = _release(table, led, since=tmp_path / "n1.parquet", out=tmp_path / "n2.parquet")
-    s = night2.result
+    s = night2
     assert (s.metadata["partitions_read"], s.metadata["partitions_reused"]) == (1, 1)
     assert s.same_release(full) and s.n == 2 * ROWS
     assert all(np.array_equal(a.sums["sum"], b.sums["sum"]) for a, b in zip(s.partitions, full.partitions))
@@ -93,16 +93,16 @@ def test_night_two_reads_only_its_partition_and_equals_a_full_run(tmp_path, tabl
 def test_an_edited_partition_gets_fresh_noise_and_is_charged_a_touched_one_is_free(tmp_path, table):
     led = tmp_path / "ledger.sqlite"
     _day(table, 2)
-    first = _release(table, led, incremental=True, out=tmp_path / "a.parquet").result
+    first = _release(table, led, incremental=True, out=tmp_path / "a.parquet")
     # day 2 touched (a new modification time, same bytes): read again, reproduces its sums, costs nothing
     path2 = table / "date=2026-11-02" / "part.parquet"
     os.utime(path2, (1_800_000_000, 1_800_000_000))
     touched = _release(table, led, since=tmp_path / "a.parquet", out=tmp_path / "b.parquet")
-    assert touched.result.metadata["partitions_read"] == 1 and touched.receipt.partitions == (0, 1)
-    assert touched.result.same_release(first) and touched.receipt.epsilon == 0.0
+    assert touched.metadata["partitions_read"] == 1 and touched.receipt.partitions == (0, 1)
+    assert touched.same_release(first) and touched.receipt.epsilon == 0.0
     # day 1 edited (new values, same rows and row groups): fresh noise, charged on day 1's rows only
     _day(table, 1, seed=99)
-    edited = _release(table, led, since=tmp_path / "b.parquet", out=tmp_path / "c.parquet").result
+    edited = _release(table, led, since=tmp_path / "b.parquet", out=tmp_path / "c.parquet")
     assert edited.metadata["partitions_read"] == 1
     assert not np.array_equal(edited.partitions[0].sums["sum"], first.partitions[0].sums["sum"])
     assert np.array_equal(edited.partitions[1].sums["sum"], first.partitions[1].sums["sum"])
@@ -196,12 +196,12 @@ def test_a_window_releases_the_last_days_and_charges_only_new_ones(tmp_path, tab
     led = tmp_path / "ledger.sqlite"
     for day in (2, 3, 4):
         _day(table, day)
-    first = _release(table, led, window="2d", out=tmp_path / "w1.parquet").result
+    first = _release(table, led, window="2d", out=tmp_path / "w1.parquet")
     assert [p.path for p in first.partitions] == ["date=2026-11-03/part.parquet", "date=2026-11-04/part.parquet"]
     assert first.n == 2 * ROWS and _groups(led) == {"date=2026-11-03": 1.0, "date=2026-11-04": 1.0}
     _day(table, 5)
     second = _release(table, led, window="2d", since=tmp_path / "w1.parquet", out=tmp_path / "w2.parquet")
-    s = second.result
+    s = second
     assert [p.path for p in s.partitions] == ["date=2026-11-04/part.parquet", "date=2026-11-05/part.parquet"]
     assert (s.metadata["partitions_read"], s.metadata["partitions_reused"]) == (1, 1)
     assert np.array_equal(s.partitions[0].sums["sum"], first.partitions[1].sums["sum"])  # day 4 kept, not redrawn

@@ -56,10 +56,10 @@ def bucket(s3, beta_dataset):
 def test_python_api_reads_s3_and_writes_the_summary_there(bucket, beta_dataset, s3_cluster):
     fs, options = bucket
     ch = build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=16)
-    released = ldp_dask.pipeline.release_summary(
+    on_s3 = ldp_dask.privatize(
         "s3://ldp-test/beta", "x", ch, client=s3_cluster, seed=11, storage_options=options,
         out="s3://ldp-test/out/beta.summary.parquet", ledger=None)
-    on_s3 = released.result
+    assert on_s3.written == {"summary": "s3://ldp-test/out/beta.summary.parquet"}
     # the same files on a local disk give the very same release: the plan names files relative to the root
     local = ldp_dask.privatize(str(beta_dataset), "x", ch, client="local", seed=11)
     assert on_s3.same_release(local) and on_s3.n == 210_000
@@ -68,9 +68,9 @@ def test_python_api_reads_s3_and_writes_the_summary_there(bucket, beta_dataset, 
     back = ldp_dask.read_summary("s3://ldp-test/out/beta.summary.parquet")
     assert back.same_release(on_s3)
     # many files: footers are read by threads over HTTP; the ledger's root is the bucket's prefix
-    many = ldp_dask.pipeline.release_summary("s3://ldp-test/many", "x", ch, seed=1, storage_options=options,
-                                             client="local", ledger=None)
-    assert many.result.n == 20_000 and many.result.metadata["partitions"] == 40
+    many = ldp_dask.privatize("s3://ldp-test/many", "x", ch, seed=1, storage_options=options, client="local",
+                              ledger=None)
+    assert many.n == 20_000 and many.metadata["partitions"] == 40
 
 
 def test_cli_privatize_estimate_and_budget_on_s3(bucket, capsys, tmp_path):

@@ -1,0 +1,95 @@
+"""What the ledger recorded for a release, riding on the result it released.
+
+Every releasing function (:func:`ldp_dask.privatize`, :func:`ldp_dask.gof.run`,
+:func:`ldp_dask.central.quantiles`, :func:`ldp_dask.central.bounds`) returns
+its result with ``result.receipt`` (a :class:`Receipt`, or None for
+post-processing, which releases nothing new) and ``result.written`` (the
+outputs published, ``{label: path}``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from .privacy import ROW_UNIT
+
+__all__ = ["Receipt", "Receipted", "attach"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What the ledger recorded for one release.
+
+    Attributes
+    ----------
+    ledger : str or None
+        The ledger's location; None when the release was not recorded.
+    scope : str
+        ``"local"`` or ``"central"``.
+    epsilon : float
+        ε per privacy unit charged by this release: 0 when it provably
+        reproduced a recorded release, or was not recorded.
+    reused : bool
+        True when an identical release (same key, data, partitioning and parameters) was already recorded.
+    dataset : str or None
+        The dataset charged: a declared name, or the release's root.
+    total, limit : float or None
+        The dataset's spend per person after this release (all columns and
+        scopes), and its budget.
+    privacy_unit : str
+        What ε is counted per: ``"row"`` or the column naming a person.
+    key_id, key_source : str
+        Public identifier and origin of the key (never the key).
+    partitions : tuple of int or None
+        A partitioned release's ``(charged, read)``: of the files it read, how
+        many were released anew (charged) rather than reproducing a recorded
+        partition; None for a release charged as one.
+    """
+
+    ledger: str | None
+    scope: str
+    epsilon: float
+    reused: bool
+    total: float | None
+    limit: float | None
+    key_id: str
+    key_source: str
+    dataset: str | None = None
+    privacy_unit: str = ROW_UNIT
+    partitions: tuple[int, int] | None = None
+
+    def line(self) -> str:
+        """One line for the operator, e.g. ``ledger: ε 1 per row spent; dataset d now 2 of budget 3 (path)``."""
+        if self.ledger is None:
+            return f"ledger: not recorded (no ledger); privacy unit: {self.privacy_unit}"
+        note = ("identical to a recorded release: no ε spent" if self.reused
+                else f"ε {self.epsilon:g} per {self.privacy_unit} spent")
+        if self.partitions is not None:
+            charged, read = self.partitions
+            note = (f"{charged} of {read} partitions read released anew, ε {self.epsilon:g} per "
+                    f"{self.privacy_unit} on their rows" if charged else
+                    f"no partition released anew ({read} read reproduced recorded ones): no ε spent")
+        limit = f" of budget {self.limit:g}" if self.limit is not None else " (no budget set)"
+        return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger})"
+
+
+@dataclass(frozen=True)
+class Receipted:
+    """The receipt and the published outputs of the release a result came from (keyword-only, not compared)."""
+
+    receipt: Receipt | None = field(default=None, compare=False, repr=False, kw_only=True)
+    written: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False, kw_only=True)
+
+
+def attach(result: T, receipt: Receipt | None, written: Mapping[str, str]) -> T:
+    """``result`` with ``receipt`` and ``written`` on it (each element of a tuple; other values unchanged)."""
+    if isinstance(result, tuple):
+        return type(result)(attach(r, receipt, written) for r in result)
+    if isinstance(result, Receipted):
+        return dataclasses.replace(result, receipt=receipt, written=dict(written))
+    return result

@@ -29,7 +29,7 @@ test: $(STAMP) lint
 
 # ruff and mypy on the package ([tool.ruff], [tool.mypy] in pyproject.toml); both must be clean.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check ldp_dask
+	$(VENV)/bin/ruff check ldp_dask flows
 	$(VENV)/bin/mypy
 
 # One layer at a time: tests/unit (pure functions), tests/statistical (laws, audits, coverage),

@@ -71,7 +71,7 @@ def test_no_build_context_contains_a_key(tmp_path):
     for p in (p for p in context if (ctx / p).is_file()):  # no file in the context holds the key
         assert planted_key not in (ctx / p).read_text(errors="replace"), p
     # what the Dockerfile copies is in the context
-    for needed in ("pyproject.toml", "README.md", "ldp_dask/__init__.py", "ldp_dask/flows/__init__.py", "deploy/prefect.yaml",
+    for needed in ("pyproject.toml", "README.md", "ldp_dask/__init__.py", "flows/__init__.py", "deploy/prefect.yaml",
                    "deploy/localstack.py"):
         assert needed in context, needed
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()

@@ -1,9 +1,9 @@
 """Prefect flows: thin wiring around ldp_dask (retries on I/O, artifacts, logs).
 
-One flow per file (the deployments name them by path): ``ldp_dask/flows/privatize.py:privatize_flow``,
-``ldp_dask/flows/estimate.py:estimate_flow``, ``ldp_dask/flows/gof.py:gof_flow``,
-``ldp_dask/flows/quantiles.py:quantile_flow`` and the scheduled job
-``ldp_dask/flows/release.py:release_flow`` (privatize, estimate, report). Their
+One flow per file (the deployments name them by path): ``flows/privatize.py:privatize_flow``,
+``flows/estimate.py:estimate_flow``, ``flows/gof.py:gof_flow``,
+``flows/quantiles.py:quantile_flow`` and the scheduled job
+``flows/release.py:release_flow`` (privatize, estimate, report). Their
 deployments are in ``deploy/prefect.yaml``.
 """
 

@@ -11,7 +11,9 @@ releasing flow at once (tests/integration/test_faces.py checks each face).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ldp_dask.options import (
@@ -23,7 +25,7 @@ from ldp_dask.options import (
     faces,
 )
 
-__all__ = ["with_run_options", "run_options", "FLOW_PARAMETERS"]
+__all__ = ["with_run_options", "run_options", "logged_warnings", "FLOW_PARAMETERS"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,6 +76,24 @@ def run_options(run: dict[str, Any], flow_run_id: str | None = None) -> RunOptio
     if values["ledger"] is False:
         values["ledger"] = None
     return RunOptions.of(flow_run_id=flow_run_id, **values)
+
+
+@contextmanager
+def logged_warnings(logger: Any) -> Iterator[None]:
+    """The library's warnings (:class:`~ldp_dask.policy.LdpDaskWarning`) raised inside the block, as warning lines
+    of the run's log (where the Prefect UI shows them); others pass on."""
+    from ldp_dask.policy import LdpDaskWarning
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", LdpDaskWarning)
+        try:
+            yield
+        finally:
+            for w in seen:
+                if issubclass(w.category, LdpDaskWarning):
+                    logger.warning("%s", w.message)
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 _RUN_DOC = "\n\n    Run options (every releasing flow takes them):\n\n" + "\n".join(

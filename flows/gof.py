@@ -10,7 +10,7 @@ from prefect.cache_policies import NONE
 from ldp_dask import gof
 from ldp_dask.channels.haar import DEFAULT_SPLIT
 from ldp_dask.flows._outputs import publish_markdown, publish_plot
-from ldp_dask.flows._run import run_options, with_run_options
+from ldp_dask.flows._run import logged_warnings, run_options, with_run_options
 from ldp_dask.options import RunOptions
 
 
@@ -19,11 +19,13 @@ def run_test(source: str, null: Any, alpha: float, column: str | None, domain: l
              epsilon: float | None, adaptive: bool, split: str, J: int | None, smoothness: float,
              B: int, calibration_seed: int | None, summary_out: str | None, out: str | None, plot: str | None,
              overwrite: bool, options: RunOptions) -> tuple[gof.TestResult, Any]:
-    """Privatize if needed (through the release path; Dask retries its own tasks), test, write the outputs."""
-    return gof.run(source, null, alpha, column=column, domain=(float(domain[0]), float(domain[1])) if domain else None,
-                            epsilon=epsilon, adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B,
-                            rng=calibration_seed, summary_out=summary_out, out=out, plot=plot, overwrite=overwrite,
-                            options=options)
+    """Privatize if needed (through the release path; Dask retries its own tasks), test, write the outputs; the
+    library's warnings go to the run's log."""
+    with logged_warnings(get_run_logger()):
+        return gof.run(source, null, alpha, column=column,
+                       domain=(float(domain[0]), float(domain[1])) if domain else None, epsilon=epsilon,
+                       adaptive=adaptive, split=split, J=J, smoothness=smoothness, B=B, rng=calibration_seed,
+                       summary_out=summary_out, out=out, plot=plot, overwrite=overwrite, options=options)
 
 
 @flow(name="ldp-gof")

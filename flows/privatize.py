@@ -14,34 +14,31 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 import ldp_dask
-from ldp_dask.channels import AUTO, build_channel, value_kind_of
+from ldp_dask.commands import ChannelRequest, plan_column, release_column
 from ldp_dask.estimators import estimator_for
 from ldp_dask.flows._outputs import headline, publish_markdown, publish_plot, retry_on_io
-from ldp_dask.flows._run import run_options, with_run_options
+from ldp_dask.flows._run import logged_warnings, run_options, with_run_options
 from ldp_dask.options import RunOptions
-from ldp_dask.pipeline import privatize
-from ldp_dask.release import plan
 
 
 @task(retries=2, retry_delay_seconds=2, retry_condition_fn=retry_on_io, persist_result=False, cache_policy=NONE)
-def plan_release(source: str, column: str, channel: str, epsilon: float, domain: list[float] | None,
-                 bins: int | str | None, run: RunOptions, options: dict[str, Any] | None = None,
-                 mode: str = "summary") -> dict[str, Any]:
-    """Read metadata only: plan partitions, build the channel (the release checks the outputs before any work);
-    ``channel="auto"`` chooses it (ldp_dask.channels.choose_channel)."""
-    dataset = plan(source, column, value_kind_of(channel, (options or {}).get("categories")), run)
-    extra = {"mode": mode} if channel == AUTO else {}
-    ch = build_channel(channel, epsilon, domain, bins, n=dataset.n, **(options or {}), **extra)
-    return {"channel": ch, "dataset": dataset, "n": dataset.n, "partitions": len(dataset.pieces)}
+def plan_release(source: str, column: str, request: ChannelRequest, run: RunOptions) -> dict[str, Any]:
+    """Read metadata only: plan partitions, build the channel for n (the release checks the outputs before any
+    work); ``channel="auto"`` chooses it (ldp_dask.channels.choose_channel)."""
+    dataset, channel, request = plan_column(source, column, request, run)
+    return {"channel": channel, "dataset": dataset, "request": request, "n": dataset.n,
+            "partitions": len(dataset.pieces)}
 
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
-def run_release(dataset: Any, channel: ldp_dask.Channel, mode: str, out: str, rows_out: str | None,
-                overwrite: bool, options: RunOptions, incremental: bool = False, since: str | None = None,
-                window: str | None = None) -> ldp_dask.Summary:
-    """The release path: reserve ε, run the Dask pipeline (Dask retries its own tasks), write, commit."""
-    return privatize(dataset, channel=channel, mode=mode, out=out, rows_path=rows_out, overwrite=overwrite,
-                           options=options, incremental=incremental, since=since, window=window)
+def run_release(planned: dict[str, Any], out: str, rows_out: str | None, overwrite: bool, run: RunOptions,
+                incremental: bool = False, since: str | None = None, window: str | None = None) -> ldp_dask.Summary:
+    """The release path: reserve ε, run the Dask pipeline (Dask retries its own tasks), write, commit; the
+    library's warnings go to the run's log."""
+    with logged_warnings(get_run_logger()):
+        return release_column(planned["dataset"], planned["channel"], planned["request"], run, out=out,
+                              rows_out=rows_out, overwrite=overwrite, incremental=incremental, since=since,
+                              window=window)
 
 
 @flow(name="ldp-privatize", log_prints=False)
@@ -79,19 +76,13 @@ def privatize_flow(
 
     logger = get_run_logger()
     run_opts = run_options(run, str(flow_run.get_id()))
-    planned = plan_release(source, column, channel, epsilon, domain, bins, run_opts, options, mode)
+    request = ChannelRequest(channel, epsilon, (float(domain[0]), float(domain[1])) if domain else None,
+                             {**(options or {}), **({"bins": bins} if bins is not None else {})}, mode)
+    planned = plan_release(source, column, request, run_opts)
     ch = planned["channel"]
-    if incremental or since or window:
-        from ldp_dask.partitions import follows_n
-
-        warning = follows_n(lambda m: build_channel(channel, epsilon, domain, bins, n=m, **(options or {}),
-                                                    **({"mode": mode} if channel == AUTO else {})), planned["n"])
-        if warning:
-            logger.warning("%s", warning)
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
-    summary = run_release(planned["dataset"], ch, mode, out, rows_out, overwrite, run_opts, incremental, since,
-                          window)
+    summary = run_release(planned, out, rows_out, overwrite, run_opts, incremental, since, window)
     path = summary.written["summary"]
     partitions = None
     if summary.partitions:

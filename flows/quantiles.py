@@ -10,7 +10,7 @@ from prefect.cache_policies import NONE
 from ldp_dask._validation import DECILES
 from ldp_dask.central import QuantileRelease, quantiles
 from ldp_dask.flows._outputs import publish_markdown, publish_plot
-from ldp_dask.flows._run import run_options, with_run_options
+from ldp_dask.flows._run import logged_warnings, run_options, with_run_options
 from ldp_dask.options import RunOptions
 
 
@@ -18,9 +18,12 @@ from ldp_dask.options import RunOptions
 def run_release(source: str, column: str, q: list[float], epsilon: float, bounds: list[float], method: str,
                 rho: float | None, steps: int | None, out: str | None, plot: str | None, overwrite: bool,
                 options: RunOptions) -> QuantileRelease:
-    """Exact reduction on Dask and the mechanism on the driver; only the release leaves this task."""
-    return quantiles(source, column=column, q=q, epsilon=epsilon, bounds=(float(bounds[0]), float(bounds[1])), method=method,
-                             rho=rho, steps=steps, out=out, plot=plot, overwrite=overwrite, options=options)
+    """Exact reduction on Dask and the mechanism on the driver; only the release leaves this task. The library's
+    warnings go to the run's log."""
+    with logged_warnings(get_run_logger()):
+        return quantiles(source, column=column, q=q, epsilon=epsilon, bounds=(float(bounds[0]), float(bounds[1])),
+                         method=method, rho=rho, steps=steps, out=out, plot=plot, overwrite=overwrite,
+                         options=options)
 
 
 @flow(name="ldp-quantiles")

@@ -228,25 +228,6 @@ def _read_categories(a: argparse.Namespace) -> list[Any] | None:
     return None if labels is None else list(labels)
 
 
-def _typed_categories(labels: list[str], dataset: Any) -> list[Any]:
-    """Command-line labels typed as the column: integers on an integer column, else the strings as given
-    (``--categories 01 02 10`` matches the strings "01", "02", "10" of a string column)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if dataset.kind != "parquet" or not dataset.pieces:
-        return labels
-    t = pq.read_schema(dataset.pieces[0].path, filesystem=dataset.fs).field(dataset.column).type
-    t = t.value_type if pa.types.is_dictionary(t) else t
-    if not pa.types.is_integer(t):
-        return labels
-    try:
-        return [int(x) for x in labels]
-    except ValueError:
-        raise LdpDaskError(f"column {dataset.column!r} holds integers, so every category must be one; "
-                           f"got {next(x for x in labels if not x.lstrip('-').isdigit())!r}.") from None
-
-
 def _channel_options(a: argparse.Namespace) -> dict[str, Any]:
     """The channel options given on the command line (build_channel checks that they apply)."""
     from ldp_dask.channels import channel_options
@@ -272,29 +253,19 @@ def _estimator_options(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_privatize(a: argparse.Namespace) -> int:
-    from ldp_dask.channels import AUTO, build_channel, value_kind_of
-    from ldp_dask.pipeline import privatize
-    from ldp_dask.release import plan
+    from ldp_dask.channels import AUTO
+    from ldp_dask.commands import ChannelRequest, plan_column, release_column
 
     chosen = _channel_options(a)
     if a.channel == AUTO:
-        chosen.update(mode=a.mode, target=a.target)
+        chosen.update(target=a.target)
     elif a.target is not None:
         raise LdpDaskError("--target applies to --channel auto only.")
-    kind = value_kind_of(a.channel, chosen.get("categories"))
-    opts = _run_options(a, kind == "numeric")
-    dataset = plan(a.source, a.column, kind, opts)
-    if "categories" in chosen:
-        chosen["categories"] = _typed_categories(chosen["categories"], dataset)
-    channel = build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=dataset.n, **chosen)
-    if a.incremental or a.since or a.window:
-        from ldp_dask.partitions import follows_n
-
-        follows_n(lambda m: build_channel(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, n=m,
-                                          **chosen), dataset.n)  # warns (LdpDaskWarning)
-    summary = privatize(dataset, column=a.column, channel=channel, mode=a.mode, out=a.out, rows_path=a.rows_out,
-                        overwrite=a.overwrite, options=opts, incremental=a.incremental, since=a.since,
-                        window=a.window)
+    request = ChannelRequest(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, chosen, a.mode)
+    opts = _run_options(a, request.value_kind == "numeric")
+    dataset, channel, request = plan_column(a.source, a.column, request, opts)
+    summary = release_column(dataset, channel, request, opts, out=a.out, rows_out=a.rows_out,
+                             overwrite=a.overwrite, incremental=a.incremental, since=a.since, window=a.window)
     meta = summary.file_metadata()
     info = {"summary": summary.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,

@@ -1,0 +1,110 @@
+"""The use cases behind the command line and the flows, written once.
+
+A face parses its input into these calls and presents what comes back: the
+command line (:mod:`ldp_dask.cli`) prints it, a flow (``flows/``) logs it and
+publishes artifacts. Both build their :class:`~ldp_dask.options.RunOptions`
+from the same declarations, so a release asked for in either is the same
+release. What a releasing command does, in order::
+
+    plan the source (metadata only) ─► choose the channel from n ─► warnings ─► release ─► result + receipt
+
+:func:`plan_column` and :func:`release_column` are the two halves of
+``privatize`` (a flow runs them as two tasks: planning retries on I/O errors,
+the release does not); :func:`privatize_column` is both. The goodness-of-fit
+test, the central quantiles and the central bounds are one call each
+(:func:`ldp_dask.gof.run`, :func:`ldp_dask.central.quantiles`,
+:func:`ldp_dask.central.bounds`), which both faces call directly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._validation import LdpDaskError
+from .channels import AUTO, Channel, build_channel, value_kind_of
+from .options import RunOptions
+from .partitions import follows_n
+from .pipeline import privatize
+from .release import plan
+from .source import Dataset
+from .summary import Summary
+
+__all__ = ["ChannelRequest", "plan_column", "release_column", "privatize_column", "typed_categories"]
+
+
+@dataclass(frozen=True)
+class ChannelRequest:
+    """A channel as a face asks for it: a name (or ``"auto"``), ε, the public domain and the channel's options
+    (``bins``, ``wavelet``, ``categories``, ...); built for the planned n by :meth:`build`."""
+
+    name: str
+    epsilon: float
+    domain: tuple[float, float] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    mode: str = "summary"
+
+    @property
+    def value_kind(self) -> str:
+        """``"numeric"`` or ``"categorical"``: what the column must hold."""
+        return value_kind_of(self.name, self.options.get("categories"))
+
+    def build(self, n: int) -> Channel:
+        """The channel for a release of ``n`` rows (``auto`` and default parameters follow n)."""
+        extra = {"mode": self.mode} if self.name == AUTO else {}
+        return build_channel(self.name, self.epsilon, self.domain, n=n, **dict(self.options), **extra)
+
+
+def typed_categories(labels: list[Any], dataset: Dataset) -> list[Any]:
+    """Categories given as text, typed as the column: integers on an integer column, else as given
+    (``01 02 10`` matches the strings "01", "02", "10" of a string column)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if dataset.kind != "parquet" or not dataset.pieces or not all(isinstance(x, str) for x in labels):
+        return labels
+    t = pq.read_schema(dataset.pieces[0].path, filesystem=dataset.fs).field(dataset.column).type
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    if not pa.types.is_integer(t):
+        return labels
+    try:
+        return [int(x) for x in labels]
+    except ValueError:
+        raise LdpDaskError(f"column {dataset.column!r} holds integers, so every category must be one; "
+                           f"got {next(x for x in labels if not x.lstrip('-').isdigit())!r}.") from None
+
+
+def plan_column(source: Any, column: str, request: ChannelRequest,
+                options: RunOptions) -> tuple[Dataset, Channel, ChannelRequest]:
+    """Plan ``source`` (metadata only) and build the channel for its n: the dataset, the channel, and the
+    request with its categories typed as the column."""
+    dataset = plan(source, column, request.value_kind, options)
+    if "categories" in request.options:
+        typed = typed_categories(list(request.options["categories"]), dataset)
+        request = ChannelRequest(request.name, request.epsilon, request.domain,
+                                 {**request.options, "categories": typed}, request.mode)
+    return dataset, request.build(dataset.n), request
+
+
+def release_column(dataset: Dataset, channel: Channel, request: ChannelRequest, options: RunOptions, *,
+                   out: str | os.PathLike[str] | None = None, rows_out: str | os.PathLike[str] | None = None,
+                   overwrite: bool = False, incremental: bool = False, since: Any = None,
+                   window: str | None = None) -> Summary:
+    """Release a planned column through the one release path; a series of partitioned releases is warned about
+    when the channel's parameters follow n (:func:`ldp_dask.partitions.follows_n`). The summary carries its
+    receipt and the outputs written."""
+    if incremental or since is not None or window is not None:
+        follows_n(request.build, dataset.n)
+    return privatize(dataset, column=dataset.column, channel=channel, mode=request.mode, out=out,
+                     rows_path=rows_out, overwrite=overwrite, options=options, incremental=incremental,
+                     since=since, window=window)
+
+
+def privatize_column(source: Any, column: str, request: ChannelRequest, options: RunOptions,
+                     **outputs: Any) -> Summary:
+    """:func:`plan_column` then :func:`release_column` (``outputs``: out, rows_out, overwrite, incremental,
+    since, window)."""
+    dataset, channel, request = plan_column(source, column, request, options)
+    return release_column(dataset, channel, request, options, **outputs)

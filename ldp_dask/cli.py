@@ -127,19 +127,6 @@ def _print_groups(row: dict[str, Any]) -> None:
         print(f"        … {len(groups) - GROUPS_SHOWN} more (budget --json lists them all)")
 
 
-def _is_categorical_source(source: str, column: str) -> bool:
-    """Whether the column holds categories (strings/dictionaries) rather than numbers (footer only)."""
-    from ldp_dask.source import open_source
-
-    try:
-        open_source(source, column)
-        return False
-    except LdpDaskError as exc:
-        if "numeric column is required" in str(exc):
-            return True
-        raise
-
-
 def _written(result: Any, outputs: Any) -> Any:
     """Stage ``result``'s JSON and plot among ``outputs`` (post-processing: nothing is charged); return it."""
     from ldp_dask.outputs import write_result_files

@@ -30,7 +30,7 @@ from .policy import warn_cells
 from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
 from .release import Charge, Outputs, Released, plan, release
 from .source import Dataset
-from .summary import Summary, summary_mac_key
+from .summary import Summary, summary_writer
 from .tasks import (
     BucketRelease,
     ByFile,
@@ -172,7 +172,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
         return run_channel(dataset, channel, mode, secret, opts, outputs.directory("rows") if rows else None, rows)
 
     return release(dataset, local_charge(channel, mode, opts), compute, opts,
-                   targets={"summary": out, "rows": rows}, write=_summary_writer(secret), overwrite=overwrite,
+                   targets={"summary": out, "rows": rows}, write=summary_writer(secret), overwrite=overwrite,
                    content_tag=lambda s: s.content_tag)
 
 
@@ -180,17 +180,6 @@ def _with_key(opts: RunOptions) -> tuple[Secret, RunOptions]:
     """The run's key, resolved once on the driver (a fresh random key too), and options that carry it."""
     secret = opts.key()
     return secret, dataclasses.replace(opts, secret=secret, seed=None, secret_file=None)
-
-
-def _summary_writer(secret: Secret) -> Any:
-    """What stages the summary file: with an HMAC under a key derived from the release key (``ldp-dask verify``)."""
-    mac = summary_mac_key(secret)
-
-    def write(summary: Summary, outputs: Outputs) -> None:
-        if "summary" in outputs:
-            outputs.write("summary", lambda fh: summary.write_parquet(fh, mac))
-
-    return write
 
 
 def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any, overwrite: bool,
@@ -219,7 +208,7 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
     plan_ = plan_partitions(dataset, channel, mode, opts.clip, secret, charge.epsilon, since=previous)
     charge = dataclasses.replace(charge, parts=plan_.parts, context={**charge.context, "partitioned": plan_.context_id})
     return release(dataset, charge, lambda sec, _: _run_partitioned(dataset, channel, sec, opts, plan_), opts,
-                   targets={"summary": out}, write=_summary_writer(secret), overwrite=overwrite,
+                   targets={"summary": out}, write=summary_writer(secret), overwrite=overwrite,
                    content_tag=lambda s: s.content_tag, part_tags=lambda s: plan_.part_tags(s.partitions))
 
 

@@ -98,10 +98,6 @@ def plan(source: Any, column: str | None, value_kind: str, options: RunOptions) 
                        unit=options.privacy_unit, fill=options.nulls)
 
 
-def _location(path: str) -> str:
-    return path if "://" in path else os.path.abspath(path)
-
-
 def _dataset_inputs(dataset: Dataset) -> tuple[tuple[str, bool], ...]:
     """The planned source as outputs must avoid it: its files, then its root (a directory, or the one file)."""
     if dataset.kind != "parquet" or not dataset.root:

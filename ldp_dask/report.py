@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from ._validation import LdpDaskError
-from .estimators import estimate, estimator_for
+from .estimators import estimate, estimator_for, has_local_quantiles
 from .outputs import page, png_base64, render_result
 from .summary import Summary, read_summary
 
@@ -41,7 +41,7 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
         if hasattr(est, "plot"):
             picture = f'<img alt="the estimate with its uncertainty" src="data:image/png;base64,{png_base64(est.plot())}">'
         body = picture + "\n" + est.to_html(heading="")
-        if s.channel.name in ("histogram", "haar", "wavelet", "square-wave"):  # assumption-free quantile intervals
+        if has_local_quantiles(s.channel):  # assumption-free quantile intervals
             from .estimators import local_quantiles
 
             body += "\n<h2>Quantiles</h2>\n" + local_quantiles(s, level=level).to_html(heading="")

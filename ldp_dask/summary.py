@@ -42,8 +42,8 @@ from .outputs import Described, Description
 from .privacy import epsilon_per_unit
 from .receipts import Receipted
 
-__all__ = ["Summary", "Partition", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key", "sum_partitions", "FORMAT_VERSION",
-           "METADATA_KEY"]
+__all__ = ["Summary", "Partition", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key",
+           "sum_partitions", "summary_writer", "FORMAT_VERSION", "METADATA_KEY"]
 
 FORMAT_VERSION = 1
 METADATA_KEY = b"ldp_dask.summary"
@@ -530,3 +530,15 @@ def verify_summary(path: str | os.PathLike[str], key: Any = None) -> Summary:
     if not s.verified:
         raise InputDataError(f"{os.fspath(path)!r}: {s.integrity}")
     return s
+
+
+def summary_writer(secret: Any) -> Any:
+    """What stages a release's summary file among its outputs (``outputs.write("summary", ...)``), signed with an
+    HMAC under a key derived from the release key (``ldp-dask verify``): the one writer of every release path."""
+    mac = summary_mac_key(secret)
+
+    def write(summary: Summary, outputs: Any) -> None:
+        if "summary" in outputs:
+            outputs.write("summary", lambda fh: summary.write_parquet(fh, mac))
+
+    return write

@@ -83,16 +83,6 @@ def histogram_method(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.r
     return out
 
 
-def _sample_pieces(edges: np.ndarray, log_w: np.ndarray, rng: np.random.Generator) -> float:
-    """Exact draw from a piecewise-constant density: a piece ∝ width·weight, then uniform inside."""
-    width = np.diff(edges)
-    ok = width > 0
-    i = _sample_log(np.where(ok, np.log(np.where(ok, width, 1.0)) + log_w, -np.inf), rng)
-    while not ok[i]:  # only if the uniform hit a boundary exactly
-        i -= 1
-    return float(edges[i] + rng.random() * width[i])
-
-
 def inverse_sensitivity(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator,
                         rho: float = 0.0) -> np.ndarray:
     """Smooth inverse sensitivity (Asi and Duchi 2020), exact sampling, ε/k per quantile.

@@ -21,16 +21,24 @@ __all__ = [
     "estimate", "histogram_density", "wavelet_density", "wavelet_thresholds", "mean", "project_simplex",
     "DensityEstimate", "MeanEstimate", "DEFAULT_GAMMA", "THRESHOLDS", "frequencies", "FrequencyEstimate",
     "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS", "square_wave_density",
-    "square_wave_cdf_bounds",
+    "square_wave_cdf_bounds", "QUANTILE_CHANNELS", "has_local_quantiles",
 ]
 
 
-#: The natural estimator of each channel's summaries (adaptive Haar summaries feed the goodness-of-fit test).
+#: Which estimator serves which channel, stated once: the natural estimator of each channel's summaries (adaptive
+#: Haar summaries feed the goodness-of-fit test) ...
 ESTIMATORS: dict[str, Callable[..., Any]] = {
     "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "mean": mean,
     "hybrid-mean": mean, "square-wave": square_wave_density,
     "rr": frequencies, "hadamard": frequencies,
 }
+#: ... and the channels whose summaries also give quantiles with assumption-free intervals (:func:`local_quantiles`).
+QUANTILE_CHANNELS = frozenset({"histogram", "haar", "wavelet", "square-wave"})
+
+
+def has_local_quantiles(channel: Channel | str) -> bool:
+    """Whether :func:`local_quantiles` serves a channel's summaries (by channel or name)."""
+    return (channel if isinstance(channel, str) else channel.name) in QUANTILE_CHANNELS
 
 
 def estimator_for(channel: Channel | str) -> Callable[..., Any] | None:

@@ -36,7 +36,7 @@ from ..options import RunOptions
 from ..outputs import write_result_files
 from ..pipeline import local_charge, run_channel
 from ..release import Outputs, Released, plan, publish, release
-from ..summary import Summary, is_summary_file, read_summary, summary_mac_key
+from ..summary import Summary, is_summary_file, read_summary, summary_writer
 from .calibration import (
     critical_value,
     detail_null,
@@ -304,18 +304,17 @@ def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | 
         raise LdpDaskError("statistic='U' needs a directory for the privatized rows ('rows').")
     rows_path = None if rows is None else os.fspath(rows)
 
-    mac: list[bytes] = []
+    writer: list[Any] = []
 
     def compute(secret: Secret, outputs: Outputs) -> tuple[TestResult, Summary]:
-        mac.append(summary_mac_key(secret))
+        writer.append(summary_writer(secret))
         staged = outputs.directory("rows") if mode == "rows" else None
         s = run_channel(dataset, ch, mode, secret, opts, staged, rows_path)
         return _test(s, null, level, statistic, staged[1] if staged else None, B, rng), s
 
     def write(result: tuple[TestResult, Summary], outputs: Outputs) -> None:
         res, s = result
-        if "summary" in outputs:
-            outputs.write("summary", lambda fh: s.write_parquet(fh, mac[0]))
+        writer[0](s, outputs)  # the release paths' one summary writer
         write_result_files(res, outputs)
 
     return release(dataset, local_charge(ch, mode, opts), compute, opts, content_tag=lambda r: r[1].content_tag,

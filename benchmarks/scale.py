@@ -173,10 +173,29 @@ def main() -> None:
                     times[j][n], peaks[j][n] = measure(client, run[j], a.repeats)
                     print(f"n={n:>11,}  {j:<14} {times[j][n]:8.2f} s  {n / times[j][n]:14,.0f} rows/s  "
                           f"peak RSS per worker {peaks[j][n][0]:.0f}/{peaks[j][n][-1]:.0f} MiB", flush=True)
+        # the same light channels in this process on one core, over the same rows: what one worker should match
+        mid = max(sizes)
+        local: dict[str, float] = {}
+        for name in LIGHT:
+            col = "c" if name == "rr" else "x"
+            job = (lambda ch=chans[name], col=col: ldp_dask.privatize(sizes[mid], column=col, channel=ch,
+                                                                     client="local", seed=1))
+            job()
+            local[name] = mid / min(_timed(job) for _ in range(a.repeats))
     finally:
         if not a.keep_data:
             shutil.rmtree(work, ignore_errors=True)
-    report(times, peaks, idle, a.files, a.rows_per_file, a.repeats)
+    report(times, peaks, idle, a.files, a.rows_per_file, a.repeats, local, mid)
+
+
+#: The light channels: reading and counting dominate, so one worker should run at the speed of one core in process.
+LIGHT = ("histogram", "mean", "haar", "rr")
+
+
+def _timed(job: Callable[[], Any]) -> float:
+    t = time.perf_counter()
+    job()
+    return time.perf_counter() - t
 
 
 def affine_fit(times: dict[int, float]) -> tuple[float, float]:
@@ -200,7 +219,7 @@ DESCRIPTION = {
 
 
 def report(times: dict[str, dict[int, float]], peaks: dict[str, dict[int, list[float]]], idle: list[float],
-           files: int, rows_per_file: int, repeats: int) -> None:
+           files: int, rows_per_file: int, repeats: int, local: dict[str, float], mid: int) -> None:
     ns = sorted(times["floor"])
     big = ns[-1]
     exp = [int(round(np.log10(n))) for n in ns]
@@ -245,6 +264,12 @@ def report(times: dict[str, dict[int, float]], peaks: dict[str, dict[int, list[f
         "The wavelet's sums come from the rows per table cell (two matrix products per level, not S lookups per "
         "row and level); adaptive Haar's rows are counted and split among its levels in one pass each, and its "
         "tasks read two files (2^21 rows for 2^17 noisy cells), so its noise is drawn half as often.",
+        f"- Per worker at 10^{exp[-1]} against one core in this process (the same channel over the same "
+        f"{mid:,} rows, measured in the same run): "
+        + ", ".join(f"{j} {big / times[j][big] / WORKERS / 1e6:.1f} vs {local[j] / 1e6:.1f} M rows/s "
+                    f"({big / times[j][big] / WORKERS / local[j]:.2f})" for j in LIGHT)
+        + f". With {WORKERS} worker processes on {WORKERS} cores the scheduler and this process share the cores; "
+        "`benchmarks/scaling.py` measures one worker alone.",
         "",
         "![time against n for every job, log-log](scale.png)",
     ]

@@ -149,15 +149,7 @@ def run(tasks: Sequence[Task], fn: Callable[[Task, Any], Any], shared: Any, comb
     weights = list(rows) if rows is not None else [1] * len(tasks)
     guarded = _Guarded(combine)
     if in_process or options.runs_in_process(sum(weights)):
-        accs = []
-        with _bar(sum(weights), options.progress, desc) as bar:
-            for t, w in zip(tasks, weights):
-                acc = fn(t, shared)
-                if isinstance(acc, TaskError):
-                    raise InputDataError(acc.message)
-                accs.append(acc)
-                if bar is not None:
-                    bar.update(w)
+        accs = _map_here(tasks, weights, lambda t: fn(t, shared), options.progress, desc)
         return tree(accs, guarded, options.split_every)
     with connect(options.client, timeout=options.connect_timeout) as client:
         token = uuid.uuid4().hex[:12]
@@ -196,15 +188,7 @@ def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_
     weights = list(rows) if rows is not None else [1] * len(tasks)
     guarded = _Guarded(combine)
     if in_process or options.runs_in_process(sum(weights)):
-        mapped = []
-        with _bar(sum(weights), options.progress, desc) as bar:
-            for t, w in zip(tasks, weights):
-                parts = map_fn(t, map_shared, groups)
-                if isinstance(parts, TaskError):
-                    raise InputDataError(parts.message)
-                mapped.append(parts)
-                if bar is not None:
-                    bar.update(w)
+        mapped = _map_here(tasks, weights, lambda t: map_fn(t, map_shared, groups), options.progress, desc)
         accs = [reduce_fn(g, [parts[g] for parts in mapped], reduce_shared) for g in range(groups)]
         return _raise_if_error(tree(accs, guarded, options.split_every))
     with connect(options.client, timeout=options.connect_timeout) as client:
@@ -226,6 +210,22 @@ def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_
             _follow(mapped_f, weights, "row", desc)
         del mapped_f, reduced
         return _raise_if_error(root.result())
+
+
+def _map_here(tasks: Sequence[Task], weights: list[int], call: Callable[[Task], Any], progress: bool,
+              desc: str) -> list[Any]:
+    """``call(task)`` for every task in this process, in order, with the progress bar; the first
+    :class:`TaskError` is raised as :class:`InputDataError`."""
+    out = []
+    with _bar(sum(weights), progress, desc) as bar:
+        for t, w in zip(tasks, weights):
+            result = call(t)
+            if isinstance(result, TaskError):
+                raise InputDataError(result.message)
+            out.append(result)
+            if bar is not None:
+                bar.update(w)
+    return out
 
 
 def _part(parts: Any, g: int) -> Any:

@@ -102,7 +102,8 @@ def main() -> None:
         "per person reads the unit column too, hashes every row's person, keeps each person's k rows of smallest "
         "keyed rank per partition (a numba kernel over cache-sized sub-buckets of persons), moves the kept rows "
         "to their bucket's worker and bounds them again (`ldp_dask.engine.shuffle`). The dask.dataframe shuffle "
-        "of every row that this replaced took 32× on this machine.",
+        "of every row that this replaced took 3.33 s for (c), 38.5× the per-row release, on this machine (load "
+        "0.07, measured at the commit before the change).",
         f"- (d) / (c): {res['d'] / res['c']:.2f}× (k = 4 keeps and moves about 3.6 times the rows of k = 1).",
     ])
     print(body)

@@ -35,7 +35,7 @@ def _under(node: str, top: str) -> bool:
     return node == top or node.startswith(top + "/")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True)  # the same 300 cases on every run
 @given(data=st.data())
 def test_spent_per_person_matches_the_brute_force_model(data: st.DataObject) -> None:
     nodes = data.draw(trees())

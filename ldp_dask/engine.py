@@ -51,11 +51,14 @@ from .noise import hidden_from_children
 from .options import DEFAULT_CONNECT_TIMEOUT, RunOptions
 
 __all__ = ["Task", "TaskError", "tasks_of", "task_rows", "run", "shuffle", "tree", "connect", "share",
-           "SHUFFLE_FAN"]
+           "SHUFFLE_FAN", "SHUFFLE_DIRECT_ROWS", "LargeShuffle"]
 
-#: At most this many map tasks and this many groups in a :func:`shuffle` (at most SHUFFLE_FAN² small transfer
-#: tasks): a shuffle's cost stays bounded by the cluster's per-task overhead, whatever the number of partitions.
+#: At most this many map tasks and this many groups in a direct :func:`shuffle` (at most SHUFFLE_FAN² small
+#: transfer tasks): its cost stays bounded by the cluster's per-task overhead, whatever the number of partitions.
 SHUFFLE_FAN = 32
+#: Above this many input rows a shuffle on Dask moves its groups with Dask's own (peer-to-peer, disk-backed)
+#: DataFrame shuffle instead: one task's share of a direct shuffle would no longer fit in a worker's memory.
+SHUFFLE_DIRECT_ROWS = SHUFFLE_FAN << 22
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,8 @@ def run(tasks: Sequence[Task], fn: Callable[[Task, Any], Any], shared: Any, comb
 def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
             reduce_fn: Callable[[int, list[Any], Any], Any], reduce_shared: Any, groups: int,
             combine: Callable[..., Any], options: RunOptions, *, rows: Sequence[int] | None = None,
-            in_process: bool = False, prefix: str = "ldp-shuffle", desc: str = "shuffle") -> Any:
+            in_process: bool = False, prefix: str = "ldp-shuffle", desc: str = "shuffle",
+            large: LargeShuffle | None = None, direct_rows: int = SHUFFLE_DIRECT_ROWS) -> Any:
     """Map, split each result into ``groups`` parts, reduce each group from all tasks, combine: the root.
 
     ``map_fn(task, map_shared, groups)`` returns a sequence of ``groups``
@@ -180,6 +184,13 @@ def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_
     per task and group, run where the map result lives), so the data moved
     is the data itself, once. The caller keeps ``len(tasks)`` and ``groups``
     at most :data:`SHUFFLE_FAN` (coarser tasks, groups of buckets).
+
+    Parts are dicts of equal-length numpy arrays. With ``large`` (a
+    :class:`LargeShuffle`) a shuffle on Dask of more than ``direct_rows`` rows
+    runs its finer tasks and groups instead and moves the rows with Dask's
+    DataFrame shuffle (peer-to-peer, spilling to disk), so that no task holds
+    more than its own share; each group's rows are then sorted by the
+    ``order`` columns, since they arrive in no set order.
     """
     if not tasks:
         raise ValueError("the engine needs at least one task")
@@ -192,6 +203,9 @@ def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_
         accs = [reduce_fn(g, [parts[g] for parts in mapped], reduce_shared) for g in range(groups)]
         return _raise_if_error(tree(accs, guarded, options.split_every))
     with connect(options.client, timeout=options.connect_timeout) as client:
+        if large is not None and sum(weights) > direct_rows:
+            return _shuffle_frames(client, large.tasks, map_fn, map_shared, reduce_fn, large.reduce_shared,
+                                   large.groups, guarded, options, large.order, prefix)
         token = uuid.uuid4().hex[:12]
         job = share(client, map_shared, f"{prefix}-job-{token}")
         mapped_f = client.map(map_fn, list(tasks), job=job, groups=groups, retries=options.retries, pure=False,
@@ -226,6 +240,78 @@ def _map_here(tasks: Sequence[Task], weights: list[int], call: Callable[[Task], 
             if bar is not None:
                 bar.update(w)
     return out
+
+
+@dataclass(frozen=True)
+class LargeShuffle:
+    """How :func:`shuffle` runs a large input: finer ``tasks`` and ``groups`` (each with ``reduce_shared``), and
+    the columns that put a group's rows in a set ``order``."""
+
+    tasks: Sequence[Task]
+    groups: int
+    reduce_shared: Any
+    order: tuple[str, ...]
+
+
+def _as_frame(parts: Any) -> Any:
+    """A map result (``groups`` dicts of arrays) as one DataFrame with a ``group`` column, or its error."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(parts, TaskError):
+        return pd.DataFrame({"group": pd.Series([], dtype="int64"), "error": [parts.message]})
+    columns = list(parts[0])
+    frame = {c: np.concatenate([p[c] for p in parts]) for c in columns}
+    frame["group"] = np.repeat(np.arange(len(parts)), [len(p[columns[0]]) for p in parts])
+    return pd.DataFrame(frame)
+
+
+def _frame_error(frame: Any) -> str | None:
+    return str(frame["error"].iloc[0]) if "error" in frame.columns else None
+
+
+def _reduce_frame(reduce_fn: Callable[[int, list[Any], Any], Any], g: int, shared: Any, order: tuple[str, ...],
+                  frame: Any) -> Any:
+    """Group ``g``'s rows, sorted by ``order`` (they arrive in no set order), handed to ``reduce_fn``."""
+    import numpy as np
+
+    part = {c: frame[c].to_numpy() for c in frame.columns if c != "group"}
+    keys = [part[c] for c in reversed(order)]
+    sort = np.lexsort(keys) if keys and len(keys[0]) else np.arange(len(frame))
+    return reduce_fn(g, [{c: v[sort] for c, v in part.items()}], shared)
+
+
+def _shuffle_frames(client: Any, tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
+                    reduce_fn: Callable[[int, list[Any], Any], Any], reduce_shared: Any, groups: int,
+                    guarded: _Guarded, options: RunOptions, order: tuple[str, ...], prefix: str) -> Any:
+    """The large shuffle: map results as DataFrames, moved by Dask's DataFrame shuffle (``set_index`` on known
+    divisions, so group g becomes partition g), each group reduced where it lands, then the exact tree."""
+    import dask
+    import dask.dataframe as dd
+
+    token = uuid.uuid4().hex[:12]
+    job = share(client, map_shared, f"{prefix}-job-{token}")
+    mapped = client.map(map_fn, list(tasks), job=job, groups=groups, retries=options.retries, pure=False,
+                        key=[f"{prefix}-map-{token}-{i}" for i in range(len(tasks))])
+    frames = client.map(_as_frame, mapped, retries=options.retries, pure=False,
+                        key=[f"{prefix}-frame-{token}-{i}" for i in range(len(tasks))])
+    del job, mapped
+    errors = [e for e in client.gather(client.map(_frame_error, frames, pure=False,
+                                                  key=[f"{prefix}-check-{token}-{i}" for i in range(len(tasks))]))
+              if e]
+    if errors:
+        raise InputDataError(errors[0])
+    meta = client.submit(lambda f: f.iloc[:0], frames[0], pure=False).result()
+    by_group = dd.from_delayed(frames, meta=meta, verify_meta=False).set_index(
+        "group", divisions=list(range(groups + 1)), sorted=False)
+    reducer = share(client, reduce_shared, f"{prefix}-reducer-{token}")
+    reduced = client.compute([dask.delayed(_reduce_frame, pure=False)(reduce_fn, g, reducer, order,
+                                                                       part.reset_index())
+                              for g, part in enumerate(by_group.to_delayed())], retries=options.retries)
+    del frames, by_group, reducer
+    root = tree(reduced, guarded, options.split_every, _submitter(client, options, f"{prefix}-combine-{token}"))
+    del reduced
+    return _raise_if_error(root.result())
 
 
 def _part(parts: Any, g: int) -> Any:

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from . import exactsum
+from . import engine, exactsum
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel
-from .engine import SHUFFLE_FAN, Task, connect, run, shuffle, task_rows, tasks_of
+from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, shuffle, task_rows, tasks_of
 from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
 from .options import RunOptions
 from .policy import warn_cells
@@ -114,7 +114,7 @@ def _spans(count: int, parts: int) -> list[tuple[int, int]]:
 
 def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler: Any, combine: Any,
               options: RunOptions, *, keys: list[bytes] | None = None, categorical: bool = False,
-              in_process: bool = False) -> Any:
+              in_process: bool = False, direct_rows: int | None = None) -> Any:
     """Bound each person's rows, then ``handler(values, where, j, keys[j])`` on bucket j; ``combine`` the results.
 
     There is one bucket per task of ``dataset`` (:attr:`~ldp_dask.source.Dataset.tasks`); ``keys`` (optional)
@@ -122,7 +122,10 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     driver, from the secret and ``context``. The rows are tagged and bounded per partition, shuffled in groups
     of buckets by :func:`ldp_dask.engine.shuffle` (at most :data:`~ldp_dask.engine.SHUFFLE_FAN` map tasks and
     groups), and each bucket is bounded again and released where its group lands: nothing but error strings and
-    the root come back to the driver. A handler returns an accumulator, or a :class:`~ldp_dask.TaskError`.
+    the root come back to the driver. Above ``direct_rows`` rows on Dask (default
+    :data:`~ldp_dask.engine.SHUFFLE_DIRECT_ROWS`), the plan's own tasks tag the rows and
+    Dask's DataFrame shuffle moves them, one bucket per partition, sorted by rank on arrival. A handler returns an
+    accumulator, or a :class:`~ldp_dask.TaskError`.
     """
     count = len(dataset.tasks)
     bucket_keys: tuple[bytes | None, ...] = tuple(keys) if keys is not None else (None,) * count
@@ -136,9 +139,12 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     tasks = [Task(i, a, b) for i, (a, b) in enumerate(_spans(len(dataset.pieces), SHUFFLE_FAN))]
     groups = min(count, SHUFFLE_FAN)
     bucketing = BucketRelease(handler, combine, bucket_keys, k, categorical, groups)
+    large = LargeShuffle(tasks_of(dataset), count, BucketRelease(handler, combine, bucket_keys, k, categorical, count),
+                         ("rank", "person"))
     return shuffle(tasks, tag_task, tagging, release_group, bucketing, groups, combine, options,
                    rows=[task_rows(dataset.pieces, t) for t in tasks],
-                   in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person")
+                   in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person",
+                   large=large, direct_rows=engine.SHUFFLE_DIRECT_ROWS if direct_rows is None else direct_rows)
 
 
 def _release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",

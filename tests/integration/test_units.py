@@ -182,3 +182,27 @@ def test_bad_privacy_units_are_refused(source, unit, match):
         ldp_dask.privatize(src, "x", build_channel("mean", 1.0, (0, 1)), seed=1, privacy_unit=unit)
     with pytest.raises(LdpDaskError, match="needs 'privacy_unit'"):
         ldp_dask.privatize(df, "x", build_channel("mean", 1.0, (0, 1)), seed=1, max_contributions=2)
+
+
+@pytest.mark.cluster
+def test_the_large_shuffle_releases_what_the_direct_one_does(cluster, tmp_path, monkeypatch):
+    """Above SHUFFLE_DIRECT_ROWS rows a unit release moves its rows with Dask's DataFrame shuffle, one bucket per
+    partition: the same persons keep the same rows, so a count release is bit-identical to the direct shuffle's,
+    and a release whose sums depend on the rows' order (a mean) is the same on every run."""
+    import ldp_dask.engine
+
+    rng = np.random.default_rng(9)
+    d = tmp_path / "people"
+    d.mkdir()
+    for f in range(4):
+        pq.write_table(pa.table({"x": rng.beta(2, 5, 6_000), "user": rng.integers(0, 1_500, 6_000)}),
+                       d / f"part-{f}.parquet", row_group_size=2_000)
+    hist = ldp_dask.LaplaceHistogram(1.0, 16, (0.0, 1.0))
+    mean = ldp_dask.LaplaceMean(1.0, (0.0, 1.0))
+    run = {"client": cluster, "seed": 5, "privacy_unit": "user", "max_contributions": 2, "partition_rows": 3_000}
+    direct = ldp_dask.privatize(str(d), "x", hist, **run)
+    monkeypatch.setattr(ldp_dask.engine, "SHUFFLE_DIRECT_ROWS", 0)
+    large = ldp_dask.privatize(str(d), "x", hist, **run)
+    assert large.same_release(direct) and large.n == direct.n
+    first, again = (ldp_dask.privatize(str(d), "x", mean, **run) for _ in range(2))
+    assert first.same_release(again)

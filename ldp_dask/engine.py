@@ -254,20 +254,18 @@ class LargeShuffle:
 
 
 def _as_frame(parts: Any) -> Any:
-    """A map result (``groups`` dicts of arrays) as one DataFrame with a ``group`` column, or its error."""
+    """A map result (``groups`` dicts of arrays) as one DataFrame with a ``group`` column."""
     import numpy as np
     import pandas as pd
 
-    if isinstance(parts, TaskError):
-        return pd.DataFrame({"group": pd.Series([], dtype="int64"), "error": [parts.message]})
     columns = list(parts[0])
     frame = {c: np.concatenate([p[c] for p in parts]) for c in columns}
     frame["group"] = np.repeat(np.arange(len(parts)), [len(p[columns[0]]) for p in parts])
     return pd.DataFrame(frame)
 
 
-def _frame_error(frame: Any) -> str | None:
-    return str(frame["error"].iloc[0]) if "error" in frame.columns else None
+def _error_of(result: Any) -> str | None:
+    return result.message if isinstance(result, TaskError) else None
 
 
 def _reduce_frame(reduce_fn: Callable[[int, list[Any], Any], Any], g: int, shared: Any, order: tuple[str, ...],
@@ -293,14 +291,15 @@ def _shuffle_frames(client: Any, tasks: Sequence[Task], map_fn: Callable[[Task, 
     job = share(client, map_shared, f"{prefix}-job-{token}")
     mapped = client.map(map_fn, list(tasks), job=job, groups=groups, retries=options.retries, pure=False,
                         key=[f"{prefix}-map-{token}-{i}" for i in range(len(tasks))])
-    frames = client.map(_as_frame, mapped, retries=options.retries, pure=False,
-                        key=[f"{prefix}-frame-{token}-{i}" for i in range(len(tasks))])
-    del job, mapped
-    errors = [e for e in client.gather(client.map(_frame_error, frames, pure=False,
+    del job
+    errors = [e for e in client.gather(client.map(_error_of, mapped, pure=False,
                                                   key=[f"{prefix}-check-{token}-{i}" for i in range(len(tasks))]))
               if e]
-    if errors:
+    if errors:  # bad data met while tagging: raised once, before anything moves
         raise InputDataError(errors[0])
+    frames = client.map(_as_frame, mapped, retries=options.retries, pure=False,
+                        key=[f"{prefix}-frame-{token}-{i}" for i in range(len(tasks))])
+    del mapped
     meta = client.submit(lambda f: f.iloc[:0], frames[0], pure=False).result()
     by_group = dd.from_delayed(frames, meta=meta, verify_meta=False).set_index(
         "group", divisions=list(range(groups + 1)), sorted=False)

@@ -206,3 +206,25 @@ def test_the_large_shuffle_releases_what_the_direct_one_does(cluster, tmp_path, 
     assert large.same_release(direct) and large.n == direct.n
     first, again = (ldp_dask.privatize(str(d), "x", mean, **run) for _ in range(2))
     assert first.same_release(again)
+
+
+@pytest.mark.cluster
+def test_the_large_shuffle_names_bad_data_in_one_line(cluster, tmp_path, monkeypatch):
+    """On the large path a null person (met while tagging) and a NaN value (met when a bucket is released) each
+    reach the driver as one InputDataError naming the problem, as on the direct path."""
+    import ldp_dask.engine
+
+    monkeypatch.setattr(ldp_dask.engine, "SHUFFLE_DIRECT_ROWS", 0)
+    ch = ldp_dask.LaplaceHistogram(1.0, 8, (0.0, 1.0))
+    run = {"client": cluster, "seed": 5, "privacy_unit": "user", "partition_rows": 500}
+    users = pa.array([1, None, *range(2, 1_000)], pa.int64())
+    # no column statistics: the footers cannot refuse it, so the workers meet it
+    pq.write_table(pa.table({"x": np.linspace(0, 1, 1_000), "user": users}), tmp_path / "nulls.parquet",
+                   write_statistics=False)
+    with pytest.raises(ldp_dask.InputDataError, match="privacy unit column contains null values"):
+        ldp_dask.privatize(str(tmp_path / "nulls.parquet"), "x", ch, **run)
+    x = np.linspace(0, 1, 1_000)
+    x[700] = np.nan
+    pq.write_table(pa.table({"x": x, "user": np.arange(1_000)}), tmp_path / "nan.parquet", write_statistics=False)
+    with pytest.raises(ldp_dask.InputDataError, match="NaN"):
+        ldp_dask.privatize(str(tmp_path / "nan.parquet"), "x", ch, **run)

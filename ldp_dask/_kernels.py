@@ -221,8 +221,7 @@ def _spread(person: np.ndarray, rank: np.ndarray, first_row: int, rank_key: np.u
     for i in range(n):
         b = np.int64((person[i] * _GOLD) >> shift) if bits > 0 else 0
         counts[b + 1] += 1
-    for b in range(subs):
-        counts[b + 1] += counts[b]
+    counts = np.cumsum(counts)
     fill = counts[:subs].copy()
     sp = np.empty(n, np.uint64)
     sr = np.empty(n, np.uint64)
@@ -346,8 +345,7 @@ def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, ran
         bj = np.int64(_mix(sp[kept[j]], bucket_key) % np.uint64(buckets))
         bucket[j] = bj
         gcount[(bj * groups) // buckets + 1] += 1
-    for g in range(groups):
-        gcount[g + 1] += gcount[g]
+    gcount = np.cumsum(gcount)
     fill = gcount[:groups].copy()
     index = np.empty(m, np.int64)
     out_person = np.empty(m, np.uint64)

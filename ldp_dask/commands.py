@@ -10,7 +10,7 @@ release. What a releasing command does, in order::
 
 :func:`plan_column` and :func:`release_column` are the two halves of
 ``privatize`` (a flow runs them as two tasks: planning retries on I/O errors,
-the release does not); :func:`privatize_column` is both. The goodness-of-fit
+the release does not). The goodness-of-fit
 test, the central quantiles and the central bounds are one call each
 (:func:`ldp_dask.gof.run`, :func:`ldp_dask.central.quantiles`,
 :func:`ldp_dask.central.bounds`), which both faces call directly.
@@ -32,7 +32,7 @@ from .release import plan
 from .source import Dataset
 from .summary import Summary
 
-__all__ = ["ChannelRequest", "plan_column", "release_column", "privatize_column", "typed_categories"]
+__all__ = ["ChannelRequest", "plan_column", "release_column", "typed_categories"]
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,3 @@ def release_column(dataset: Dataset, channel: Channel, request: ChannelRequest, 
     return privatize(dataset, column=dataset.column, channel=channel, mode=request.mode, out=out,
                      rows_path=rows_out, overwrite=overwrite, options=options, incremental=incremental,
                      since=since, window=window)
-
-
-def privatize_column(source: Any, column: str, request: ChannelRequest, options: RunOptions,
-                     **outputs: Any) -> Summary:
-    """:func:`plan_column` then :func:`release_column` (``outputs``: out, rows_out, overwrite, incremental,
-    since, window)."""
-    dataset, channel, request = plan_column(source, column, request, options)
-    return release_column(dataset, channel, request, options, **outputs)

@@ -148,9 +148,10 @@ def tag_rows(values: Any, units: Any, first_row: int, keys: UnitKeys, count: int
     rank = ranks(person, np.arange(first_row, first_row + len(person), dtype=np.uint64), keys)
     keep = keep_contributions(person, rank, k)
     bucket = buckets(person[keep], keys, count)
-    order = np.argsort((bucket * groups) // count, kind="stable")
+    group = (bucket * groups) // count
+    order = np.argsort(group, kind="stable")
     keep, bucket = keep[order], bucket[order]
-    bounds = np.searchsorted((bucket * groups) // count, np.arange(groups + 1))
+    bounds = np.searchsorted(group[order], np.arange(groups + 1))
     return _split({"bucket": bucket, "person": person[keep], "rank": rank[keep], "value": value[keep]}, bounds)
 
 

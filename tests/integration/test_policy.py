@@ -63,7 +63,7 @@ def test_python_and_cli_refuse_epsilon_1000_alike(command, data, tmp_path, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("ldp-dask: error: ") and REFUSAL in err[0], err
     assert os.listdir(out) == []  # nothing written
-    assert not ledger.exists() or ldp_dask.Ledger(str(ledger)).releases() == []  # nothing charged
+    assert not ledger.exists()  # refused before the ledger was even opened: nothing charged
 
 
 @pytest.mark.prefect

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["wavelet_accumulate", "fine_histogram", "split_to_levels", "float_limbs", "joint_exp_transition",
-           "smallest_ranks", "tag_and_bound"]
+           "tag_and_bound", "bound_cells", "integer_ids"]
 
 _ONE_MINUS = float(np.nextafter(1.0, 0.0))
 
@@ -205,159 +205,214 @@ def _mix(x: np.uint64, key: np.uint64) -> np.uint64:
     return z
 
 
-@njit(cache=True, nogil=True)
-def _spread(person: np.ndarray, rank: np.ndarray, first_row: int, rank_key: np.uint64,
-            keyed: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """Rows spread by the top bits of a hash of their person into sub-buckets of about 2,048 rows (a counting
-    sort copying person, rank and row index). With ``keyed`` the rank is computed here, as
-    :func:`ldp_dask.units.ranks` does, from the row's position ``first_row + i``."""
-    n = person.shape[0]
-    bits = 0
-    while (n >> bits) > 2048:
+@njit(cache=True, nogil=True, inline="always")
+def _cell(person: np.uint64, bucket_key: np.uint64, cells: np.uint64) -> np.int64:
+    """The cell of a person: the top 32 bits of its keyed hash scaled to ``cells`` (multiply and shift, as
+    :func:`ldp_dask.units.cells_of`). With ``cells = buckets·S`` its bucket is ``cell // S``."""
+    return np.int64(((_mix(person, bucket_key) >> np.uint64(32)) * cells) >> np.uint64(32))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _table_bits(m: int) -> int:
+    bits = 4
+    while (1 << bits) < 2 * m:
         bits += 1
-    subs = 1 << bits
-    shift = np.uint64(64 - bits) if bits > 0 else np.uint64(63)
-    counts = np.zeros(subs + 1, np.int64)
+    return bits
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _home(p: np.uint64, tbits: int) -> np.int64:
+    """The slot where person p's probe starts in a table of 2^tbits slots."""
+    return np.int64((p * np.uint64(0xD6E8FEB86659FD93)) >> np.uint64(64 - tbits))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _offer(p: np.uint64, r: np.uint64, pos: int, tbits: int, table_person: np.ndarray, table_count: np.ndarray,
+           table_rank: np.ndarray, table_pos: np.ndarray, k: int) -> None:
+    """Offer row ``pos`` (person p, rank r) to a cell's table: open addressing by person (linear probing; a count
+    of 0 marks an empty slot), each slot holding its person's k smallest ranks, sorted, and their rows."""
+    mask = (1 << tbits) - 1
+    h = _home(p, tbits)
+    while table_count[h] != 0 and table_person[h] != p:
+        h = (h + 1) & mask
+    c = table_count[h]
+    if c == 0:
+        table_person[h] = p
+        table_count[h] = 1
+        table_rank[h, 0] = r
+        table_pos[h, 0] = pos
+    elif k == 1:  # the common case, without a branch on the rank (as random as a coin)
+        better = r < table_rank[h, 0]
+        table_rank[h, 0] = r if better else table_rank[h, 0]
+        table_pos[h, 0] = pos if better else table_pos[h, 0]
+    else:
+        if c < k:
+            q = c
+            table_count[h] = c + 1
+        elif table_rank[h, k - 1] <= r:
+            return
+        else:
+            q = k - 1
+        while q > 0 and table_rank[h, q - 1] > r:
+            table_rank[h, q] = table_rank[h, q - 1]
+            table_pos[h, q] = table_pos[h, q - 1]
+            q -= 1
+        table_rank[h, q] = r
+        table_pos[h, q] = pos
+
+
+#: The fixed key of integer person ids (:func:`ldp_dask.units.person_ids`): a public constant, not a secret.
+_PERSON_KEY = np.uint64(0x2545F4914F6CDD1D)
+
+
+@njit(cache=True, nogil=True)
+def integer_ids(values: np.ndarray, out: np.ndarray) -> None:
+    """``out[i]``: a 64-bit id of the integer ``values[i]`` (int64), the mixing bijection of :func:`_mix` under a
+    fixed public key, so distinct integers get distinct ids. One pass; the numpy reference is
+    ``units._mix(values, _PERSON_KEY)``."""
+    for i in range(values.shape[0]):
+        out[i] = _mix(np.uint64(values[i]), _PERSON_KEY)
+
+
+@njit(cache=True, nogil=True)
+def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, rank_key: np.uint64, cells: int,
+                  k: int, scratch_cell: np.ndarray,
+                  scratch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A partition's rows tagged and bounded in one pass: (row index, person, rank) of each person's k rows of
+    smallest rank, in cell order, and each cell's start in them (length ``cells + 1``).
+
+    The rank of row i is :func:`ldp_dask.units.ranks` of its position ``first_row + i``; its cell is
+    :func:`_cell`. The rows are first spread by cell (a counting sort into ``scratch_rows``, shape (≥ n, 2):
+    person, row), so that each cell's table of persons and their k smallest ranks stays in the processor's
+    cache: one table over a million rows spends its time waiting for memory. O(n·k) time. Within a cell the rows
+    come in the table's order; :func:`bound_cells` puts them in a canonical one."""
+    n = person.shape[0]
+    ucells = np.uint64(cells)
+    counts = np.zeros(cells + 1, np.int64)
     for i in range(n):
-        b = np.int64((person[i] * _GOLD) >> shift) if bits > 0 else 0
-        counts[b + 1] += 1
+        ci = _cell(person[i], bucket_key, ucells)
+        scratch_cell[i] = ci
+        counts[ci + 1] += 1
+    largest = 1
+    for c in range(cells):
+        largest = max(largest, counts[c + 1])
     counts = np.cumsum(counts)
-    fill = counts[:subs].copy()
-    sp = np.empty(n, np.uint64)
-    sr = np.empty(n, np.uint64)
-    si = np.empty(n, np.int64)
+    fill = counts[:cells].copy()
     for i in range(n):
         p = person[i]
-        b = np.int64((p * _GOLD) >> shift) if bits > 0 else 0
-        j = fill[b]
-        fill[b] = j + 1
-        sp[j] = p
-        if keyed:
-            sr[j] = _mix(_mix(np.uint64(first_row + i), rank_key) ^ p, rank_key ^ _RANK_SALT)
-        else:
-            sr[j] = rank[i]
-        si[j] = i
-    return sp, sr, si, counts, subs
-
-
-@njit(cache=True, nogil=True)
-def _bound(sp: np.ndarray, sr: np.ndarray, counts: np.ndarray, subs: int, k: int) -> np.ndarray:
-    """Positions (into the spread arrays) of each person's k rows of smallest rank: sub-bucket by sub-bucket,
-    with a table small enough for the processor's cache; persons by first appearance, rows by rank."""
-    n = sp.shape[0]
-    largest = 1
-    for b in range(subs):
-        largest = max(largest, counts[b + 1] - counts[b])
-    size = 16
-    while size < 2 * largest:
-        size <<= 1
-    table_key = np.empty(size, np.uint64)
-    table_slot = np.empty(size, np.int64)
-    best_rank = np.empty((largest, k), np.uint64)
-    best_pos = np.empty((largest, k), np.int64)
-    count = np.empty(largest, np.int64)
-    out = np.empty(n, np.int64)
+        j = fill[scratch_cell[i]]
+        fill[scratch_cell[i]] = j + 1
+        scratch_rows[j, 0] = p
+        scratch_rows[j, 1] = i
+    size = 1 << _table_bits(largest)
+    table_person = np.empty(size, np.uint64)
+    table_count = np.empty(size, np.int64)
+    table_rank = np.empty((size, k), np.uint64)
+    table_pos = np.empty((size, k), np.int64)
+    index = np.empty(n, np.int64)
+    out_person = np.empty(n, np.uint64)
+    out_rank = np.empty(n, np.uint64)
+    starts = np.zeros(cells + 1, np.int64)
     o = 0
-    mix = np.uint64(0xD6E8FEB86659FD93)
-    for b in range(subs):
-        lo, hi = counts[b], counts[b + 1]
-        m = hi - lo
-        if m == 0:
-            continue
-        tsize, tbits = 16, 4
-        while tsize < 2 * m:
-            tsize <<= 1
-            tbits += 1
-        tshift = np.uint64(64 - tbits)
-        mask = tsize - 1
-        table_slot[:tsize] = -1
-        distinct = 0
-        for j in range(lo, hi):
-            p = sp[j]
-            h = np.int64((p * mix) >> tshift) & mask
-            while True:
-                s = table_slot[h]
-                if s == -1:
-                    table_slot[h] = distinct
-                    table_key[h] = p
-                    s = distinct
-                    count[s] = 0
-                    distinct += 1
-                    break
-                if table_key[h] == p:
-                    break
-                h = (h + 1) & mask
-            c = count[s]
-            r = sr[j]
-            if c < k:
-                q = c
-                count[s] = c + 1
-            elif best_rank[s, k - 1] <= r:
-                continue
-            else:
-                q = k - 1
-            while q > 0 and best_rank[s, q - 1] > r:
-                best_rank[s, q] = best_rank[s, q - 1]
-                best_pos[s, q] = best_pos[s, q - 1]
-                q -= 1
-            best_rank[s, q] = r
-            best_pos[s, q] = j
-        for s in range(distinct):
-            for q in range(count[s]):
-                out[o] = best_pos[s, q]
-                o += 1
-    return out[:o]
+    for c in range(cells):
+        lo, hi = counts[c], counts[c + 1]
+        if hi > lo:
+            tbits = _table_bits(hi - lo)
+            table_count[:1 << tbits] = 0
+            for j in range(lo, hi):
+                p = scratch_rows[j, 0]
+                r = _mix(_mix(np.uint64(first_row) + scratch_rows[j, 1], rank_key) ^ p, rank_key ^ _RANK_SALT)
+                _offer(p, r, j, tbits, table_person, table_count, table_rank, table_pos, k)
+            for h in range(1 << tbits):
+                for q in range(table_count[h]):
+                    j = table_pos[h, q]
+                    index[o] = scratch_rows[j, 1]
+                    out_person[o] = table_person[h]
+                    out_rank[o] = table_rank[h, q]
+                    o += 1
+        starts[c + 1] = o
+    return index[:o], out_person[:o], out_rank[:o], starts
 
 
 @njit(cache=True, nogil=True)
-def smallest_ranks(person: np.ndarray, rank: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the rows kept: for each distinct ``person``, the ``k`` rows of smallest ``rank``.
+def bound_cells(person: np.ndarray, rank: np.ndarray, parts: np.ndarray, bucket_key: np.uint64, cells: int,
+                first_cell: int, stop_cell: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of each person's k rows of smallest rank among rows that arrive as ``len(parts) - 1`` parts
+    (part q is rows ``parts[q]`` to ``parts[q + 1]``), each in cell order (as :func:`tag_and_bound` emits them,
+    cells ``first_cell`` to ``stop_cell``), and each cell's start in the positions (length
+    ``stop_cell - first_cell + 1``).
 
-    The rows are first spread by the top bits of a hash of the person into
-    sub-buckets of about 2,048 rows (a counting sort: two sequential passes),
-    so that each sub-bucket's open-addressing table of persons (linear
-    probing) and its per-person k smallest ranks, kept sorted by insertion,
-    stay in the processor's cache: one table over a million rows spends its
-    time waiting for memory (measured: 20 ms per 10^6 rows against 33-50). The
-    result lists the sub-buckets in order, in each its persons by first
-    appearance, each person's rows by increasing rank: a function of the
-    arrays, their order included. O(n·k) time, O(n) memory. The numpy
-    reference is :func:`ldp_dask.units.keep_contributions` (two sorts); both
-    keep the same set when ranks are distinct within a person.
-    """
-    sp, sr, si, counts, subs = _spread(person, rank, 0, np.uint64(0), False)
-    return si[_bound(sp, sr, counts, subs, k)]
+    Cell by cell, the rows of that cell in every part meet in one small table: no spread, since the parts are
+    already in cell order. Within a cell the kept rows are ordered by :func:`_canonical`, so the result is a
+    function of the set of rows alone: neither how they were cut into parts nor the order they came in changes
+    it. If a part is not in cell order, or holds a cell outside the range, ``(empty, empty)`` is returned and
+    the caller sorts."""
+    t = parts.shape[0] - 1
+    width = stop_cell - first_cell
+    ucells = np.uint64(cells)
+    offs = np.zeros((t, width + 1), np.int64)
+    for q in range(t):
+        prev = np.int64(0)
+        for i in range(parts[q], parts[q + 1]):
+            ci = _cell(person[i], bucket_key, ucells) - first_cell
+            if ci < prev or ci >= width:
+                return np.empty(0, np.int64), np.empty(0, np.int64)
+            prev = ci
+            offs[q, ci + 1] += 1
+    largest = 1
+    for c in range(width):
+        m = 0
+        for q in range(t):
+            m += offs[q, c + 1]
+        largest = max(largest, m)
+    for q in range(t):
+        offs[q, 0] = parts[q]
+        for c in range(width):
+            offs[q, c + 1] += offs[q, c]
+    size = 1 << _table_bits(largest)
+    table_person = np.empty(size, np.uint64)
+    table_count = np.empty(size, np.int64)
+    table_rank = np.empty((size, k), np.uint64)
+    table_pos = np.empty((size, k), np.int64)
+    out = np.empty(person.shape[0], np.int64)
+    starts = np.zeros(width + 1, np.int64)
+    o = 0
+    for c in range(width):
+        m = 0
+        for q in range(t):
+            m += offs[q, c + 1] - offs[q, c]
+        if m > 0:
+            tbits = _table_bits(m)
+            table_count[:1 << tbits] = 0
+            for q in range(t):
+                for j in range(offs[q, c], offs[q, c + 1]):
+                    _offer(person[j], rank[j], j, tbits, table_person, table_count, table_rank, table_pos, k)
+            o0 = o
+            for h in range(1 << tbits):
+                for q in range(table_count[h]):
+                    out[o] = table_pos[h, q]
+                    o += 1
+            _canonical(out[o0:o], rank, person, tbits)
+        starts[c + 1] = o
+    return out[:o], starts
 
 
 @njit(cache=True, nogil=True)
-def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, rank_key: np.uint64, buckets: int,
-                  groups: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A partition's rows tagged and bounded in one pass: (row index, person, rank, bucket) of each person's k
-    rows of smallest rank, ordered by group of buckets (bucket j in group j·groups // buckets), and the groups'
-    bounds. Ranks and buckets are :func:`ldp_dask.units.ranks` and :func:`ldp_dask.units.buckets`, computed
-    here rather than in numpy passes."""
-    sp, sr, si, counts, subs = _spread(person, person, first_row, rank_key, True)
-    kept = _bound(sp, sr, counts, subs, k)
-    m = kept.shape[0]
-    bucket = np.empty(m, np.int64)
-    gcount = np.zeros(groups + 1, np.int64)
-    for j in range(m):
-        bj = np.int64(_mix(sp[kept[j]], bucket_key) % np.uint64(buckets))
-        bucket[j] = bj
-        gcount[(bj * groups) // buckets + 1] += 1
-    gcount = np.cumsum(gcount)
-    fill = gcount[:groups].copy()
-    index = np.empty(m, np.int64)
-    out_person = np.empty(m, np.uint64)
-    out_rank = np.empty(m, np.uint64)
-    out_bucket = np.empty(m, np.int64)
-    for j in range(m):
-        g = (bucket[j] * groups) // buckets
-        t = fill[g]
-        fill[g] = t + 1
-        pos = kept[j]
-        index[t] = si[pos]
-        out_person[t] = sp[pos]
-        out_rank[t] = sr[pos]
-        out_bucket[t] = bucket[j]
-    return index, out_person, out_rank, out_bucket, gcount
+def _canonical(pos: np.ndarray, rank: np.ndarray, person: np.ndarray, tbits: int) -> None:
+    """Sort the positions ``pos`` in place by (home slot, person, rank) of their rows: a strict order (a person's
+    ranks are distinct) that depends on the set of rows only, not on the order they came in. Read out of the
+    table they are nearly in this order already (linear probing moves a person a few slots past its home), so
+    an insertion sort costs little more than a pass."""
+    for i in range(1, pos.shape[0]):
+        p = pos[i]
+        u = person[p]
+        hu, r = _home(u, tbits), rank[p]
+        j = i - 1
+        while j >= 0:
+            v = person[pos[j]]
+            hv = _home(v, tbits)
+            if hv < hu or (hv == hu and (v < u or (v == u and rank[pos[j]] < r))):
+                break
+            pos[j + 1] = pos[j]
+            j -= 1
+        pos[j + 1] = p

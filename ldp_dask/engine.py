@@ -51,7 +51,7 @@ from .noise import hidden_from_children
 from .options import DEFAULT_CONNECT_TIMEOUT, RunOptions
 
 __all__ = ["Task", "TaskError", "tasks_of", "task_rows", "run", "shuffle", "tree", "connect", "share",
-           "SHUFFLE_FAN", "SHUFFLE_DIRECT_ROWS", "LargeShuffle"]
+           "TaskPlan", "SHUFFLE_FAN", "SHUFFLE_DIRECT_ROWS", "LargeShuffle"]
 
 #: At most this many map tasks and this many groups in a direct :func:`shuffle` (at most SHUFFLE_FAN² small
 #: transfer tasks): its cost stays bounded by the cluster's per-task overhead, whatever the number of partitions.
@@ -169,7 +169,12 @@ def run(tasks: Sequence[Task], fn: Callable[[Task, Any], Any], shared: Any, comb
         return _raise_if_error(root.result())
 
 
-def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
+#: What a shuffle's caller may pass instead of its map tasks: a function of the cluster's parallelism (worker
+#: threads; 1 in this process) returning the map tasks and the rows each reads.
+TaskPlan = Callable[[int], tuple[Sequence[Task], Sequence[int]]]
+
+
+def shuffle(tasks: Sequence[Task] | TaskPlan, map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
             reduce_fn: Callable[[int, list[Any], Any], Any], reduce_shared: Any, groups: int,
             combine: Callable[..., Any], options: RunOptions, *, rows: Sequence[int] | None = None,
             in_process: bool = False, prefix: str = "ldp-shuffle", desc: str = "shuffle",
@@ -191,14 +196,21 @@ def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_
     DataFrame shuffle (peer-to-peer, spilling to disk), so that no task holds
     more than its own share; each group's rows are then sorted by the
     ``order`` columns, since they arrive in no set order.
+
+    ``tasks`` may be a :data:`TaskPlan`, called with the parallelism where the
+    shuffle runs, for a caller whose result does not depend on how the map
+    tasks cut the input (so that each worker gets one large map task).
     """
+    plan = tasks if callable(tasks) else None
+    if plan is not None:
+        tasks, rows = plan(1)
+    assert not callable(tasks)
     if not tasks:
         raise ValueError("the engine needs at least one task")
-    if len(tasks) > SHUFFLE_FAN or not 1 <= groups <= SHUFFLE_FAN:  # pragma: no cover - a caller's bug
-        raise ValueError(f"a shuffle takes at most {SHUFFLE_FAN} tasks and groups; got {len(tasks)} and {groups}")
     weights = list(rows) if rows is not None else [1] * len(tasks)
     guarded = _Guarded(combine)
     if in_process or options.runs_in_process(sum(weights)):
+        _check_fan(tasks, groups)
         mapped = _map_here(tasks, weights, lambda t: map_fn(t, map_shared, groups), options.progress, desc)
         accs = [reduce_fn(g, [parts[g] for parts in mapped], reduce_shared) for g in range(groups)]
         return _raise_if_error(tree(accs, guarded, options.split_every))
@@ -206,16 +218,26 @@ def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_
         if large is not None and sum(weights) > direct_rows:
             return _shuffle_frames(client, large.tasks, map_fn, map_shared, reduce_fn, large.reduce_shared,
                                    large.groups, guarded, options, large.order, prefix)
+        slots = [w for w, n in client.nthreads().items() for _ in range(n)]
+        if plan is not None:
+            tasks, rows = plan(max(1, len(slots)))
+            weights = list(rows)
+        _check_fan(tasks, groups)
         token = uuid.uuid4().hex[:12]
         job = share(client, map_shared, f"{prefix}-job-{token}")
-        mapped_f = client.map(map_fn, list(tasks), job=job, groups=groups, retries=options.retries, pure=False,
-                              key=[f"{prefix}-map-{token}-{i}" for i in range(len(tasks))])
+        # each map task on its own worker thread where the cluster has enough (a scheduler left alone puts them all
+        # beside the small shared job), free to move when a worker leaves
+        mapped_f = [client.submit(map_fn, t, job=job, groups=groups, retries=options.retries, pure=False,
+                                  key=f"{prefix}-map-{token}-{i}",
+                                  workers=[slots[i % len(slots)]] if slots else None, allow_other_workers=True)
+                    for i, t in enumerate(tasks)]
         del job
         reducer = share(client, reduce_shared, f"{prefix}-reducer-{token}")
         reduced = []
         for g in range(groups):
             parts = [client.submit(_part, m, g, key=f"{prefix}-part-{token}-{i}-{g}", retries=options.retries,
-                                   pure=False) for i, m in enumerate(mapped_f)]
+                                   pure=False, workers=[slots[i % len(slots)]] if slots else None,
+                                   allow_other_workers=True) for i, m in enumerate(mapped_f)]
             reduced.append(client.submit(_reduce_parts, reduce_fn, g, reducer, *parts, retries=options.retries,
                                          pure=False, key=f"{prefix}-reduce-{token}-{g}"))
         del reducer, parts
@@ -224,6 +246,11 @@ def shuffle(tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_
             _follow(mapped_f, weights, "row", desc)
         del mapped_f, reduced
         return _raise_if_error(root.result())
+
+
+def _check_fan(tasks: Sequence[Task], groups: int) -> None:
+    if len(tasks) > SHUFFLE_FAN or not 1 <= groups <= SHUFFLE_FAN:  # pragma: no cover - a caller's bug
+        raise ValueError(f"a shuffle takes at most {SHUFFLE_FAN} tasks and groups; got {len(tasks)} and {groups}")
 
 
 def _map_here(tasks: Sequence[Task], weights: list[int], call: Callable[[Task], Any], progress: bool,

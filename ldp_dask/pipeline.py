@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -29,7 +31,7 @@ from .options import RunOptions
 from .policy import warn_cells
 from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
 from .release import Charge, Outputs, Released, plan, release
-from .source import Dataset
+from .source import Dataset, Piece
 from .summary import Summary, summary_writer
 from .tasks import (
     BucketRelease,
@@ -44,7 +46,7 @@ from .tasks import (
     release_values,
     tag_task,
 )
-from .units import unit_keys
+from .units import plan_cells, unit_keys
 
 __all__ = ["privatize", "run_channel", "local_charge", "connect", "map_units", "MODES"]
 
@@ -105,11 +107,29 @@ class _ReleaseBucket:
         return release_values(values, self.job, key, index, where)
 
 
-def _spans(count: int, parts: int) -> list[tuple[int, int]]:
-    """``count`` items cut into at most ``parts`` contiguous spans of near-equal size."""
-    parts = max(1, min(parts, count))
-    edges = [i * count // parts for i in range(parts + 1)]
-    return [(edges[i], edges[i + 1]) for i in range(parts)]
+#: A privacy-unit release's map tasks read about this many rows at most (each holds about 80 bytes a row while it
+#: bounds them); a cluster gets at least one map task per worker thread.
+MAP_TASK_ROWS = 1 << 22
+#: ... and its buckets are released in groups of about this many input rows (a reduce task costs a few ms).
+GROUP_ROWS = 1 << 21
+
+
+def _map_plan(pieces: Sequence[Piece], parallelism: int) -> tuple[list[Task], list[int]]:
+    """The map tasks of a privacy-unit release: contiguous runs of pieces of near-equal rows, one per worker
+    thread or more when a run would pass :data:`MAP_TASK_ROWS` (at most :data:`~ldp_dask.engine.SHUFFLE_FAN`).
+    Fewer, larger map tasks bound more rows where they are read, so fewer cross the cluster; how the tasks cut the
+    rows does not change the release (:func:`ldp_dask.units.kept_index`)."""
+    rows = np.cumsum([p.num_rows for p in pieces])
+    total = int(rows[-1]) if len(rows) else 0
+    parts = min(len(pieces), SHUFFLE_FAN, max(parallelism, -(-total // MAP_TASK_ROWS), 1))
+    edges = [0]
+    for i in range(1, parts):  # the first piece that ends past i/parts of the rows, leaving one piece a task
+        e = int(np.searchsorted(rows, i * total / parts, side="left")) + 1
+        edges.append(min(max(e, edges[-1] + 1), len(pieces) - (parts - i)))
+    edges.append(len(pieces))
+    spans = [(a, b) for a, b in zip(edges, edges[1:]) if b > a] or [(0, len(pieces))]
+    tasks = [Task(i, a, b) for i, (a, b) in enumerate(spans)]
+    return tasks, [task_rows(pieces, t) for t in tasks]
 
 
 def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler: Any, combine: Any,
@@ -134,16 +154,16 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     ukeys = unit_keys(secret.key, json.dumps(context, sort_keys=True, default=str).encode())
     firsts = np.concatenate([[0], np.cumsum([p.num_rows for p in dataset.pieces])[:-1]]).astype(int).tolist()
     k = options.max_contributions
-    tagging = Tagging(dataset.reader, dataset.pieces, tuple(firsts), ukeys, count, k)
-    # coarse map tasks (contiguous ranges of the plan's pieces) and groups of consecutive buckets
-    tasks = [Task(i, a, b) for i, (a, b) in enumerate(_spans(len(dataset.pieces), SHUFFLE_FAN))]
-    groups = min(count, SHUFFLE_FAN)
-    bucketing = BucketRelease(handler, combine, bucket_keys, k, categorical, groups)
-    large = LargeShuffle(tasks_of(dataset), count, BucketRelease(handler, combine, bucket_keys, k, categorical, count),
-                         ("rank", "person"))
-    return shuffle(tasks, tag_task, tagging, release_group, bucketing, groups, combine, options,
-                   rows=[task_rows(dataset.pieces, t) for t in tasks],
-                   in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person",
+    cells = plan_cells(ukeys.bucket, count, dataset.n)
+    tagging = Tagging(dataset.reader, dataset.pieces, tuple(firsts), ukeys, cells, k)
+    # map tasks of contiguous pieces, one per worker thread or more (_map_plan); groups of consecutive buckets,
+    # neither of which changes what is released (the kept rows, their order and each bucket's key are the plan's)
+    groups = min(count, SHUFFLE_FAN, max(1, -(-dataset.n // GROUP_ROWS)))
+    bucketing = BucketRelease(handler, combine, bucket_keys, cells, k, categorical, groups)
+    large = LargeShuffle(tasks_of(dataset), count,
+                         BucketRelease(handler, combine, bucket_keys, cells, k, categorical, count), ("rank", "person"))
+    return shuffle(partial(_map_plan, dataset.pieces), tag_task, tagging, release_group, bucketing, groups, combine,
+                   options, in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person",
                    large=large, direct_rows=engine.SHUFFLE_DIRECT_ROWS if direct_rows is None else direct_rows)
 
 

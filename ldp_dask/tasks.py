@@ -37,7 +37,7 @@ from .channels import Channel
 from .noise import TAG_MODULUS, bind_key, content_tag, digest_arrays, generator
 from .reading import read_piece, read_with_units
 from .source import Piece, Reader
-from .units import UnitKeys, bucket_values, concat_rows, tag_rows
+from .units import Cells, UnitKeys, bucket_values, person_ids, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
            "release_values", "Tagging", "tag_task", "BucketRelease", "release_group", "ROWS_BLOCK_VALUES"]
@@ -186,24 +186,46 @@ def combine_files(*accs: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Tagging:
     """What every tagging task shares (sent once): the reader, the pieces and the row number each starts at, the
-    person keys, the number of buckets and the bound k."""
+    rank key, the persons' cells and the bound k."""
 
     reader: Reader
     pieces: tuple[Piece, ...]
     first_rows: tuple[int, ...]
     keys: UnitKeys
-    buckets: int
+    cells: Cells
     k: int
 
 
+def _tagged_piece(reader: Reader, piece: Piece) -> tuple[Any, np.ndarray]:
+    values, units = read_with_units(reader, piece)
+    return values, person_ids(units)
+
+
 def tag_task(task: Any, job: Tagging, groups: int) -> list[dict[str, np.ndarray]] | TaskError:
-    """A task's rows tagged (bucket, person, rank, value), each person's ``k`` smallest ranks kept per piece, split
-    into ``groups`` groups of buckets (worker side)."""
-    parts = each_piece(job.pieces, task, lambda p: tag_rows(
-        *read_with_units(job.reader, p), job.first_rows[p.index], job.keys, job.buckets, groups, job.k))
-    if isinstance(parts, TaskError):
-        return parts
-    return [concat_rows([part[g] for part in parts]) for g in range(groups)]
+    """A task's rows tagged (person, rank, value), each person's ``k`` smallest ranks in the task kept, in cell
+    order, cut into ``groups`` groups of buckets (worker side). The task's pieces are consecutive in the plan, so
+    their rows are the positions ``first_rows[task.start]`` on."""
+    read = each_piece(job.pieces, task, lambda p: _tagged_piece(job.reader, p))
+    if isinstance(read, TaskError):
+        return read
+    if len(read) == 1:
+        values, person = read[0]
+    else:
+        values = _concat_values([v for v, _ in read])
+        person = np.concatenate([p for _, p in read])
+    where = f"the rows of pieces {task.start}..{task.stop - 1}"
+    try:
+        return tag_rows(values, person, job.first_rows[task.start], job.keys, job.cells, groups, job.k)
+    except (OSError, MemoryError):
+        raise
+    except Exception as exc:
+        return error_value(where, exc)
+
+
+def _concat_values(parts: list[Any]) -> Any:
+    if isinstance(parts[0], (pa.Array, pa.ChunkedArray)):
+        return pa.chunked_array(parts).combine_chunks()
+    return np.concatenate(parts)
 
 
 @dataclass(frozen=True)
@@ -214,22 +236,18 @@ class BucketRelease:
     handler: Callable[[Any, str, int, bytes | None], Any]
     combine: Callable[..., Any]
     keys: tuple[bytes | None, ...]
+    cells: Cells
     k: int
     categorical: bool
     groups: int
 
-    @property
-    def buckets(self) -> int:
-        return len(self.keys)
-
 
 def release_group(g: int, parts: list[dict[str, np.ndarray]], job: BucketRelease) -> Any:
     """The buckets of group ``g``, each bounded to ``k`` rows per person and handed to the handler (worker side)."""
-    first = -(-g * job.buckets // job.groups)  # the buckets j with j·groups // buckets == g
-    stop = -(-(g + 1) * job.buckets // job.groups)
+    first, stop, _, _ = job.cells.group_cells(g, job.groups)
     where = f"the rows of buckets {first}..{stop - 1} (grouped by person)"
     try:
-        values = bucket_values(concat_rows(parts), job.k, first, stop, job.categorical)
+        values = bucket_values(parts, job.k, job.cells, first, stop, job.categorical)
     except (OSError, MemoryError):
         raise
     except Exception as exc:

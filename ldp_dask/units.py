@@ -3,17 +3,20 @@
 With a unit column u naming the person a row belongs to, a release counts ε per
 *person* (docs/privacy.md, "Privacy unit"):
 
-1. every row gets a person id (a 64-bit hash of its unit value), a *bucket*
-   (a keyed hash of the person id, modulo the number of buckets) and a *rank*
-   (a keyed hash of the person id and the row's position in the dataset);
-2. each partition keeps, per person, its ``k`` rows of smallest rank (the
+1. every row gets a person id (a 64-bit hash of its unit value), a *cell*
+   (the top bits of a keyed hash of the person id, scaled to the number of
+   cells, :class:`Cells`; a run of consecutive cells makes a *bucket*) and a
+   *rank* (a keyed hash of the person id and the row's position in the
+   dataset);
+2. each map task keeps, per person, its ``k`` rows of smallest rank (the
    bound is an aggregation: the k smallest of a union are among the k
-   smallest of each part), then rows are shuffled by bucket, so all the kept
-   rows of a person meet in one place (:func:`ldp_dask.engine.shuffle`, never
-   the driver);
-3. in each bucket, each person keeps the ``k`` rows of smallest rank — a
-   uniformly random subset of size min(k, rows), independent of the values —
-   ordered by rank, whatever order the rows arrived in;
+   smallest of each part), in cell order; then rows are shuffled by bucket,
+   so all the kept rows of a person meet in one place
+   (:func:`ldp_dask.engine.shuffle`, never the driver);
+3. in each bucket, cell by cell, each person keeps the ``k`` rows of
+   smallest rank — a uniformly random subset of size min(k, rows),
+   independent of the values — ordered by rank; the order of the kept rows
+   is a function of the map tasks' rows, which the plan fixes;
 4. each kept row is privatized by the channel at ε/k per row. By basic
    composition of k non-interactive ε/k-LDP reports, everything released about
    one person is ε-LDP. Dropped rows are never released.
@@ -35,18 +38,22 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._kernels import smallest_ranks, tag_and_bound
+from ._kernels import bound_cells, integer_ids, tag_and_bound
 from ._validation import InputDataError
 from .privacy import per_row_channel
 
-__all__ = ["UnitKeys", "unit_keys", "person_ids", "buckets", "ranks", "keep_contributions", "per_row_channel",
-           "tag_rows", "kept_index", "bucket_values", "concat_rows", "COLUMNS", "KERNEL_MAX_K"]
+__all__ = ["UnitKeys", "unit_keys", "Cells", "plan_cells", "person_ids", "cells_of", "buckets", "ranks",
+           "keep_contributions", "per_row_channel", "tag_rows", "kept_index", "bucket_values", "concat_rows", "COLUMNS",
+           "KERNEL_MAX_K", "CELL_ROWS"]
 
-#: The arrays of a tagged partition: bucket, person id, rank, value.
-COLUMNS = ("bucket", "person", "rank", "value")
-#: Bounds up to this k run the kernels (:func:`ldp_dask._kernels.tag_and_bound`, :func:`ldp_dask._kernels.smallest_ranks`;
-#: memory O(n·k) when one person owns most rows); larger k the two sorts of :func:`keep_contributions`.
+#: The arrays of a tagged part: person id, rank, value (in cell order; the cell is a function of the person).
+COLUMNS = ("person", "rank", "value")
+#: Bounds up to this k run the kernels (:func:`ldp_dask._kernels.tag_and_bound`, :func:`ldp_dask._kernels.bound_cells`;
+#: memory O(cell·k)); larger k the two sorts of :func:`keep_contributions`.
 KERNEL_MAX_K = 16
+#: The plan makes cells of about this many rows of the whole input, so that a cell's table of persons stays in the
+#: processor's cache on both sides of the shuffle.
+CELL_ROWS = 8192
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
@@ -76,7 +83,8 @@ def _mix(x: np.ndarray, key: int) -> np.ndarray:
 
 
 def person_ids(units: Any) -> np.ndarray:
-    """A 64-bit id per row from its unit value (integers, strings, dictionary-encoded strings)."""
+    """A 64-bit id per row from its unit value: integers by a mixing bijection (distinct integers, distinct ids,
+    whatever their width), strings and other values by pandas' hash (``pd.util.hash_array``)."""
     if isinstance(units, (pa.Array, pa.ChunkedArray)):
         if isinstance(units, pa.ChunkedArray):
             units = units.combine_chunks()
@@ -88,12 +96,52 @@ def person_ids(units: Any) -> np.ndarray:
     values = np.asarray(units)
     if values.dtype.kind == "f":
         raise InputDataError("the privacy unit column holds floating-point numbers; use an integer or string id")
-    return pd.util.hash_array(values, categorize=False).astype(np.uint64)
+    if values.dtype.kind in "iu":  # one pass; an integer has the same id at every width
+        ids = np.empty(len(values), np.uint64)  # numpy's allocation: huge pages, where the system has them
+        integer_ids(values.astype(np.int64, copy=False), ids)
+        return ids
+    return pd.util.hash_array(values, categorize=False).astype(np.uint64, copy=False)
+
+
+@dataclass(frozen=True)
+class Cells:
+    """How persons are cut into ``buckets`` buckets of ``per_bucket`` cells each: the cell of a person is the top
+    32 bits of its keyed hash scaled to :attr:`count` (``⌊h·count / 2³²⌋``), its bucket ``cell // per_bucket``,
+    which is the same hash scaled to ``buckets``. Buckets are the unit of release (one noise key each), cells the
+    unit of the bounding kernels' tables."""
+
+    key: int
+    buckets: int
+    per_bucket: int
+
+    @property
+    def count(self) -> int:
+        return self.buckets * self.per_bucket
+
+    def group_cells(self, g: int, groups: int) -> tuple[int, int, int, int]:
+        """Buckets ``first..stop-1`` of group g (those j with j·groups // buckets == g) and their cells."""
+        first = -(-g * self.buckets // groups)
+        stop = -(-(g + 1) * self.buckets // groups)
+        return first, stop, first * self.per_bucket, stop * self.per_bucket
+
+
+def plan_cells(key: int, buckets: int, rows: int) -> Cells:
+    """Cells of about :data:`CELL_ROWS` rows of the input (at least one per bucket)."""
+    per_bucket = max(1, -(-rows // (buckets * CELL_ROWS)))
+    if buckets * per_bucket >= 1 << 31:  # pragma: no cover - 2^42 rows
+        raise ValueError(f"{buckets} buckets of {per_bucket} cells: too many cells")
+    return Cells(key, buckets, per_bucket)
+
+
+def cells_of(person: np.ndarray, key: int, count: int) -> np.ndarray:
+    """The cell of each row's person: the top 32 bits of its keyed hash scaled to ``count`` cells."""
+    with np.errstate(over="ignore"):
+        return ((_mix(person, key) >> np.uint64(32)) * np.uint64(count) >> np.uint64(32)).astype(np.int64)
 
 
 def buckets(person: np.ndarray, keys: UnitKeys, count: int) -> np.ndarray:
-    """The bucket of each row: a keyed hash of its person, modulo ``count`` (all rows of a person agree)."""
-    return (_mix(person, keys.bucket) % np.uint64(count)).astype(np.int64)
+    """The bucket of each row: its person's keyed hash scaled to ``count`` buckets (all rows of a person agree)."""
+    return cells_of(person, keys.bucket, count)
 
 
 def ranks(person: np.ndarray, position: np.ndarray, keys: UnitKeys) -> np.ndarray:
@@ -130,29 +178,37 @@ def _value_array(values: Any) -> np.ndarray:
     return np.asarray(values)
 
 
-def _split(rows: dict[str, np.ndarray], bounds: np.ndarray) -> list[dict[str, np.ndarray]]:
-    return [{c: v[bounds[g]:bounds[g + 1]] for c, v in rows.items()} for g in range(len(bounds) - 1)]
-
-
-def tag_rows(values: Any, units: Any, first_row: int, keys: UnitKeys, count: int, groups: int,
+def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, cells: Cells, groups: int,
              k: int) -> list[dict[str, np.ndarray]]:
-    """A partition's rows tagged (bucket, person, rank, value), each person's ``k`` rows of smallest rank kept
-    (the k smallest of a union are among the k smallest of each part), split into ``groups`` groups of
-    consecutive buckets (bucket j in group j·groups // count). Worker side."""
-    person = person_ids(units)
+    """A map task's rows tagged (person, rank, value), each person's ``k`` rows of smallest rank kept (the k
+    smallest of a union are among the k smallest of each part), in cell order, cut into ``groups`` groups of
+    consecutive buckets (:meth:`Cells.group_cells`). ``person`` is :func:`person_ids` of the rows, whose
+    positions in the dataset start at ``first_row``. Worker side."""
     value = _value_array(values)
     if k <= KERNEL_MAX_K:
-        index, person, rank, bucket, bounds = tag_and_bound(person, first_row, np.uint64(keys.bucket),
-                                                            np.uint64(keys.rank), count, groups, k)
-        return _split({"bucket": bucket, "person": person, "rank": rank, "value": value[index]}, bounds)
-    rank = ranks(person, np.arange(first_row, first_row + len(person), dtype=np.uint64), keys)
-    keep = keep_contributions(person, rank, k)
-    bucket = buckets(person[keep], keys, count)
-    group = (bucket * groups) // count
-    order = np.argsort(group, kind="stable")
-    keep, bucket = keep[order], bucket[order]
-    bounds = np.searchsorted(group[order], np.arange(groups + 1))
-    return _split({"bucket": bucket, "person": person[keep], "rank": rank[keep], "value": value[keep]}, bounds)
+        index, person, rank, starts = tag_and_bound(person, first_row, np.uint64(cells.key), np.uint64(keys.rank),
+                                                    cells.count, k, np.empty(len(person), np.int32),
+                                                    np.empty((len(person), 2), np.uint64))
+    else:
+        rank = ranks(person, np.arange(first_row, first_row + len(person), dtype=np.uint64), keys)
+        index, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells)
+        person, rank = person[index], rank[index]
+    value = value[index]
+    edges = [starts[cells.group_cells(g, groups)[2]] for g in range(groups)] + [len(index)]
+    return [{"person": person[a:b], "rank": rank[a:b], "value": value[a:b]} for a, b in zip(edges, edges[1:])]
+
+
+def _in_cell_order(index: np.ndarray, person: np.ndarray, cells: Cells, first: int = 0, stop: int | None = None,
+                   rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``index`` sorted by the cell of ``person[index]`` (stably; or with ``rank``, by (cell, rank, person)), and
+    each cell's start (cells first..stop-1)."""
+    stop = cells.count if stop is None else stop
+    cell = cells_of(person[index], cells.key, cells.count)
+    if rank is None:
+        order = np.argsort(cell, kind="stable")
+    else:
+        order = np.lexsort((person[index], rank[index], cell))
+    return index[order], np.searchsorted(cell[order], np.arange(first, stop + 1))
 
 
 def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -162,24 +218,41 @@ def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
 
 
-def kept_index(rows: dict[str, np.ndarray], k: int) -> np.ndarray:
-    """Indices of each person's ``k`` rows of smallest rank: by the one-pass kernel up to :data:`KERNEL_MAX_K`,
-    else by :func:`keep_contributions`. Either way a function of the rows and their order, which the plan fixes."""
+def kept_index(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: int,
+               stop: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The parts' rows as one, the positions of each person's ``k`` rows of smallest rank in cell order (cells
+    ``first..stop-1``), and each cell's start in them.
+
+    Up to :data:`KERNEL_MAX_K` by :func:`~ldp_dask._kernels.bound_cells` (no spread: the parts arrive in cell
+    order; rows in another order, as the large shuffle delivers them, are first put in cell order), else by
+    :func:`keep_contributions`. Either way the kept rows of a cell are ordered by (rank, person): the result is a
+    function of the set of rows, however the map tasks cut them and whatever order they arrive in."""
+    rows = concat_rows(parts)
     person, rank = rows["person"], rows["rank"]
-    return smallest_ranks(person, rank, k) if k <= KERNEL_MAX_K else keep_contributions(person, rank, k)
+    if k > KERNEL_MAX_K:
+        keep, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells, first, stop, rank)
+        return rows, keep, starts
+    bounds = np.cumsum([0] + [len(p["person"]) for p in parts])
+    keep, starts = bound_cells(person, rank, bounds, np.uint64(cells.key), cells.count, first, stop, k)
+    if len(starts) == 0:  # not in cell order
+        order, _ = _in_cell_order(np.arange(len(person)), person, cells, first, stop)
+        keep, starts = bound_cells(person[order], rank[order], np.array([0, len(order)]), np.uint64(cells.key),
+                                   cells.count, first, stop, k)
+        keep = order[keep]
+    return rows, keep, starts
 
 
-def bucket_values(rows: dict[str, np.ndarray], k: int, first: int, stop: int, categorical: bool) -> list[Any]:
+def bucket_values(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: int, stop: int,
+                  categorical: bool) -> list[Any]:
     """The values buckets ``first`` to ``stop`` release: at most ``k`` per person, one array per bucket (numpy,
     or a pyarrow array of categories).
 
-    The rows arrive as the parts of a group concatenated in the order of the map tasks, which the plan fixes;
-    the kept rows' order is a function of them, so the release is the same in this process and on any
-    cluster, whatever order the parts completed in."""
-    keep = kept_index(rows, k)
-    bucket = rows["bucket"][keep] - first
-    order = np.argsort(bucket.astype(np.uint16) if stop - first <= 1 << 16 else bucket, kind="stable")
-    bounds = np.searchsorted(bucket[order], np.arange(stop - first + 1))
-    values = rows["value"][keep[order]]
-    out = [values[bounds[i]:bounds[i + 1]] for i in range(stop - first)]
+    The parts are those of a group from every map task; the kept rows and their order are a function of the
+    set of rows alone (:func:`kept_index`), so the release is the same in this process and on any cluster,
+    however many map tasks cut the rows and whatever order the parts completed in."""
+    per = cells.per_bucket
+    rows, keep, starts = kept_index(parts, k, cells, first * per, stop * per)
+    values = rows["value"][keep]
+    edges = starts[::per]
+    out = [values[edges[i]:edges[i + 1]] for i in range(stop - first)]
     return [pa.array(v) for v in out] if categorical else out  # an object array converts in C

@@ -10,11 +10,11 @@ import pytest
 
 import ldp_dask
 from ldp_dask import InputDataError, LdpDaskError, Person, Row, RunOptions
-from ldp_dask._kernels import smallest_ranks
+from ldp_dask._kernels import bound_cells, tag_and_bound
 from ldp_dask.engine import Task, run, tree
-from ldp_dask.pipeline import local_charge
+from ldp_dask.pipeline import _map_plan, local_charge
 from ldp_dask.privacy import epsilon_per_unit, per_row_channel, unit_of
-from ldp_dask.units import keep_contributions
+from ldp_dask.units import Cells, cells_of, keep_contributions, person_ids, ranks, unit_keys
 
 
 def _square(task: Task, shared: int) -> dict[str, int]:
@@ -60,43 +60,91 @@ def test_task_error_pickles_by_value() -> None:
     assert pickle.loads(pickle.dumps(e)) == e and str(e) == "x: y"
 
 
-@pytest.mark.parametrize("k", [1, 2, 5, 40])
-def test_smallest_ranks_keeps_what_the_sorting_reference_keeps(k: int) -> None:
+def _in_cells(person: np.ndarray, rank: np.ndarray, cells: Cells) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(cells_of(person, cells.key, cells.count), kind="stable")
+    return person[order], rank[order]
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 16])
+def test_bound_cells_keeps_what_the_sorting_reference_keeps_in_an_order_of_the_rows_alone(k: int) -> None:
+    """The reduce-side kernel keeps each person's k smallest ranks (the sorting reference), and its output, rows
+    and order, is the same however the rows are cut into parts and whatever order each part lists them in."""
     rng = np.random.default_rng(k)
-    for n, persons in ((0, 1), (1, 1), (50, 3), (5_000, 700), (20_000, 20_000)):
+    for n, persons, cut in ((0, 1, 1), (1, 1, 1), (50, 3, 2), (5_000, 700, 3), (20_000, 20_000, 5)):
+        cells = Cells(key=int(rng.integers(1 << 62)), buckets=3, per_bucket=7)
         person = rng.integers(0, persons, n).astype(np.uint64) * np.uint64(0x10001)  # spread over 64 bits
         rank = rng.permutation(np.arange(n, dtype=np.uint64) * np.uint64(7919))  # distinct ranks
-        got = smallest_ranks(person, rank, k)
-        want = keep_contributions(person, rank, k)
-        assert sorted(got.tolist()) == sorted(want.tolist())
-        # each person's kept rows are together, by increasing rank; the order is a function of the arrays
-        p = person[got]
-        starts = [i for i in range(len(p)) if i == 0 or p[i] != p[i - 1]]
-        assert len(starts) == len(set(p.tolist()))
-        for a, b in zip(starts, [*starts[1:], len(p)]):
-            assert np.all(np.diff(rank[got[a:b]].astype(np.float64)) > 0)
-        assert np.array_equal(smallest_ranks(person, rank, k), got)
+        outputs = []
+        for trial in range(3):
+            shuffled = rng.permutation(n)
+            edges = np.sort(rng.integers(0, n + 1, cut - 1)) if trial else np.array([], int)
+            pieces = [_in_cells(person[idx], rank[idx], cells) for idx in np.split(shuffled, edges)]
+            p = np.concatenate([a for a, _ in pieces]) if pieces else person
+            r = np.concatenate([b for _, b in pieces]) if pieces else rank
+            bounds = np.cumsum([0] + [len(a) for a, _ in pieces])
+            keep, starts = bound_cells(p, r, bounds, np.uint64(cells.key), cells.count, 0, cells.count, k)
+            assert len(starts) == cells.count + 1 and starts[-1] == len(keep)
+            want = keep_contributions(p, r, k)
+            assert sorted(zip(p[keep].tolist(), r[keep].tolist())) == sorted(zip(p[want].tolist(), r[want].tolist()))
+            kept_cells = cells_of(p[keep], cells.key, cells.count)
+            assert np.all(np.diff(kept_cells) >= 0)
+            assert np.array_equal(np.searchsorted(kept_cells, np.arange(cells.count + 1)), starts)
+            outputs.append((p[keep].tolist(), r[keep].tolist()))
+        assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_bound_cells_reports_rows_out_of_cell_order() -> None:
+    cells = Cells(key=9, buckets=2, per_bucket=4)
+    person = np.arange(1, 200, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    c = cells_of(person, cells.key, cells.count)
+    assert np.any(np.diff(c) < 0)  # these rows are not in cell order: the caller must sort them
+    keep, starts = bound_cells(person, person, np.array([0, len(person)]), np.uint64(cells.key), cells.count, 0,
+                               cells.count, 1)
+    assert len(starts) == 0
 
 
 def test_tagging_kernel_agrees_with_the_numpy_tags() -> None:
-    """tag_and_bound computes ranks and buckets as units.ranks/units.buckets do, keeps what the sorting reference
-    keeps, and orders its output by group of buckets."""
-    from ldp_dask._kernels import tag_and_bound
-    from ldp_dask.units import buckets, ranks, unit_keys
-
+    """tag_and_bound computes ranks and cells as units.ranks/units.cells_of do, keeps what the sorting reference
+    keeps, and emits its rows in cell order with each cell's start."""
     rng = np.random.default_rng(5)
     keys = unit_keys(b"k" * 32, b"context")
-    for n, count, groups, k in ((0, 3, 2, 1), (1, 1, 1, 1), (30_000, 7, 3, 2), (5_000, 40, 32, 3)):
+    for n, count, per, k in ((0, 3, 2, 1), (1, 1, 1, 1), (30_000, 7, 3, 2), (5_000, 40, 32, 3), (9_000, 5, 9, 1)):
         person = rng.integers(0, max(1, n // 4), n).astype(np.uint64) * np.uint64(0x9E3779B1)
-        index, p, r, b, bounds = tag_and_bound(person, 17, np.uint64(keys.bucket), np.uint64(keys.rank), count,
-                                               groups, k)
+        cells = Cells(keys.bucket, count, per)
+        index, p, r, starts = tag_and_bound(person, 17, np.uint64(keys.bucket), np.uint64(keys.rank), cells.count,
+                                            k, np.empty(n, np.int32), np.empty((n, 2), np.uint64))
         rank = ranks(person, np.arange(17, 17 + n, dtype=np.uint64), keys)
         assert np.array_equal(p, person[index]) and np.array_equal(r, rank[index])
-        assert np.array_equal(b, buckets(person[index], keys, count))
         assert sorted(index.tolist()) == sorted(keep_contributions(person, rank, k).tolist())
-        group = (b * groups) // count
-        assert np.all(np.diff(group) >= 0) and bounds[0] == 0 and bounds[-1] == len(index)
-        assert np.array_equal(np.searchsorted(group, np.arange(groups + 1)), bounds)
+        c = cells_of(p, keys.bucket, cells.count)
+        assert np.all(np.diff(c) >= 0)
+        assert np.array_equal(np.searchsorted(c, np.arange(cells.count + 1)), starts)
+        # a cell's bucket is the person's hash scaled to the buckets: the cells nest in the buckets
+        assert np.array_equal(c // per, cells_of(p, keys.bucket, count))
+
+
+def test_integer_person_ids_are_a_bijection_at_every_width() -> None:
+    from ldp_dask._kernels import _PERSON_KEY
+    from ldp_dask.units import _mix
+
+    v = np.array([0, 1, -1, 2**40, -(2**62), 2**63 - 1], dtype=np.int64)
+    ids = person_ids(v)
+    assert np.array_equal(ids, _mix(v.view(np.uint64), int(_PERSON_KEY)))  # the numpy reference
+    assert len(set(ids.tolist())) == len(v)
+    assert np.array_equal(person_ids(v[:3].astype(np.int32)), ids[:3])
+    assert np.array_equal(person_ids(np.array([0, 1], np.uint8)), ids[:2])
+
+
+def test_map_plan_gives_each_worker_thread_a_run_of_pieces() -> None:
+    from ldp_dask.source import Piece
+
+    pieces = [Piece(index=i, num_rows=r, start=0, stop=r) for i, r in enumerate([5, 5, 5, 5, 1, 1, 1, 1, 8])]
+    for threads in (1, 2, 3, 4, 100):
+        tasks, rows = _map_plan(pieces, threads)
+        assert [t.index for t in tasks] == list(range(len(tasks)))
+        assert tasks[0].start == 0 and tasks[-1].stop == len(pieces)
+        assert all(a.stop == b.start for a, b in zip(tasks, tasks[1:]))
+        assert sum(rows) == 32 and len(tasks) == min(threads, len(pieces))
 
 
 def test_unit_values_and_their_public_spelling() -> None:

@@ -228,9 +228,10 @@ def _home(p: np.uint64, tbits: int) -> np.int64:
 
 @njit(cache=True, nogil=True, inline="always")
 def _offer(p: np.uint64, r: np.uint64, pos: int, tbits: int, table_person: np.ndarray, table_count: np.ndarray,
-           table_rank: np.ndarray, table_pos: np.ndarray, k: int) -> None:
+           table_rank: np.ndarray, table_pos: np.ndarray, k: int) -> int:
     """Offer row ``pos`` (person p, rank r) to a cell's table: open addressing by person (linear probing; a count
-    of 0 marks an empty slot), each slot holding its person's k smallest ranks, sorted, and their rows."""
+    of 0 marks an empty slot), each slot holding its person's k smallest ranks, sorted, and their rows. Returns
+    the slot of a person new to the table, else -1."""
     mask = (1 << tbits) - 1
     h = _home(p, tbits)
     while table_count[h] != 0 and table_person[h] != p:
@@ -241,7 +242,8 @@ def _offer(p: np.uint64, r: np.uint64, pos: int, tbits: int, table_person: np.nd
         table_count[h] = 1
         table_rank[h, 0] = r
         table_pos[h, 0] = pos
-    elif k == 1:  # the common case, without a branch on the rank (as random as a coin)
+        return int(h)
+    if k == 1:  # the common case, without a branch on the rank (as random as a coin)
         better = r < table_rank[h, 0]
         table_rank[h, 0] = r if better else table_rank[h, 0]
         table_pos[h, 0] = pos if better else table_pos[h, 0]
@@ -250,7 +252,7 @@ def _offer(p: np.uint64, r: np.uint64, pos: int, tbits: int, table_person: np.nd
             q = c
             table_count[h] = c + 1
         elif table_rank[h, k - 1] <= r:
-            return
+            return -1
         else:
             q = k - 1
         while q > 0 and table_rank[h, q - 1] > r:
@@ -259,6 +261,7 @@ def _offer(p: np.uint64, r: np.uint64, pos: int, tbits: int, table_person: np.nd
             q -= 1
         table_rank[h, q] = r
         table_pos[h, q] = pos
+    return -1
 
 
 #: The fixed key of integer person ids (:func:`ldp_dask.units.person_ids`): a public constant, not a secret.
@@ -276,8 +279,7 @@ def integer_ids(values: np.ndarray, out: np.ndarray) -> None:
 
 @njit(cache=True, nogil=True)
 def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, rank_key: np.uint64, cells: int,
-                  k: int, scratch_cell: np.ndarray,
-                  scratch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  k: int, scratch_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A partition's rows tagged and bounded in one pass: (row index, person, rank) of each person's k rows of
     smallest rank, in cell order, and each cell's start in them (length ``cells + 1``).
 
@@ -290,9 +292,7 @@ def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, ran
     ucells = np.uint64(cells)
     counts = np.zeros(cells + 1, np.int64)
     for i in range(n):
-        ci = _cell(person[i], bucket_key, ucells)
-        scratch_cell[i] = ci
-        counts[ci + 1] += 1
+        counts[_cell(person[i], bucket_key, ucells) + 1] += 1
     largest = 1
     for c in range(cells):
         largest = max(largest, counts[c + 1])
@@ -300,8 +300,9 @@ def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, ran
     fill = counts[:cells].copy()
     for i in range(n):
         p = person[i]
-        j = fill[scratch_cell[i]]
-        fill[scratch_cell[i]] = j + 1
+        ci = _cell(p, bucket_key, ucells)  # again: cheaper than storing it and reading it back
+        j = fill[ci]
+        fill[ci] = j + 1
         scratch_rows[j, 0] = p
         scratch_rows[j, 1] = i
     size = 1 << _table_bits(largest)
@@ -309,6 +310,8 @@ def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, ran
     table_count = np.empty(size, np.int64)
     table_rank = np.empty((size, k), np.uint64)
     table_pos = np.empty((size, k), np.int64)
+    table_count[:] = 0
+    used = np.empty(largest, np.int64)  # the slots filled, by first appearance: read out and emptied in O(persons)
     index = np.empty(n, np.int64)
     out_person = np.empty(n, np.uint64)
     out_rank = np.empty(n, np.uint64)
@@ -318,18 +321,23 @@ def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, ran
         lo, hi = counts[c], counts[c + 1]
         if hi > lo:
             tbits = _table_bits(hi - lo)
-            table_count[:1 << tbits] = 0
+            distinct = 0
             for j in range(lo, hi):
                 p = scratch_rows[j, 0]
                 r = _mix(_mix(np.uint64(first_row) + scratch_rows[j, 1], rank_key) ^ p, rank_key ^ _RANK_SALT)
-                _offer(p, r, j, tbits, table_person, table_count, table_rank, table_pos, k)
-            for h in range(1 << tbits):
+                h = _offer(p, r, j, tbits, table_person, table_count, table_rank, table_pos, k)
+                if h >= 0:
+                    used[distinct] = h
+                    distinct += 1
+            for u in range(distinct):
+                h = used[u]
                 for q in range(table_count[h]):
                     j = table_pos[h, q]
                     index[o] = scratch_rows[j, 1]
                     out_person[o] = table_person[h]
                     out_rank[o] = table_rank[h, q]
                     o += 1
+                table_count[h] = 0
         starts[c + 1] = o
     return index[:o], out_person[:o], out_rank[:o], starts
 

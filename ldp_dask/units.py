@@ -187,8 +187,7 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     value = _value_array(values)
     if k <= KERNEL_MAX_K:
         index, person, rank, starts = tag_and_bound(person, first_row, np.uint64(cells.key), np.uint64(keys.rank),
-                                                    cells.count, k, np.empty(len(person), np.int32),
-                                                    np.empty((len(person), 2), np.uint64))
+                                                    cells.count, k, np.empty((len(person), 2), np.uint64))
     else:
         rank = ranks(person, np.arange(first_row, first_row + len(person), dtype=np.uint64), keys)
         index, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells)

@@ -112,7 +112,7 @@ def test_tagging_kernel_agrees_with_the_numpy_tags() -> None:
         person = rng.integers(0, max(1, n // 4), n).astype(np.uint64) * np.uint64(0x9E3779B1)
         cells = Cells(keys.bucket, count, per)
         index, p, r, starts = tag_and_bound(person, 17, np.uint64(keys.bucket), np.uint64(keys.rank), cells.count,
-                                            k, np.empty(n, np.int32), np.empty((n, 2), np.uint64))
+                                            k, np.empty((n, 2), np.uint64))
         rank = ranks(person, np.arange(17, 17 + n, dtype=np.uint64), keys)
         assert np.array_equal(p, person[index]) and np.array_equal(r, rank[index])
         assert sorted(index.tolist()) == sorted(keep_contributions(person, rank, k).tolist())

@@ -56,7 +56,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=8_000_000)
     ap.add_argument("--files", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
     from distributed import Client, LocalCluster
 

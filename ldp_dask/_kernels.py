@@ -189,7 +189,6 @@ def joint_exp_transition(A: np.ndarray, CC: np.ndarray, target: float, beta: flo
         out[j] = m + np.log(s)
 
 
-_GOLD = np.uint64(0x9E3779B97F4A7C15)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _RANK_SALT = np.uint64(0x5851F42D4C957F2D)
 

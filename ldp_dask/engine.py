@@ -194,8 +194,9 @@ def shuffle(tasks: Sequence[Task] | TaskPlan, map_fn: Callable[[Task, Any, int],
     :class:`LargeShuffle`) a shuffle on Dask of more than ``direct_rows`` rows
     runs its finer tasks and groups instead and moves the rows with Dask's
     DataFrame shuffle (peer-to-peer, spilling to disk), so that no task holds
-    more than its own share; each group's rows are then sorted by the
-    ``order`` columns, since they arrive in no set order.
+    more than its own share. A group's rows then arrive in no set order:
+    ``reduce_fn`` must not depend on it (as the direct path's does not on
+    which tasks finished first).
 
     ``tasks`` may be a :data:`TaskPlan`, called with the parallelism where the
     shuffle runs, for a caller whose result does not depend on how the map
@@ -217,7 +218,7 @@ def shuffle(tasks: Sequence[Task] | TaskPlan, map_fn: Callable[[Task, Any, int],
     with connect(options.client, timeout=options.connect_timeout) as client:
         if large is not None and sum(weights) > direct_rows:
             return _shuffle_frames(client, large.tasks, map_fn, map_shared, reduce_fn, large.reduce_shared,
-                                   large.groups, guarded, options, large.order, prefix)
+                                   large.groups, guarded, options, prefix)
         slots = [w for w, n in client.nthreads().items() for _ in range(n)]
         if plan is not None:
             tasks, rows = plan(max(1, len(slots)))
@@ -271,13 +272,11 @@ def _map_here(tasks: Sequence[Task], weights: list[int], call: Callable[[Task], 
 
 @dataclass(frozen=True)
 class LargeShuffle:
-    """How :func:`shuffle` runs a large input: finer ``tasks`` and ``groups`` (each with ``reduce_shared``), and
-    the columns that put a group's rows in a set ``order``."""
+    """How :func:`shuffle` runs a large input: finer ``tasks`` and ``groups`` (each with ``reduce_shared``)."""
 
     tasks: Sequence[Task]
     groups: int
     reduce_shared: Any
-    order: tuple[str, ...]
 
 
 def _as_frame(parts: Any) -> Any:
@@ -295,20 +294,14 @@ def _error_of(result: Any) -> str | None:
     return result.message if isinstance(result, TaskError) else None
 
 
-def _reduce_frame(reduce_fn: Callable[[int, list[Any], Any], Any], g: int, shared: Any, order: tuple[str, ...],
-                  frame: Any) -> Any:
-    """Group ``g``'s rows, sorted by ``order`` (they arrive in no set order), handed to ``reduce_fn``."""
-    import numpy as np
-
-    part = {c: frame[c].to_numpy() for c in frame.columns if c != "group"}
-    keys = [part[c] for c in reversed(order)]
-    sort = np.lexsort(keys) if keys and len(keys[0]) else np.arange(len(frame))
-    return reduce_fn(g, [{c: v[sort] for c, v in part.items()}], shared)
+def _reduce_frame(reduce_fn: Callable[[int, list[Any], Any], Any], g: int, shared: Any, frame: Any) -> Any:
+    """Group ``g``'s rows (in the order they arrived) handed to ``reduce_fn`` as one part."""
+    return reduce_fn(g, [{c: frame[c].to_numpy() for c in frame.columns if c != "group"}], shared)
 
 
 def _shuffle_frames(client: Any, tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
                     reduce_fn: Callable[[int, list[Any], Any], Any], reduce_shared: Any, groups: int,
-                    guarded: _Guarded, options: RunOptions, order: tuple[str, ...], prefix: str) -> Any:
+                    guarded: _Guarded, options: RunOptions, prefix: str) -> Any:
     """The large shuffle: map results as DataFrames, moved by Dask's DataFrame shuffle (``set_index`` on known
     divisions, so group g becomes partition g), each group reduced where it lands, then the exact tree."""
     import dask
@@ -331,8 +324,7 @@ def _shuffle_frames(client: Any, tasks: Sequence[Task], map_fn: Callable[[Task, 
     by_group = dd.from_delayed(frames, meta=meta, verify_meta=False).set_index(
         "group", divisions=list(range(groups + 1)), sorted=False)
     reducer = share(client, reduce_shared, f"{prefix}-reducer-{token}")
-    reduced = client.compute([dask.delayed(_reduce_frame, pure=False)(reduce_fn, g, reducer, order,
-                                                                       part.reset_index())
+    reduced = client.compute([dask.delayed(_reduce_frame, pure=False)(reduce_fn, g, reducer, part.reset_index())
                               for g, part in enumerate(by_group.to_delayed())], retries=options.retries)
     del frames, by_group, reducer
     root = tree(reduced, guarded, options.split_every, _submitter(client, options, f"{prefix}-combine-{token}"))

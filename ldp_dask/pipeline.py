@@ -139,12 +139,13 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
 
     There is one bucket per task of ``dataset`` (:attr:`~ldp_dask.source.Dataset.tasks`); ``keys`` (optional)
     gives each bucket its noise key (None is passed without). The bucket and rank keys are derived here, on the
-    driver, from the secret and ``context``. The rows are tagged and bounded per partition, shuffled in groups
-    of buckets by :func:`ldp_dask.engine.shuffle` (at most :data:`~ldp_dask.engine.SHUFFLE_FAN` map tasks and
-    groups), and each bucket is bounded again and released where its group lands: nothing but error strings and
-    the root come back to the driver. Above ``direct_rows`` rows on Dask (default
-    :data:`~ldp_dask.engine.SHUFFLE_DIRECT_ROWS`), the plan's own tasks tag the rows and
-    Dask's DataFrame shuffle moves them, one bucket per partition, sorted by rank on arrival. A handler returns an
+    driver, from the secret and ``context``. The rows are tagged and bounded per map task (:func:`_map_plan`),
+    shuffled in groups of buckets by :func:`ldp_dask.engine.shuffle` (at most
+    :data:`~ldp_dask.engine.SHUFFLE_FAN` map tasks and groups), and each bucket is bounded again and released
+    where its group lands: nothing but error strings and the root come back to the driver. Above ``direct_rows``
+    rows on Dask (default :data:`~ldp_dask.engine.SHUFFLE_DIRECT_ROWS`), the plan's own tasks tag the rows and
+    Dask's DataFrame shuffle moves them, one bucket per partition; the release is the same, since
+    :func:`~ldp_dask.units.kept_index` does not depend on the order rows arrive in. A handler returns an
     accumulator, or a :class:`~ldp_dask.TaskError`.
     """
     count = len(dataset.tasks)
@@ -160,8 +161,8 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     # neither of which changes what is released (the kept rows, their order and each bucket's key are the plan's)
     groups = min(count, SHUFFLE_FAN, max(1, -(-dataset.n // GROUP_ROWS)))
     bucketing = BucketRelease(handler, combine, bucket_keys, cells, k, categorical, groups)
-    large = LargeShuffle(tasks_of(dataset), count,
-                         BucketRelease(handler, combine, bucket_keys, cells, k, categorical, count), ("rank", "person"))
+    large = LargeShuffle(tasks_of(dataset), count, BucketRelease(handler, combine, bucket_keys, cells, k, categorical,
+                                                                 count))
     return shuffle(partial(_map_plan, dataset.pieces), tag_task, tagging, release_group, bucketing, groups, combine,
                    options, in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person",
                    large=large, direct_rows=engine.SHUFFLE_DIRECT_ROWS if direct_rows is None else direct_rows)

@@ -15,8 +15,8 @@ With a unit column u naming the person a row belongs to, a release counts ε per
    (:func:`ldp_dask.engine.shuffle`, never the driver);
 3. in each bucket, cell by cell, each person keeps the ``k`` rows of
    smallest rank — a uniformly random subset of size min(k, rows),
-   independent of the values — ordered by rank; the order of the kept rows
-   is a function of the map tasks' rows, which the plan fixes;
+   independent of the values — in an order that depends on the set of rows
+   alone, not on how the map tasks cut them or the order they arrive in;
 4. each kept row is privatized by the channel at ε/k per row. By basic
    composition of k non-interactive ε/k-LDP reports, everything released about
    one person is ε-LDP. Dropped rows are never released.
@@ -24,7 +24,7 @@ With a unit column u naming the person a row belongs to, a release counts ε per
 Two different unit values that hash to the same person id are treated as one
 person: they share k rows, which can only lower what each of them contributes.
 
-This module is numpy and pandas (and one numba kernel): it knows nothing of Dask.
+This module is numpy and pandas (and the numba kernels it calls): it knows nothing of Dask.
 """
 
 from __future__ import annotations
@@ -224,8 +224,9 @@ def kept_index(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: 
 
     Up to :data:`KERNEL_MAX_K` by :func:`~ldp_dask._kernels.bound_cells` (no spread: the parts arrive in cell
     order; rows in another order, as the large shuffle delivers them, are first put in cell order), else by
-    :func:`keep_contributions`. Either way the kept rows of a cell are ordered by (rank, person): the result is a
-    function of the set of rows, however the map tasks cut them and whatever order they arrive in."""
+    :func:`keep_contributions`. Either way the kept rows of a cell come in an order of the set of rows alone (by
+    home slot, person and rank; or by rank and person): however the map tasks cut the rows and whatever order
+    they arrive in, the result is the same."""
     rows = concat_rows(parts)
     person, rank = rows["person"], rows["rank"]
     if k > KERNEL_MAX_K:

@@ -79,8 +79,8 @@ def test_bound_cells_keeps_what_the_sorting_reference_keeps_in_an_order_of_the_r
             shuffled = rng.permutation(n)
             edges = np.sort(rng.integers(0, n + 1, cut - 1)) if trial else np.array([], int)
             pieces = [_in_cells(person[idx], rank[idx], cells) for idx in np.split(shuffled, edges)]
-            p = np.concatenate([a for a, _ in pieces]) if pieces else person
-            r = np.concatenate([b for _, b in pieces]) if pieces else rank
+            p = np.concatenate([a for a, _ in pieces])
+            r = np.concatenate([b for _, b in pieces])
             bounds = np.cumsum([0] + [len(a) for a, _ in pieces])
             keep, starts = bound_cells(p, r, bounds, np.uint64(cells.key), cells.count, 0, cells.count, k)
             assert len(starts) == cells.count + 1 and starts[-1] == len(keep)

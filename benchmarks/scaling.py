@@ -75,7 +75,7 @@ def _floor_task(args: tuple[Any, Any, int, int]) -> np.ndarray:
 
     reader, pieces, start, stop = args
     out = np.zeros(FLOOR_BINS, dtype=np.int64)
-    for piece in pieces[start:stop]:
+    for piece in pieces[start:stop]:  # the pieces of the consecutive tasks a batch holds
         x = read_piece(reader, piece)
         out += np.bincount(np.minimum((x * FLOOR_BINS).astype(np.intp), FLOOR_BINS - 1), minlength=FLOOR_BINS)
     return out
@@ -83,13 +83,18 @@ def _floor_task(args: tuple[Any, Any, int, int]) -> np.ndarray:
 
 def floor_job(client: Any, source: str) -> Callable[[], Any]:
     """The non-private floor, planned and grouped into tasks as a release is (so only privacy differs)."""
-    from ldp_dask.engine import share
+    from ldp_dask.engine import _on, _slots, batches, share
     from ldp_dask.source import open_source
 
     def run() -> Any:
         ds = open_source(source, "x")
         shared = share(client, (ds.reader, ds.pieces), f"floor-job-{time.perf_counter_ns()}")
-        futs = client.map(lambda t, s: _floor_task((*s, *t)), ds.tasks, s=shared, pure=False)
+        # the release's batches of tasks (ldp_dask.engine.run): consecutive tasks in one Dask task
+        rows = [sum(p.num_rows for p in ds.pieces[a:b]) for a, b in ds.tasks]
+        slots = _slots(client)
+        cuts = batches(rows, len(slots))
+        futs = [client.submit(lambda t, s: _floor_task((*s, *t)), (ds.tasks[a][0], ds.tasks[b - 1][1]), s=shared,
+                              pure=False, **_on(slots, i)) for i, (a, b) in enumerate(cuts)]
         return tree_sum(client, futs)
 
     return run

@@ -25,7 +25,7 @@ import numpy as np
 from . import engine, exactsum
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel
-from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, shuffle, task_rows, tasks_of
+from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
 from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
 from .options import RunOptions
 from .policy import warn_cells
@@ -119,16 +119,9 @@ def _map_plan(pieces: Sequence[Piece], parallelism: int) -> tuple[list[Task], li
     thread or more when a run would pass :data:`MAP_TASK_ROWS` (at most :data:`~ldp_dask.engine.SHUFFLE_FAN`).
     Fewer, larger map tasks bound more rows where they are read, so fewer cross the cluster; how the tasks cut the
     rows does not change the release (:func:`ldp_dask.units.kept_index`)."""
-    rows = np.cumsum([p.num_rows for p in pieces])
-    total = int(rows[-1]) if len(rows) else 0
-    parts = min(len(pieces), SHUFFLE_FAN, max(parallelism, -(-total // MAP_TASK_ROWS), 1))
-    edges = [0]
-    for i in range(1, parts):  # the first piece that ends past i/parts of the rows, leaving one piece a task
-        e = int(np.searchsorted(rows, i * total / parts, side="left")) + 1
-        edges.append(min(max(e, edges[-1] + 1), len(pieces) - (parts - i)))
-    edges.append(len(pieces))
-    spans = [(a, b) for a, b in zip(edges, edges[1:]) if b > a] or [(0, len(pieces))]
-    tasks = [Task(i, a, b) for i, (a, b) in enumerate(spans)]
+    rows = [p.num_rows for p in pieces]
+    parts = min(SHUFFLE_FAN, max(parallelism, -(-sum(rows) // MAP_TASK_ROWS), 1))
+    tasks = [Task(i, a, b) for i, (a, b) in enumerate(runs(rows, parts) if pieces else [(0, 0)])]
     return tasks, [task_rows(pieces, t) for t in tasks]
 
 

@@ -15,6 +15,7 @@ from ldp_dask import InputDataError, privatize
 from ldp_dask.channels import build_channel
 from ldp_dask.noise import partition_base_keys, resolve_secret
 from ldp_dask.options import RunOptions
+from ldp_dask.engine import batches
 from ldp_dask.engine import tasks_of as _tasks
 from ldp_dask.tasks import ChannelJob as _Job
 from ldp_dask.release import plan
@@ -120,8 +121,9 @@ class _RunSpecSizes:
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_ten_thousand_partitions_end_to_end(tmp_path: Path, cluster) -> None:
-    """10^4 tiny files on a LocalCluster, one task per piece (``partition_rows``): every task's payload as the
-    scheduler holds it is small, and the release equals the in-process one, and the one grouping pieces."""
+    """10^4 tiny files on a LocalCluster, one task per piece (``partition_rows``), run in one batch per worker
+    thread: every batch's payload as the scheduler holds it is small (the tasks travel once, in the shared job),
+    and the release equals the in-process one, and the one grouping pieces."""
     from distributed.diagnostics.plugin import SchedulerPlugin
 
     data = _tiny_files(tmp_path / "tiny", 10_000, 20)
@@ -134,7 +136,7 @@ def test_ten_thousand_partitions_end_to_end(tmp_path: Path, cluster) -> None:
     finally:
         scheduler.remove_plugin(name=plugin.name)
     assert on_cluster.n == 200_000 and on_cluster.metadata["partitions"] == 10_000
-    assert len(plugin.sizes) == 10_000
+    assert len(plugin.sizes) == len(batches([20] * 10_000, sum(cluster.nthreads().values())))
     assert max(plugin.sizes.values()) < MAX_TASK_BYTES, max(plugin.sizes.values())
     assert on_cluster.same_release(privatize(str(data), "x", ch, client="local", seed=7, partition_rows=20))
     grouped = privatize(str(data), "x", ch, client=cluster, seed=7)  # 40 tasks of 256 files

@@ -7,11 +7,13 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ldp_dask
 from ldp_dask import InputDataError, LdpDaskError, Person, Row, RunOptions
 from ldp_dask._kernels import bound_cells, tag_and_bound
-from ldp_dask.engine import Task, run, tree
+from ldp_dask.engine import BATCH_ROWS, Task, batches, run, runs, tree
 from ldp_dask.pipeline import _map_plan, local_charge
 from ldp_dask.privacy import epsilon_per_unit, per_row_channel, unit_of
 from ldp_dask.units import Cells, cells_of, keep_contributions, person_ids, ranks, unit_keys
@@ -145,6 +147,26 @@ def test_map_plan_gives_each_worker_thread_a_run_of_pieces() -> None:
         assert tasks[0].start == 0 and tasks[-1].stop == len(pieces)
         assert all(a.stop == b.start for a, b in zip(tasks, tasks[1:]))
         assert sum(rows) == 32 and len(tasks) == min(threads, len(pieces))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=60), st.integers(1, 70))
+def test_runs_cut_the_tasks_into_near_equal_contiguous_runs(weights: list[int], most: int) -> None:
+    cuts = runs(weights, most)
+    assert len(cuts) == min(most, len(weights))
+    assert cuts[0][0] == 0 and cuts[-1][1] == len(weights)
+    assert all(a < b for a, b in cuts) and all(x[1] == y[0] for x, y in zip(cuts, cuts[1:]))
+    # a run closes once it reaches its share (or when the runs still to open need every task left), so no
+    # run holds more than a share and one task beyond it
+    share = sum(weights) / len(cuts)
+    assert all(sum(weights[a:b]) <= share + max(weights) for a, b in cuts)
+
+
+def test_batches_one_per_worker_thread_or_one_per_batch_rows() -> None:
+    rows = [1 << 20] * 128
+    assert len(batches(rows, 16)) == 16 and len(batches(rows, 1)) == 4  # 2^27 rows: 4 batches of BATCH_ROWS
+    assert len(batches([1 << 20] * 3, 16)) == 3  # never more than the tasks
+    assert len(batches([BATCH_ROWS] * 40, 2)) == 40
 
 
 def test_unit_values_and_their_public_spelling() -> None:

@@ -242,10 +242,14 @@ def _offer(p: np.uint64, r: np.uint64, pos: int, tbits: int, table_person: np.nd
         table_rank[h, 0] = r
         table_pos[h, 0] = pos
         return int(h)
-    if k == 1:  # the common case, without a branch on the rank (as random as a coin)
-        better = r < table_rank[h, 0]
-        table_rank[h, 0] = r if better else table_rank[h, 0]
-        table_pos[h, 0] = pos if better else table_pos[h, 0]
+    if k == 1:  # the common case, without a branch on the rank (as random as a coin): select by a bit mask
+        # (``r if better else cur`` compiles to a branch, mispredicted about as often as a person's row is its
+        # best so far: 10 ms in 4M rows)
+        cur = table_rank[h, 0]
+        m = np.uint64(0) - np.uint64(r < cur)  # all ones where the new rank is smaller
+        table_rank[h, 0] = cur ^ ((cur ^ r) & m)
+        cp = np.uint64(table_pos[h, 0])
+        table_pos[h, 0] = np.int64(cp ^ ((cp ^ np.uint64(pos)) & m))
     else:
         if c < k:
             q = c

@@ -24,7 +24,7 @@ The contract a caller keeps:
 * ``shared`` (what every task needs: the reader, the pieces, the channel,
   the tasks' keys) goes to the cluster once, with the tasks themselves; on
   Dask the tasks run in :func:`batches` of consecutive tasks (one per worker
-  thread, or one per :data:`BATCH_ROWS` rows), and a batch's own payload is
+  thread, or more to stay under :data:`BATCH_ROWS` rows), and a batch's payload is
   two integers, whatever the number of partitions. A batch folds its tasks'
   accumulators with ``combine``, so batching changes no released number.
 
@@ -113,19 +113,23 @@ def tree(level: list[Any], combine: Callable[..., Any], split_every: int,
 
 
 #: On Dask, :func:`run` hands the cluster one batch of consecutive tasks per worker thread (each batch one Dask
-#: task, folding its tasks' accumulators with ``combine``), or more where a batch would read more than
-#: BATCH_ROWS rows (about half a second of a light channel's work, so that progress and a retried batch stay
-#: fine-grained on large inputs). Measured on 16 workers over 128 tasks of 2^20 rows: the scheduler costs about
-#: 0.6 ms per task, and one batch per thread placed on its own thread released in 0.33-0.37 s against
-#: 0.34-0.58 s for one Dask task per task. Which task reads which rows, and so every released number, is the
-#: plan's and does not change.
-BATCH_ROWS = 1 << 25
+#: task, folding its tasks' accumulators with ``combine``), or as many per thread as keep a batch under
+#: BATCH_ROWS rows (about 0.1 s of a light channel's work, so that progress, a retried batch and workers that
+#: join later stay fine-grained on large inputs). Measured on 16 workers over 128 tasks of 2^20 rows: the
+#: scheduler costs about 0.6 ms per task, and one batch per thread placed on its own thread released in
+#: 0.33-0.37 s against 0.34-0.58 s for one Dask task per task. Which task reads which rows, and so every
+#: released number, is the plan's and does not change.
+BATCH_ROWS = 1 << 23
 
 
 def batches(weights: Sequence[int], threads: int) -> list[tuple[int, int]]:
     """:func:`run`'s batches on ``threads`` worker threads: ``[start, stop)`` runs of the tasks (``weights``: their
-    rows), one per thread or one per :data:`BATCH_ROWS` rows, whichever is more (never more than the tasks)."""
-    return runs(weights, max(1, threads, -(-sum(weights) // BATCH_ROWS)))
+    rows), the same number for every thread, as few as keep each under about :data:`BATCH_ROWS` rows (never more
+    than the tasks). A cluster with no worker yet gets one batch per task: it may grow to any size."""
+    if threads < 1:
+        return [(i, i + 1) for i in range(len(weights))]
+    per_thread = max(1, -(-sum(weights) // (BATCH_ROWS * threads)))
+    return runs(weights, threads * per_thread)
 
 
 def runs(weights: Sequence[int], most: int) -> list[tuple[int, int]]:

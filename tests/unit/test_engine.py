@@ -162,11 +162,13 @@ def test_runs_cut_the_tasks_into_near_equal_contiguous_runs(weights: list[int], 
     assert all(sum(weights[a:b]) <= share + max(weights) for a, b in cuts)
 
 
-def test_batches_one_per_worker_thread_or_one_per_batch_rows() -> None:
-    rows = [1 << 20] * 128
-    assert len(batches(rows, 16)) == 16 and len(batches(rows, 1)) == 4  # 2^27 rows: 4 batches of BATCH_ROWS
+def test_batches_are_as_many_per_worker_thread_as_keep_them_under_batch_rows() -> None:
+    rows = [BATCH_ROWS // 8] * 128  # 16 BATCH_ROWS in all
+    assert len(batches(rows, 16)) == 16 and len(batches(rows, 1)) == 16 and len(batches(rows, 32)) == 32
+    assert len(batches(rows, 3)) == 18  # 6 per thread: the same number for every thread
     assert len(batches([1 << 20] * 3, 16)) == 3  # never more than the tasks
     assert len(batches([BATCH_ROWS] * 40, 2)) == 40
+    assert batches([5, 5, 5], 0) == [(0, 1), (1, 2), (2, 3)]  # no worker yet: the cluster may grow to any size
 
 
 def test_unit_values_and_their_public_spelling() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import sqlite3
 from html.parser import HTMLParser
@@ -201,6 +202,28 @@ def test_cluster_from_the_environment(cluster, beta_dataset, monkeypatch):
             with pytest.raises(LdpDaskError, match=needle):
                 with connect():
                     pass
+
+
+def _malloc_env() -> tuple[str | None, str | None]:
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("MALLOC_MMAP_THRESHOLD_")
+
+
+def test_own_local_cluster_workers_keep_their_heap(monkeypatch):
+    """The LocalCluster connect() starts gives its workers WORKER_MALLOC (unless the environment sets a variable
+    already), and leaves this process's environment as it was."""
+    from ldp_dask.engine import WORKER_MALLOC, connect
+
+    for var in ("DASK_SCHEDULER_ADDRESS", "LDP_DASK_CLUSTER", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
+        monkeypatch.delenv(var, raising=False)  # as in a fresh process (an earlier cluster's nanny sets the first)
+    with connect(n_workers=1) as c:
+        seen = list(c.run(_malloc_env).values())
+    assert seen == [(WORKER_MALLOC["MALLOC_TRIM_THRESHOLD_"], WORKER_MALLOC["MALLOC_MMAP_THRESHOLD_"])]
+    assert _malloc_env() == (None, None)
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "262144")  # an operator's own choice stands
+    with connect(n_workers=1) as c:
+        seen = list(c.run(_malloc_env).values())
+    assert seen == [(WORKER_MALLOC["MALLOC_TRIM_THRESHOLD_"], "262144")]
+    assert _malloc_env() == (None, "262144")
 
 
 def test_secret_from_a_mounted_file(tmp_path, monkeypatch):

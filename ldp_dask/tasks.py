@@ -196,23 +196,27 @@ class Tagging:
     k: int
 
 
-def _tagged_piece(reader: Reader, piece: Piece) -> tuple[Any, np.ndarray]:
-    values, units = read_with_units(reader, piece)
-    return values, person_ids(units)
 
 
 def tag_task(task: Any, job: Tagging, groups: int) -> list[dict[str, np.ndarray]] | TaskError:
     """A task's rows tagged (person, rank, value), each person's ``k`` smallest ranks in the task kept, in cell
     order, cut into ``groups`` groups of buckets (worker side). The task's pieces are consecutive in the plan, so
     their rows are the positions ``first_rows[task.start]`` on."""
-    read = each_piece(job.pieces, task, lambda p: _tagged_piece(job.reader, p))
+    person = np.empty(sum(p.num_rows for p in job.pieces[task.start:task.stop]), np.uint64)
+    ends = np.cumsum([0] + [p.num_rows for p in job.pieces[task.start:task.stop]])
+
+    def tagged(piece: Piece) -> Any:  # the piece's values; its persons' ids straight into the task's array
+        values, units = read_with_units(job.reader, piece)
+        i = piece_index[0]
+        piece_index[0] += 1
+        person_ids(units, out=person[ends[i]:ends[i + 1]])
+        return values
+
+    piece_index = [0]
+    read = each_piece(job.pieces, task, tagged)
     if isinstance(read, TaskError):
         return read
-    if len(read) == 1:
-        values, person = read[0]
-    else:
-        values = _concat_values([v for v, _ in read])
-        person = np.concatenate([p for _, p in read])
+    values = read[0] if len(read) == 1 else _concat_values(read)
     where = f"the rows of pieces {task.start}..{task.stop - 1}"
     try:
         return tag_rows(values, person, job.first_rows[task.start], job.keys, job.cells, groups, job.k)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,9 +83,10 @@ def _mix(x: np.ndarray, key: int) -> np.ndarray:
     return z
 
 
-def person_ids(units: Any) -> np.ndarray:
+def person_ids(units: Any, out: np.ndarray | None = None) -> np.ndarray:
     """A 64-bit id per row from its unit value: integers by a mixing bijection (distinct integers, distinct ids,
-    whatever their width), strings and other values by pandas' hash (``pd.util.hash_array``)."""
+    whatever their width), strings and other values by pandas' hash (``pd.util.hash_array``). With ``out`` (uint64,
+    one per row) the ids are written there."""
     if isinstance(units, (pa.Array, pa.ChunkedArray)):
         if isinstance(units, pa.ChunkedArray):
             units = units.combine_chunks()
@@ -96,11 +98,14 @@ def person_ids(units: Any) -> np.ndarray:
     values = np.asarray(units)
     if values.dtype.kind == "f":
         raise InputDataError("the privacy unit column holds floating-point numbers; use an integer or string id")
+    ids = np.empty(len(values), np.uint64) if out is None else out
+    if len(ids) != len(values):
+        raise ValueError(f"person_ids: out holds {len(ids)} ids for {len(values)} rows")
     if values.dtype.kind in "iu":  # one pass; an integer has the same id at every width
-        ids = np.empty(len(values), np.uint64)  # numpy's allocation: huge pages, where the system has them
         integer_ids(values.astype(np.int64, copy=False), ids)
-        return ids
-    return pd.util.hash_array(values, categorize=False).astype(np.uint64, copy=False)
+    else:
+        ids[:] = pd.util.hash_array(values, categorize=False)
+    return ids
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,7 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     value = _value_array(values)
     if k <= KERNEL_MAX_K:
         index, person, rank, starts = tag_and_bound(person, first_row, np.uint64(cells.key), np.uint64(keys.rank),
-                                                    cells.count, k, np.empty((len(person), 2), np.uint64))
+                                                    cells.count, k, _scratch(len(person)))
     else:
         rank = ranks(person, np.arange(first_row, first_row + len(person), dtype=np.uint64), keys)
         index, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells)
@@ -195,6 +200,24 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     value = value[index]
     edges = [starts[cells.group_cells(g, groups)[2]] for g in range(groups)] + [len(index)]
     return [{"person": person[a:b], "rank": rank[a:b], "value": value[a:b]} for a, b in zip(edges, edges[1:])]
+
+
+#: The bounding kernel's scratch rows (16 bytes a row) are kept for the next map task on the same thread, up to
+#: this many bytes (a direct shuffle's map task reads about 2^22 rows: 64 MiB): a fresh buffer is faulted in page by
+#: page on a worker whose allocator returns memory at once (Dask's default), 9 ms a task.
+SCRATCH_BYTES = 1 << 27
+_SCRATCH = threading.local()
+
+
+def _scratch(rows: int) -> np.ndarray:
+    """A (rows, 2) uint64 buffer for :func:`~ldp_dask._kernels.tag_and_bound`, this thread's cached one if large
+    enough (its contents are overwritten before they are read)."""
+    if rows * 16 > SCRATCH_BYTES:
+        return np.empty((rows, 2), np.uint64)
+    buf = getattr(_SCRATCH, "rows", None)
+    if buf is None or len(buf) < rows:
+        buf = _SCRATCH.rows = np.empty((max(rows, 1 << 20), 2), np.uint64)
+    return buf[:rows]
 
 
 def _in_cell_order(index: np.ndarray, person: np.ndarray, cells: Cells, first: int = 0, stop: int | None = None,

@@ -196,23 +196,19 @@ class Tagging:
     k: int
 
 
-
-
 def tag_task(task: Any, job: Tagging, groups: int) -> list[dict[str, np.ndarray]] | TaskError:
     """A task's rows tagged (person, rank, value), each person's ``k`` smallest ranks in the task kept, in cell
     order, cut into ``groups`` groups of buckets (worker side). The task's pieces are consecutive in the plan, so
     their rows are the positions ``first_rows[task.start]`` on."""
-    person = np.empty(sum(p.num_rows for p in job.pieces[task.start:task.stop]), np.uint64)
     ends = np.cumsum([0] + [p.num_rows for p in job.pieces[task.start:task.stop]])
+    person = np.empty(ends[-1], np.uint64)
 
     def tagged(piece: Piece) -> Any:  # the piece's values; its persons' ids straight into the task's array
         values, units = read_with_units(job.reader, piece)
-        i = piece_index[0]
-        piece_index[0] += 1
+        i = piece.index - task.start  # a piece's index is its place in the plan
         person_ids(units, out=person[ends[i]:ends[i + 1]])
         return values
 
-    piece_index = [0]
     read = each_piece(job.pieces, task, tagged)
     if isinstance(read, TaskError):
         return read

@@ -171,6 +171,16 @@ def test_batches_are_as_many_per_worker_thread_as_keep_them_under_batch_rows() -
     assert batches([5, 5, 5], 0) == [(0, 1), (1, 2), (2, 3)]  # no worker yet: the cluster may grow to any size
 
 
+def test_a_batch_folds_its_tasks_and_passes_an_error_on() -> None:
+    from ldp_dask.engine import _Batch, _Guarded
+
+    tasks = tuple(Task(i, i, i + 1) for i in range(6))
+    assert _Batch(_square, _Guarded(_add))(1, 3, (tasks, 5)) == {"v": 36 + 49, "n": 2}
+    error = ldp_dask.TaskError("part-3.parquet: the column holds NaN")
+    for start in (0, 3):  # the error in the middle of a batch, or first
+        assert _Batch(_fails_on_three, _Guarded(_add))(start, 6, (tasks, 5)) == error
+
+
 def test_unit_values_and_their_public_spelling() -> None:
     assert RunOptions().unit == Row() and RunOptions().privacy_unit is None
     o = RunOptions.of(privacy_unit="user", max_contributions=3)

@@ -347,17 +347,20 @@ def tag_and_bound(person: np.ndarray, first_row: int, bucket_key: np.uint64, ran
 
 @njit(cache=True, nogil=True)
 def bound_cells(person: np.ndarray, rank: np.ndarray, parts: np.ndarray, bucket_key: np.uint64, cells: int,
-                first_cell: int, stop_cell: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+                first_cell: int, stop_cell: int, k: int, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions of each person's k rows of smallest rank among rows that arrive as ``len(parts) - 1`` parts
     (part q is rows ``parts[q]`` to ``parts[q + 1]``), each in cell order (as :func:`tag_and_bound` emits them,
     cells ``first_cell`` to ``stop_cell``), and each cell's start in the positions (length
-    ``stop_cell - first_cell + 1``).
+    ``stop_cell - first_cell + 1``). The positions are written into ``out`` (int64, at least one per row) and
+    returned as its first part.
 
     Cell by cell, the rows of that cell in every part meet in one small table: no spread, since the parts are
     already in cell order. Within a cell the kept rows are ordered by :func:`_canonical`, so the result is a
     function of the set of rows alone: neither how they were cut into parts nor the order they came in changes
     it. If a part is not in cell order, or holds a cell outside the range, ``(empty, empty)`` is returned and
     the caller sorts."""
+    if out.shape[0] < person.shape[0]:
+        raise ValueError("bound_cells: out holds fewer positions than there are rows")
     t = parts.shape[0] - 1
     width = stop_cell - first_cell
     ucells = np.uint64(cells)
@@ -385,7 +388,6 @@ def bound_cells(person: np.ndarray, rank: np.ndarray, parts: np.ndarray, bucket_
     table_count = np.empty(size, np.int64)
     table_rank = np.empty((size, k), np.uint64)
     table_pos = np.empty((size, k), np.int64)
-    out = np.empty(person.shape[0], np.int64)
     starts = np.zeros(width + 1, np.int64)
     o = 0
     for c in range(width):

@@ -54,7 +54,7 @@ from .noise import hidden_from_children
 from .options import DEFAULT_CONNECT_TIMEOUT, RunOptions
 
 __all__ = ["Task", "TaskError", "tasks_of", "task_rows", "run", "shuffle", "tree", "connect", "share",
-           "TaskPlan", "SHUFFLE_FAN", "BATCH_ROWS", "batches", "runs", "WORKER_MALLOC", "SHUFFLE_DIRECT_ROWS", "LargeShuffle"]
+           "TaskPlan", "GroupPlan", "SHUFFLE_FAN", "BATCH_ROWS", "batches", "runs", "WORKER_MALLOC", "SHUFFLE_DIRECT_ROWS", "LargeShuffle"]
 
 #: At most this many map tasks and this many groups in a direct :func:`shuffle` (at most SHUFFLE_FAN² small
 #: transfer tasks): its cost stays bounded by the cluster's per-task overhead, whatever the number of partitions.
@@ -239,18 +239,20 @@ def run(tasks: Sequence[Task], fn: Callable[[Task, Any], Any], shared: Any, comb
 #: What a shuffle's caller may pass instead of its map tasks: a function of the cluster's parallelism (worker
 #: threads; 1 in this process) returning the map tasks and the rows each reads.
 TaskPlan = Callable[[int], tuple[Sequence[Task], Sequence[int]]]
+#: ... and instead of its number of groups, a function of the same parallelism returning it.
+GroupPlan = Callable[[int], int]
 
 
 def shuffle(tasks: Sequence[Task] | TaskPlan, map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
-            reduce_fn: Callable[[int, list[Any], Any], Any], reduce_shared: Any, groups: int,
+            reduce_fn: Callable[[int, int, list[Any], Any], Any], reduce_shared: Any, groups: int | GroupPlan,
             combine: Callable[..., Any], options: RunOptions, *, rows: Sequence[int] | None = None,
             in_process: bool = False, prefix: str = "ldp-shuffle", desc: str = "shuffle",
             large: LargeShuffle | None = None, direct_rows: int = SHUFFLE_DIRECT_ROWS) -> Any:
     """Map, split each result into ``groups`` parts, reduce each group from all tasks, combine: the root.
 
     ``map_fn(task, map_shared, groups)`` returns a sequence of ``groups``
-    parts (or a :class:`TaskError`); ``reduce_fn(g, [part g of every task],
-    reduce_shared)`` returns an accumulator (or a ``TaskError``); the
+    parts (or a :class:`TaskError`); ``reduce_fn(g, groups, [part g of every
+    task], reduce_shared)`` returns an accumulator (or a ``TaskError``); the
     accumulators go through the same exact tree as :func:`run`. Only part g
     of each map result travels to group g's worker (one small transfer task
     per task and group, run where the map result lives), so the data moved
@@ -267,20 +269,23 @@ def shuffle(tasks: Sequence[Task] | TaskPlan, map_fn: Callable[[Task, Any, int],
 
     ``tasks`` may be a :data:`TaskPlan`, called with the parallelism where the
     shuffle runs, for a caller whose result does not depend on how the map
-    tasks cut the input (so that each worker gets one large map task).
+    tasks cut the input (so that each worker gets one large map task); and
+    ``groups`` a :data:`GroupPlan`, for one whose result does not depend on
+    how the groups cut it (so that each worker thread reduces one group).
     """
     plan = tasks if callable(tasks) else None
     if plan is not None:
         tasks, rows = plan(1)
+    n_groups = groups(1) if callable(groups) else groups
     assert not callable(tasks)
     if not tasks:
         raise ValueError("the engine needs at least one task")
     weights = list(rows) if rows is not None else [1] * len(tasks)
     guarded = _Guarded(combine)
     if in_process or options.runs_in_process(sum(weights)):
-        _check_fan(tasks, groups)
-        mapped = _map_here(tasks, weights, lambda t: map_fn(t, map_shared, groups), options.progress, desc)
-        accs = [reduce_fn(g, [parts[g] for parts in mapped], reduce_shared) for g in range(groups)]
+        _check_fan(tasks, n_groups)
+        mapped = _map_here(tasks, weights, lambda t: map_fn(t, map_shared, n_groups), options.progress, desc)
+        accs = [reduce_fn(g, n_groups, [parts[g] for parts in mapped], reduce_shared) for g in range(n_groups)]
         return _raise_if_error(tree(accs, guarded, options.split_every))
     with connect(options.client, timeout=options.connect_timeout) as client:
         if large is not None and sum(weights) > direct_rows:
@@ -290,22 +295,24 @@ def shuffle(tasks: Sequence[Task] | TaskPlan, map_fn: Callable[[Task, Any, int],
         if plan is not None:
             tasks, rows = plan(max(1, len(slots)))
             weights = list(rows)
-        _check_fan(tasks, groups)
+        if callable(groups):
+            n_groups = groups(max(1, len(slots)))
+        _check_fan(tasks, n_groups)
         token = uuid.uuid4().hex[:12]
         job = share(client, map_shared, f"{prefix}-job-{token}")
         # each map task on its own worker thread where the cluster has enough (a scheduler left alone puts them all
         # beside the small shared job), free to move when a worker leaves
-        mapped_f = [client.submit(map_fn, t, job=job, groups=groups, retries=options.retries, pure=False,
+        mapped_f = [client.submit(map_fn, t, job=job, groups=n_groups, retries=options.retries, pure=False,
                                   key=f"{prefix}-map-{token}-{i}", **_on(slots, i))
                     for i, t in enumerate(tasks)]
         del job
         reducer = share(client, reduce_shared, f"{prefix}-reducer-{token}")
         reduced = []
-        for g in range(groups):
+        for g in range(n_groups):
             parts = [client.submit(_part, m, g, key=f"{prefix}-part-{token}-{i}-{g}", retries=options.retries,
                                    pure=False, **_on(slots, i)) for i, m in enumerate(mapped_f)]
-            reduced.append(client.submit(_reduce_parts, reduce_fn, g, reducer, *parts, retries=options.retries,
-                                         pure=False, key=f"{prefix}-reduce-{token}-{g}"))
+            reduced.append(client.submit(_reduce_parts, reduce_fn, g, n_groups, reducer, *parts,
+                                         retries=options.retries, pure=False, key=f"{prefix}-reduce-{token}-{g}"))
         del reducer, parts
         root = tree(reduced, guarded, options.split_every, _submitter(client, options, f"{prefix}-combine-{token}"))
         if options.progress:
@@ -369,13 +376,14 @@ def _error_of(result: Any) -> str | None:
     return result.message if isinstance(result, TaskError) else None
 
 
-def _reduce_frame(reduce_fn: Callable[[int, list[Any], Any], Any], g: int, shared: Any, frame: Any) -> Any:
+def _reduce_frame(reduce_fn: Callable[[int, int, list[Any], Any], Any], g: int, groups: int, shared: Any,
+                  frame: Any) -> Any:
     """Group ``g``'s rows (in the order they arrived) handed to ``reduce_fn`` as one part."""
-    return reduce_fn(g, [{c: frame[c].to_numpy() for c in frame.columns if c != "group"}], shared)
+    return reduce_fn(g, groups, [{c: frame[c].to_numpy() for c in frame.columns if c != "group"}], shared)
 
 
 def _shuffle_frames(client: Any, tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
-                    reduce_fn: Callable[[int, list[Any], Any], Any], reduce_shared: Any, groups: int,
+                    reduce_fn: Callable[[int, int, list[Any], Any], Any], reduce_shared: Any, groups: int,
                     guarded: _Guarded, options: RunOptions, prefix: str) -> Any:
     """The large shuffle: map results as DataFrames, moved by Dask's DataFrame shuffle (``set_index`` on known
     divisions, so group g becomes partition g), each group reduced where it lands, then the exact tree."""
@@ -399,7 +407,8 @@ def _shuffle_frames(client: Any, tasks: Sequence[Task], map_fn: Callable[[Task, 
     by_group = dd.from_delayed(frames, meta=meta, verify_meta=False).set_index(
         "group", divisions=list(range(groups + 1)), sorted=False)
     reducer = share(client, reduce_shared, f"{prefix}-reducer-{token}")
-    reduced = client.compute([dask.delayed(_reduce_frame, pure=False)(reduce_fn, g, reducer, part.reset_index())
+    reduced = client.compute([dask.delayed(_reduce_frame, pure=False)(reduce_fn, g, groups, reducer,
+                                                                             part.reset_index())
                               for g, part in enumerate(by_group.to_delayed())], retries=options.retries)
     del frames, by_group, reducer
     root = tree(reduced, guarded, options.split_every, _submitter(client, options, f"{prefix}-combine-{token}"))
@@ -412,11 +421,12 @@ def _part(parts: Any, g: int) -> Any:
     return parts if isinstance(parts, TaskError) else parts[g]
 
 
-def _reduce_parts(reduce_fn: Callable[[int, list[Any], Any], Any], g: int, shared: Any, *parts: Any) -> Any:
+def _reduce_parts(reduce_fn: Callable[[int, int, list[Any], Any], Any], g: int, groups: int, shared: Any,
+                  *parts: Any) -> Any:
     for p in parts:
         if isinstance(p, TaskError):
             return p
-    return reduce_fn(g, list(parts), shared)
+    return reduce_fn(g, groups, list(parts), shared)
 
 
 def _submitter(client: Any, options: RunOptions, prefix: str) -> Callable[[Callable[..., Any], list[Any], int, int],

@@ -110,8 +110,9 @@ class _ReleaseBucket:
 #: A privacy-unit release's map tasks read about this many rows at most (each holds about 80 bytes a row while it
 #: bounds them); a cluster gets at least one map task per worker thread.
 MAP_TASK_ROWS = 1 << 22
-#: ... and its buckets are released in groups of about this many input rows (a reduce task costs a few ms).
-GROUP_ROWS = 1 << 21
+#: ... and its buckets are released in groups of at most about this many input rows, one group per worker thread or
+#: more (a reduce task costs a few ms, and holds about 40 bytes a kept row).
+GROUP_ROWS = 1 << 22
 
 
 def _map_plan(pieces: Sequence[Piece], parallelism: int) -> tuple[list[Task], list[int]]:
@@ -123,6 +124,13 @@ def _map_plan(pieces: Sequence[Piece], parallelism: int) -> tuple[list[Task], li
     parts = min(SHUFFLE_FAN, max(parallelism, -(-sum(rows) // MAP_TASK_ROWS), 1))
     tasks = [Task(i, a, b) for i, (a, b) in enumerate(runs(rows, parts) if pieces else [(0, 0)])]
     return tasks, [task_rows(pieces, t) for t in tasks]
+
+
+def _group_plan(buckets: int, rows: int, parallelism: int) -> int:
+    """How many groups of consecutive buckets a privacy-unit release reduces: one per worker thread, or more when a
+    group would pass :data:`GROUP_ROWS` input rows; at most one per bucket and :data:`~ldp_dask.engine.SHUFFLE_FAN`.
+    How the groups cut the buckets does not change the release (each bucket is bounded and released alone)."""
+    return max(1, min(buckets, SHUFFLE_FAN, max(parallelism, -(-rows // GROUP_ROWS))))
 
 
 def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler: Any, combine: Any,
@@ -150,13 +158,13 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     k = options.max_contributions
     cells = plan_cells(ukeys.bucket, count, dataset.n)
     tagging = Tagging(dataset.reader, dataset.pieces, tuple(firsts), ukeys, cells, k)
-    # map tasks of contiguous pieces, one per worker thread or more (_map_plan); groups of consecutive buckets,
-    # neither of which changes what is released (the kept rows, their order and each bucket's key are the plan's)
-    groups = min(count, SHUFFLE_FAN, max(1, -(-dataset.n // GROUP_ROWS)))
-    bucketing = BucketRelease(handler, combine, bucket_keys, cells, k, categorical, groups)
-    large = LargeShuffle(tasks_of(dataset), count, BucketRelease(handler, combine, bucket_keys, cells, k, categorical,
-                                                                 count))
-    return shuffle(partial(_map_plan, dataset.pieces), tag_task, tagging, release_group, bucketing, groups, combine,
+    # map tasks of contiguous pieces, one per worker thread or more (_map_plan); groups of consecutive buckets, one
+    # per worker thread or more (_group_plan), neither of which changes what is released (the kept rows, their
+    # order and each bucket's key are the plan's)
+    bucketing = BucketRelease(handler, combine, bucket_keys, cells, k, categorical)
+    large = LargeShuffle(tasks_of(dataset), count, bucketing)
+    return shuffle(partial(_map_plan, dataset.pieces), tag_task, tagging, release_group, bucketing,
+                   partial(_group_plan, count, dataset.n), combine,
                    options, in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person",
                    large=large, direct_rows=engine.SHUFFLE_DIRECT_ROWS if direct_rows is None else direct_rows)
 

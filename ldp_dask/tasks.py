@@ -239,12 +239,12 @@ class BucketRelease:
     cells: Cells
     k: int
     categorical: bool
-    groups: int
 
 
-def release_group(g: int, parts: list[dict[str, np.ndarray]], job: BucketRelease) -> Any:
-    """The buckets of group ``g``, each bounded to ``k`` rows per person and handed to the handler (worker side)."""
-    first, stop, _, _ = job.cells.group_cells(g, job.groups)
+def release_group(g: int, groups: int, parts: list[dict[str, np.ndarray]], job: BucketRelease) -> Any:
+    """The buckets of group ``g`` of ``groups``, each bounded to ``k`` rows per person and handed to the handler
+    (worker side)."""
+    first, stop, _, _ = job.cells.group_cells(g, groups)
     where = f"the rows of buckets {first}..{stop - 1} (grouped by person)"
     try:
         values = bucket_values(parts, job.k, job.cells, first, stop, job.categorical)

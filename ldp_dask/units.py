@@ -187,7 +187,7 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     value = _value_array(values)
     if k <= KERNEL_MAX_K:
         index, person, rank, starts = tag_and_bound(person, first_row, np.uint64(cells.key), np.uint64(keys.rank),
-                                                    cells.count, k, _scratch(len(person)))
+                                                    cells.count, k, _scratch("spread", len(person), width=2))
     else:
         rank = ranks(person, np.arange(first_row, first_row + len(person), dtype=np.uint64), keys)
         index, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells)
@@ -197,21 +197,28 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     return [{"person": person[a:b], "rank": rank[a:b], "value": value[a:b]} for a, b in zip(edges, edges[1:])]
 
 
-#: The bounding kernel's scratch rows (16 bytes a row) are kept for the next map task on the same thread, up to
-#: this many bytes (a direct shuffle's map task reads about 2^22 rows: 64 MiB): a fresh buffer is faulted in page by
-#: page on a worker whose allocator returns memory at once (Dask's default): 6.5-7 ms of a 4M-row task's kernel.
+#: Large working arrays (the bounding kernel's scratch rows, 16 bytes a row; a reduce's rows, gathered into one, and
+#: the positions it keeps) are kept for the next task on the same thread, each up to this many bytes (a direct
+#: shuffle's map task reads about 2^22 rows: 64 MiB of scratch). A fresh buffer is faulted in page by page on a
+#: worker whose allocator returns memory at once (Dask's default), and the kernel zeroes each page: 6.5-7 ms of a
+#: 4M-row map task's kernel; 5-30 ms (system time, more beside a busy neighbour) of a 2M-row reduce's gathering.
 SCRATCH_BYTES = 1 << 27
 _SCRATCH = threading.local()
 
 
-def _scratch(rows: int) -> np.ndarray:
-    """A (rows, 2) uint64 buffer for :func:`~ldp_dask._kernels.tag_and_bound`, this thread's cached one if large
-    enough (its contents are overwritten before they are read)."""
-    if rows * 16 > SCRATCH_BYTES:
-        return np.empty((rows, 2), np.uint64)
-    buf = getattr(_SCRATCH, "rows", None)
-    if buf is None or len(buf) < rows:
-        buf = _SCRATCH.rows = np.empty((max(rows, 1 << 20), 2), np.uint64)
+def _scratch(name: str, rows: int, dtype: Any = np.uint64, width: int = 0) -> np.ndarray:
+    """A buffer of ``rows`` rows (of ``width`` columns, or 1-d with ``width`` 0) of ``dtype``, this thread's cached
+    one under ``name`` if large enough. Its contents are left over from the last user: the caller overwrites it
+    before reading, and copies out what it keeps past the next task on this thread."""
+    shape = (rows, width) if width else (rows,)
+    size = rows * max(width, 1) * np.dtype(dtype).itemsize
+    if size > SCRATCH_BYTES:
+        return np.empty(shape, dtype)
+    cache = _SCRATCH.__dict__
+    buf = cache.get(name)
+    if buf is None or buf.dtype != dtype or len(buf) < rows or buf.shape[1:] != shape[1:]:
+        spare = max(rows, min(1 << 20, SCRATCH_BYTES // (max(width, 1) * np.dtype(dtype).itemsize)))
+        buf = cache[name] = np.empty((spare,) + shape[1:], dtype)
     return buf[:rows]
 
 
@@ -228,15 +235,24 @@ def _in_cell_order(index: np.ndarray, person: np.ndarray, cells: Cells, first: i
     return index[order], np.searchsorted(cell[order], np.arange(first, stop + 1))
 
 
-def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Tagged rows of several parts as one (a part may be empty)."""
+def concat_rows(parts: list[dict[str, np.ndarray]], reuse: bool = False) -> dict[str, np.ndarray]:
+    """Tagged rows of several parts as one (a part may be empty). With ``reuse``, numeric columns are gathered into
+    this thread's scratch buffers (:func:`_scratch`): valid until the next such call on this thread."""
     if len(parts) == 1:
         return parts[0]
-    return {c: np.concatenate([p[c] for p in parts]) for c in COLUMNS}
+    out = {}
+    for c in COLUMNS:
+        arrays = [p[c] for p in parts]
+        dtype = np.result_type(*arrays)
+        if reuse and dtype.kind in "iufb":
+            out[c] = np.concatenate(arrays, out=_scratch(f"rows-{c}", sum(len(a) for a in arrays), dtype))
+        else:
+            out[c] = np.concatenate(arrays)
+    return out
 
 
-def kept_index(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: int,
-               stop: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+def kept_index(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: int, stop: int,
+               reuse: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """The parts' rows as one, the positions of each person's ``k`` rows of smallest rank in cell order (cells
     ``first..stop-1``), and each cell's start in them.
 
@@ -244,18 +260,20 @@ def kept_index(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: 
     order; rows in another order, as the large shuffle delivers them, are first put in cell order), else by
     :func:`keep_contributions`. Either way the kept rows of a cell come in an order of the set of rows alone (by
     home slot, person and rank; or by rank and person): however the map tasks cut the rows and whatever order
-    they arrive in, the result is the same."""
-    rows = concat_rows(parts)
+    they arrive in, the result is the same. With ``reuse`` the rows and positions may live in this thread's scratch
+    buffers (:func:`concat_rows`), valid until the next such call on this thread."""
+    rows = concat_rows(parts, reuse)
     person, rank = rows["person"], rows["rank"]
     if k > KERNEL_MAX_K:
         keep, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells, first, stop, rank)
         return rows, keep, starts
     bounds = np.cumsum([0] + [len(p["person"]) for p in parts])
-    keep, starts = bound_cells(person, rank, bounds, np.uint64(cells.key), cells.count, first, stop, k)
+    out = _scratch("kept", len(person), np.int64) if reuse else np.empty(len(person), np.int64)
+    keep, starts = bound_cells(person, rank, bounds, np.uint64(cells.key), cells.count, first, stop, k, out)
     if len(starts) == 0:  # not in cell order
         order, _ = _in_cell_order(np.arange(len(person)), person, cells, first, stop)
         keep, starts = bound_cells(person[order], rank[order], np.array([0, len(order)]), np.uint64(cells.key),
-                                   cells.count, first, stop, k)
+                                   cells.count, first, stop, k, out)
         keep = order[keep]
     return rows, keep, starts
 
@@ -269,8 +287,8 @@ def bucket_values(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, firs
     set of rows alone (:func:`kept_index`), so the release is the same in this process and on any cluster,
     however many map tasks cut the rows and whatever order the parts completed in."""
     per = cells.per_bucket
-    rows, keep, starts = kept_index(parts, k, cells, first * per, stop * per)
-    values = rows["value"][keep]
+    rows, keep, starts = kept_index(parts, k, cells, first * per, stop * per, reuse=True)
+    values = rows["value"][keep]  # a copy: the rows and positions are scratch
     edges = starts[::per]
     out = [values[edges[i]:edges[i + 1]] for i in range(stop - first)]
     return [pa.array(v) for v in out] if categorical else out  # an object array converts in C

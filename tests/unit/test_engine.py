@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 import ldp_dask
 from ldp_dask import InputDataError, LdpDaskError, Person, Row, RunOptions
 from ldp_dask._kernels import bound_cells, tag_and_bound
-from ldp_dask.engine import BATCH_ROWS, Task, batches, run, runs, tree
-from ldp_dask.pipeline import _map_plan, local_charge
+from ldp_dask.engine import BATCH_ROWS, SHUFFLE_FAN, Task, batches, run, runs, tree
+from ldp_dask.pipeline import GROUP_ROWS, _group_plan, _map_plan, local_charge
 from ldp_dask.privacy import epsilon_per_unit, per_row_channel, unit_of
-from ldp_dask.units import Cells, cells_of, keep_contributions, person_ids, ranks, unit_keys
+from ldp_dask.units import Cells, bucket_values, cells_of, keep_contributions, person_ids, ranks, tag_rows, unit_keys
 
 
 def _square(task: Task, shared: int) -> dict[str, int]:
@@ -84,7 +84,8 @@ def test_bound_cells_keeps_what_the_sorting_reference_keeps_in_an_order_of_the_r
             p = np.concatenate([a for a, _ in pieces])
             r = np.concatenate([b for _, b in pieces])
             bounds = np.cumsum([0] + [len(a) for a, _ in pieces])
-            keep, starts = bound_cells(p, r, bounds, np.uint64(cells.key), cells.count, 0, cells.count, k)
+            keep, starts = bound_cells(p, r, bounds, np.uint64(cells.key), cells.count, 0, cells.count, k,
+                                       np.full(n + 3, -1, np.int64))
             assert len(starts) == cells.count + 1 and starts[-1] == len(keep)
             want = keep_contributions(p, r, k)
             assert sorted(zip(p[keep].tolist(), r[keep].tolist())) == sorted(zip(p[want].tolist(), r[want].tolist()))
@@ -101,8 +102,11 @@ def test_bound_cells_reports_rows_out_of_cell_order() -> None:
     c = cells_of(person, cells.key, cells.count)
     assert np.any(np.diff(c) < 0)  # these rows are not in cell order: the caller must sort them
     keep, starts = bound_cells(person, person, np.array([0, len(person)]), np.uint64(cells.key), cells.count, 0,
-                               cells.count, 1)
+                               cells.count, 1, np.empty(len(person), np.int64))
     assert len(starts) == 0
+    with pytest.raises(ValueError, match="out holds fewer"):
+        bound_cells(person, person, np.array([0, len(person)]), np.uint64(cells.key), cells.count, 0, cells.count, 1,
+                    np.empty(len(person) - 1, np.int64))
 
 
 def test_tagging_kernel_agrees_with_the_numpy_tags() -> None:
@@ -123,6 +127,40 @@ def test_tagging_kernel_agrees_with_the_numpy_tags() -> None:
         assert np.array_equal(np.searchsorted(c, np.arange(cells.count + 1)), starts)
         # a cell's bucket is the person's hash scaled to the buckets: the cells nest in the buckets
         assert np.array_equal(c // per, cells_of(p, keys.bucket, count))
+
+
+def test_a_reduce_keeps_nothing_in_the_buffers_it_reuses() -> None:
+    """A reduce gathers its parts into this thread's scratch buffers: the values it returns are its own, untouched
+    by the next reduce on the same thread, and equal to those of a reduce that reused nothing."""
+    rng = np.random.default_rng(11)
+    keys = unit_keys(b"k" * 32, b"context")
+    cells = Cells(keys.bucket, 4, 3)
+
+    def parts(n: int) -> list[dict[str, np.ndarray]]:  # two map tasks' group 0 of 1
+        person = person_ids(rng.integers(0, n // 3, n))
+        value = rng.random(n)
+        return [tag_rows(value[a:b], person[a:b], a, keys, cells, 1, 2)[0] for a, b in ((0, n // 2), (n // 2, n))]
+
+    first, second = parts(40_000), parts(9_000)
+    got = bucket_values(first, 2, cells, 0, 4, False)
+    want = [v.copy() for v in got]
+    bucket_values(second, 2, cells, 0, 4, False)  # same thread: same buffers, fewer rows
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    from ldp_dask import units
+
+    saved, units.SCRATCH_BYTES = units.SCRATCH_BYTES, 0  # nothing reused: fresh arrays throughout
+    try:
+        fresh = bucket_values(first, 2, cells, 0, 4, False)
+    finally:
+        units.SCRATCH_BYTES = saved
+    assert all(np.array_equal(a, b) for a, b in zip(fresh, want)) and sum(map(len, want)) > 0
+
+
+def test_group_plan_gives_each_worker_thread_a_group_of_buckets() -> None:
+    for buckets, rows, threads, want in ((8, 8 << 20, 1, 2), (8, 8 << 20, 2, 2), (8, 8 << 20, 16, 8),
+                                         (8, 100, 3, 3), (1, 100 * GROUP_ROWS, 4, 1), (1000, 3 * GROUP_ROWS, 2, 3),
+                                         (1000, 10**12, 2, SHUFFLE_FAN), (0, 0, 1, 1)):
+        assert _group_plan(buckets, rows, threads) == want, (buckets, rows, threads)
 
 
 def test_integer_person_ids_are_a_bijection_at_every_width() -> None:

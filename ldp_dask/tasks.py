@@ -37,7 +37,7 @@ from .channels import Channel
 from .noise import TAG_MODULUS, bind_key, content_tag, digest_arrays, generator
 from .reading import read_piece, read_with_units
 from .source import Piece, Reader
-from .units import Cells, UnitKeys, bucket_values, person_ids, tag_rows
+from .units import Cells, UnitKeys, bucket_values, person_ids, scratch, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
            "release_values", "Tagging", "tag_task", "BucketRelease", "release_group", "ROWS_BLOCK_VALUES"]
@@ -201,7 +201,7 @@ def tag_task(task: Any, job: Tagging, groups: int) -> list[dict[str, np.ndarray]
     order, cut into ``groups`` groups of buckets (worker side). The task's pieces are consecutive in the plan, so
     their rows are the positions ``first_rows[task.start]`` on."""
     ends = np.cumsum([0] + [p.num_rows for p in job.pieces[task.start:task.stop]])
-    person = np.empty(ends[-1], np.uint64)
+    person = scratch("ids", int(ends[-1]))  # read by the bounding only: it keeps copies of what it keeps
 
     def tagged(piece: Piece) -> Any:  # the piece's values; its persons' ids straight into the task's array
         values, units = read_with_units(job.reader, piece)
@@ -223,9 +223,24 @@ def tag_task(task: Any, job: Tagging, groups: int) -> list[dict[str, np.ndarray]
 
 
 def _concat_values(parts: list[Any]) -> Any:
+    """The pieces' values as one array: numbers without nulls into this thread's scratch (the bounding gathers
+    copies of the values it keeps), anything else as a new array."""
     if isinstance(parts[0], (pa.Array, pa.ChunkedArray)):
-        return pa.chunked_array(parts).combine_chunks()
-    return np.concatenate(parts)
+        if all(_plain_numbers(p) for p in parts):
+            parts = [p.to_numpy() for p in parts]
+        else:
+            return pa.chunked_array(parts).combine_chunks()
+    dtype = np.result_type(*parts)
+    if dtype.kind not in "iuf":
+        return np.concatenate(parts)
+    return np.concatenate(parts, out=scratch("values", sum(len(p) for p in parts), dtype))
+
+
+def _plain_numbers(values: Any) -> bool:
+    """A pyarrow array of integers or floats without nulls, in one chunk (so that it converts to numpy in place)."""
+    if isinstance(values, pa.ChunkedArray) and values.num_chunks != 1:
+        return False
+    return (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)) and values.null_count == 0
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from .privacy import per_row_channel
 
 __all__ = ["UnitKeys", "unit_keys", "Cells", "plan_cells", "person_ids", "cells_of", "ranks",
            "keep_contributions", "per_row_channel", "tag_rows", "kept_index", "bucket_values", "concat_rows", "COLUMNS",
-           "KERNEL_MAX_K", "CELL_ROWS"]
+           "KERNEL_MAX_K", "CELL_ROWS", "scratch"]
 
 #: The arrays of a tagged part: person id, rank, value (in cell order; the cell is a function of the person).
 COLUMNS = ("person", "rank", "value")
@@ -187,7 +187,8 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     value = _value_array(values)
     if k <= KERNEL_MAX_K:
         index, person, rank, starts = tag_and_bound(person, first_row, np.uint64(cells.key), np.uint64(keys.rank),
-                                                    cells.count, k, _scratch("spread", len(person), width=2))
+                                                    cells.count, k, scratch("spread", len(person), width=2),
+                                                    scratch("cells", len(person), np.int32))
     else:
         rank = ranks(person, np.arange(first_row, first_row + len(person), dtype=np.uint64), keys)
         index, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells)
@@ -197,8 +198,8 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     return [{"person": person[a:b], "rank": rank[a:b], "value": value[a:b]} for a, b in zip(edges, edges[1:])]
 
 
-#: Large working arrays (the bounding kernel's scratch rows, 16 bytes a row; a reduce's rows, gathered into one, and
-#: the positions it keeps) are kept for the next task on the same thread, each up to this many bytes (a direct
+#: Large working arrays (a map task's persons' ids and values, the bounding kernel's scratch rows and cells, 36
+#: bytes a row; a reduce's rows, gathered into one, and the positions it keeps) are kept for the next task on the same thread, each up to this many bytes (a direct
 #: shuffle's map task reads about 2^22 rows: 64 MiB of scratch). A fresh buffer is faulted in page by page on a
 #: worker whose allocator returns memory at once (Dask's default), and the kernel zeroes each page: 6.5-7 ms of a
 #: 4M-row map task's kernel; 5-30 ms (system time, more beside a busy neighbour) of a 2M-row reduce's gathering.
@@ -206,7 +207,7 @@ SCRATCH_BYTES = 1 << 27
 _SCRATCH = threading.local()
 
 
-def _scratch(name: str, rows: int, dtype: Any = np.uint64, width: int = 0) -> np.ndarray:
+def scratch(name: str, rows: int, dtype: Any = np.uint64, width: int = 0) -> np.ndarray:
     """A buffer of ``rows`` rows (of ``width`` columns, or 1-d with ``width`` 0) of ``dtype``, this thread's cached
     one under ``name`` if large enough. Its contents are left over from the last user: the caller overwrites it
     before reading, and copies out what it keeps past the next task on this thread."""
@@ -237,7 +238,7 @@ def _in_cell_order(index: np.ndarray, person: np.ndarray, cells: Cells, first: i
 
 def concat_rows(parts: list[dict[str, np.ndarray]], reuse: bool = False) -> dict[str, np.ndarray]:
     """Tagged rows of several parts as one (a part may be empty). With ``reuse``, numeric columns are gathered into
-    this thread's scratch buffers (:func:`_scratch`): valid until the next such call on this thread."""
+    this thread's scratch buffers (:func:`scratch`): valid until the next such call on this thread."""
     if len(parts) == 1:
         return parts[0]
     out = {}
@@ -245,7 +246,7 @@ def concat_rows(parts: list[dict[str, np.ndarray]], reuse: bool = False) -> dict
         arrays = [p[c] for p in parts]
         dtype = np.result_type(*arrays)
         if reuse and dtype.kind in "iufb":
-            out[c] = np.concatenate(arrays, out=_scratch(f"rows-{c}", sum(len(a) for a in arrays), dtype))
+            out[c] = np.concatenate(arrays, out=scratch(f"rows-{c}", sum(len(a) for a in arrays), dtype))
         else:
             out[c] = np.concatenate(arrays)
     return out
@@ -268,7 +269,7 @@ def kept_index(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: 
         keep, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells, first, stop, rank)
         return rows, keep, starts
     bounds = np.cumsum([0] + [len(p["person"]) for p in parts])
-    out = _scratch("kept", len(person), np.int64) if reuse else np.empty(len(person), np.int64)
+    out = scratch("kept", len(person), np.int64) if reuse else np.empty(len(person), np.int64)
     keep, starts = bound_cells(person, rank, bounds, np.uint64(cells.key), cells.count, first, stop, k, out)
     if len(starts) == 0:  # not in cell order
         order, _ = _in_cell_order(np.arange(len(person)), person, cells, first, stop)

@@ -118,7 +118,7 @@ def test_tagging_kernel_agrees_with_the_numpy_tags() -> None:
         person = rng.integers(0, max(1, n // 4), n).astype(np.uint64) * np.uint64(0x9E3779B1)
         cells = Cells(keys.bucket, count, per)
         index, p, r, starts = tag_and_bound(person, 17, np.uint64(keys.bucket), np.uint64(keys.rank), cells.count,
-                                            k, np.empty((n, 2), np.uint64))
+                                            k, np.empty((n + 5, 2), np.uint64), np.full(n + 3, -7, np.int32))
         rank = ranks(person, np.arange(17, 17 + n, dtype=np.uint64), keys)
         assert np.array_equal(p, person[index]) and np.array_equal(r, rank[index])
         assert sorted(index.tolist()) == sorted(keep_contributions(person, rank, k).tolist())
@@ -127,6 +127,8 @@ def test_tagging_kernel_agrees_with_the_numpy_tags() -> None:
         assert np.array_equal(np.searchsorted(c, np.arange(cells.count + 1)), starts)
         # a cell's bucket is the person's hash scaled to the buckets: the cells nest in the buckets
         assert np.array_equal(c // per, cells_of(p, keys.bucket, count))
+    with pytest.raises(ValueError, match="scratch holds fewer"):
+        tag_and_bound(person, 0, np.uint64(1), np.uint64(2), 4, 1, np.empty((n, 2), np.uint64), np.empty(n - 1, np.int32))
 
 
 def test_a_reduce_keeps_nothing_in_the_buffers_it_reuses() -> None:

@@ -198,11 +198,12 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     return [{"person": person[a:b], "rank": rank[a:b], "value": value[a:b]} for a, b in zip(edges, edges[1:])]
 
 
-#: Large working arrays (a map task's persons' ids and values, the bounding kernel's scratch rows and cells, 36
-#: bytes a row; a reduce's rows, gathered into one, and the positions it keeps) are kept for the next task on the same thread, each up to this many bytes (a direct
-#: shuffle's map task reads about 2^22 rows: 64 MiB of scratch). A fresh buffer is faulted in page by page on a
-#: worker whose allocator returns memory at once (Dask's default), and the kernel zeroes each page: 6.5-7 ms of a
-#: 4M-row map task's kernel; 5-30 ms (system time, more beside a busy neighbour) of a 2M-row reduce's gathering.
+#: Large working arrays are kept for the next task on the same thread, each up to this many bytes: a map task's
+#: persons' ids and values, the bounding kernel's scratch rows and cells (36 bytes a row in all; a direct shuffle's
+#: map task reads about 2^22 rows), a reduce's rows gathered into one and the positions it keeps. A fresh buffer is
+#: faulted in page by page on a worker whose allocator returns memory at once (Dask's default), and the kernel
+#: zeroes each page: 6.5-7 ms of a 4M-row map task's kernel; 5-30 ms (system time, more beside a busy neighbour)
+#: of a 2M-row reduce's gathering.
 SCRATCH_BYTES = 1 << 27
 _SCRATCH = threading.local()
 

@@ -198,30 +198,35 @@ def tag_rows(values: Any, person: np.ndarray, first_row: int, keys: UnitKeys, ce
     return [{"person": person[a:b], "rank": rank[a:b], "value": value[a:b]} for a, b in zip(edges, edges[1:])]
 
 
-#: Large working arrays are kept for the next task on the same thread, each up to this many bytes: a map task's
-#: persons' ids and values, the bounding kernel's scratch rows and cells (36 bytes a row in all; a direct shuffle's
-#: map task reads about 2^22 rows), a reduce's rows gathered into one and the positions it keeps. A fresh buffer is
-#: faulted in page by page on a worker whose allocator returns memory at once (Dask's default), and the kernel
-#: zeroes each page: 6.5-7 ms of a 4M-row map task's kernel; 5-30 ms (system time, more beside a busy neighbour)
-#: of a 2M-row reduce's gathering.
-SCRATCH_BYTES = 1 << 27
+#: Large working arrays are kept for the next task on the same thread, up to this many bytes a thread in all: a map
+#: task's persons' ids and values, the bounding kernel's scratch rows and cells (36 bytes a row; a direct shuffle's
+#: map task reads about 2^22 rows: 144 MiB), a reduce's rows gathered into one and the positions it keeps. A fresh
+#: buffer is faulted in page by page on a worker whose allocator returns memory at once (Dask's default), and the
+#: kernel zeroes each page: 6.5-7 ms of a 4M-row map task's kernel; 5-30 ms (system time, more beside a busy
+#: neighbour) of a 2M-row reduce's gathering.
+SCRATCH_BYTES = 1 << 28
 _SCRATCH = threading.local()
 
 
 def scratch(name: str, rows: int, dtype: Any = np.uint64, width: int = 0) -> np.ndarray:
     """A buffer of ``rows`` rows (of ``width`` columns, or 1-d with ``width`` 0) of ``dtype``, this thread's cached
-    one under ``name`` if large enough. Its contents are left over from the last user: the caller overwrites it
-    before reading, and copies out what it keeps past the next task on this thread."""
+    one under ``name`` if large enough; a new one is kept in its place while the thread's buffers stay within
+    :data:`SCRATCH_BYTES`. Its contents are left over from the last user: the caller overwrites it before reading,
+    and copies out what it keeps past the next task on this thread."""
     shape = (rows, width) if width else (rows,)
-    size = rows * max(width, 1) * np.dtype(dtype).itemsize
-    if size > SCRATCH_BYTES:
+    cache: dict[str, np.ndarray] = _SCRATCH.__dict__.setdefault("buffers", {})
+    buf = cache.pop(name, None)
+    if buf is not None and buf.dtype == dtype and len(buf) >= rows and buf.shape[1:] == shape[1:]:
+        cache[name] = buf
+        return buf[:rows]
+    del buf  # too small, or another type: dropped
+    row_bytes = max(width, 1) * np.dtype(dtype).itemsize
+    held = sum(b.nbytes for b in cache.values())
+    spare = max(rows, min(1 << 20, SCRATCH_BYTES // row_bytes))  # small requests get room to grow
+    if held + spare * row_bytes > SCRATCH_BYTES:
         return np.empty(shape, dtype)
-    cache = _SCRATCH.__dict__
-    buf = cache.get(name)
-    if buf is None or buf.dtype != dtype or len(buf) < rows or buf.shape[1:] != shape[1:]:
-        spare = max(rows, min(1 << 20, SCRATCH_BYTES // (max(width, 1) * np.dtype(dtype).itemsize)))
-        buf = cache[name] = np.empty((spare,) + shape[1:], dtype)
-    return buf[:rows]
+    cache[name] = np.empty((spare,) + shape[1:], dtype)
+    return cache[name][:rows]
 
 
 def _in_cell_order(index: np.ndarray, person: np.ndarray, cells: Cells, first: int = 0, stop: int | None = None,

@@ -158,6 +158,36 @@ def test_a_reduce_keeps_nothing_in_the_buffers_it_reuses() -> None:
     assert all(np.array_equal(a, b) for a, b in zip(fresh, want)) and sum(map(len, want)) > 0
 
 
+def test_scratch_is_kept_per_thread_within_its_bound() -> None:
+    """A thread's scratch buffers are reused while they fit, never shared with another thread, and never held past
+    SCRATCH_BYTES in all: a request beyond that gets a fresh array that is not kept."""
+    import threading
+
+    from ldp_dask import units
+
+    saved, units.SCRATCH_BYTES = units.SCRATCH_BYTES, 1 << 21
+    seen: dict[str, np.ndarray] = {}
+
+    def work(tag: str) -> None:
+        a = units.scratch("a", 100_000)
+        assert np.shares_memory(a, units.scratch("a", 200_000))  # room to grow: 2^18 rows of 8 bytes, the bound
+        b1, b2 = units.scratch("b", 10), units.scratch("b", 10)
+        assert not np.shares_memory(b1, b2) and len(b1) == 10  # over the bound in all: fresh, not kept
+        big = units.scratch("c", 1 << 20, np.uint8, width=4)
+        assert big.shape == (1 << 20, 4) and not np.shares_memory(big, units.scratch("c", 1 << 20, np.uint8, 4))
+        seen[tag] = a
+
+    try:
+        threads = [threading.Thread(target=work, args=(t,)) for t in "xy"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        units.SCRATCH_BYTES = saved
+    assert set(seen) == {"x", "y"} and not np.shares_memory(seen["x"], seen["y"])
+
+
 def test_group_plan_gives_each_worker_thread_a_group_of_buckets() -> None:
     for buckets, rows, threads, want in ((8, 8 << 20, 1, 2), (8, 8 << 20, 2, 2), (8, 8 << 20, 16, 8),
                                          (8, 100, 3, 3), (1, 100 * GROUP_ROWS, 4, 1), (1000, 3 * GROUP_ROWS, 2, 3),

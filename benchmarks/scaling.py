@@ -127,8 +127,9 @@ def channel_jobs(client: Any, source: str, n: int) -> dict[str, Callable[[], Any
     for name, ch in chans.items():
         col = "c" if name == "rr" else "x"
         jobs[name] = (lambda ch=ch, col=col: ldp_dask.privatize(source, column=col, channel=ch, client=client,
-                                                                seed=1))
-    jobs["deciles"] = lambda: quantiles(source, "x", epsilon=1.0, bounds=DOMAIN, client=client, seed=1)
+                                                                seed=1, ledger=False))
+    jobs["deciles"] = lambda: quantiles(source, "x", epsilon=1.0, bounds=DOMAIN, client=client, seed=1,
+                                        ledger=False)
     return jobs
 
 

@@ -73,8 +73,6 @@ def run_options(run: dict[str, Any], flow_run_id: str | None = None) -> RunOptio
     """The :class:`RunOptions` of a flow's run parameters (missing ones take their defaults)."""
     values = {name: run.get(name, FLOW_PARAMETERS[name][1]) for name in _names()}
     values["client"] = values.pop("scheduler")
-    if values["ledger"] is False:
-        values["ledger"] = None
     return RunOptions.of(flow_run_id=flow_run_id, **values)
 
 

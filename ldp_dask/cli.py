@@ -48,7 +48,7 @@ def _run_options(a: argparse.Namespace, numeric: bool = True) -> Any:
         raise LdpDaskError("Give at most one of --local and --scheduler.")
     compound = {
         "client": lambda: "local" if a.local else a.scheduler,
-        "ledger": lambda: None if a.no_ledger else (a.ledger or True),
+        "ledger": lambda: False if a.no_ledger else (a.ledger or True),
         "unit": lambda: unit_of(a.privacy_unit, a.max_contributions),
         "nulls": lambda: _null_policy(a.nulls, numeric),
         "progress": lambda: show_progress(a),
@@ -59,8 +59,8 @@ def _run_options(a: argparse.Namespace, numeric: bool = True) -> Any:
 
 
 def _report_receipt(receipt: Any) -> None:
-    """The ledger's line on stderr (nothing when the release was not recorded)."""
-    if receipt is not None and receipt.ledger is not None:
+    """The ledger's line on stderr, also when the release was not recorded (``--no-ledger``: said, never silent)."""
+    if receipt is not None:
         print(receipt.line(), file=sys.stderr)
 
 

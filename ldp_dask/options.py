@@ -122,10 +122,13 @@ class RunOptions:
         Dask retries per task, 0–100 (default 2).
     progress : bool
         Show a progress bar of the rows processed on Dask.
-    ledger : Ledger, path, True or None
-        The privacy budget ledger that records the release (True: the default
-        file, ``$LDP_DASK_LEDGER`` or ``~/.ldp_dask/ledger.sqlite``; None: no
-        record and no budget enforced).
+    ledger : Ledger, path, True or False
+        The privacy budget ledger that records the release and enforces its
+        budgets. True (default; None means the same): the default ledger,
+        ``$LDP_DASK_LEDGER`` or ``~/.ldp_dask/ledger.sqlite``, the one the
+        command line and the flows use. False: the release is not recorded
+        and no budget is checked — an explicit choice, which the result's
+        receipt and its summary state (``ledger: not recorded``).
     flow_run_id : str, optional
         Recorded with the release in the ledger (set by the Prefect flows).
     unit : Row or Person
@@ -173,7 +176,7 @@ class RunOptions:
     progress: bool = _declared(False, "a progress bar of the rows processed (default: when stderr is a terminal)",
                                cli=("--progress",), hidden="flows: the Prefect UI follows a run; a terminal bar "
                                                           "has no place in a flow's log")
-    ledger: Any = _declared(None, "the privacy budget ledger: a file or a postgresql:// URL (default "
+    ledger: Any = _declared(True, "the privacy budget ledger: a file or a postgresql:// URL (default "
                                   "$LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite); none: no record, no budget",
                             cli=("--ledger", "--no-ledger"), flow=("ledger",))
     flow_run_id: str | None = _declared(None, "the Prefect flow run recorded with the release",
@@ -225,6 +228,11 @@ class RunOptions:
             if v != f.default:
                 shown.append(f"{f.name}={'<hidden>' if f.name == 'secret' else repr(v)}")
         return f"RunOptions({', '.join(shown)})"
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the release is recorded in a ledger (every release is, unless ``ledger=False``)."""
+        return self.ledger is not False
 
     @property
     def privacy_unit(self) -> str | None:

@@ -85,7 +85,7 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
     if dataset.unit is None and acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
         raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
     sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
-    metadata = _metadata(dataset, secret, mode, options.clip, rows_path)
+    metadata = _metadata(dataset, secret, mode, options, rows_path)
     if choice:  # chosen by --channel auto: what was compared, kept with the release
         metadata["choice"] = choice
     metadata.update(privacy_unit=dataset.unit or ROW_UNIT, max_contributions=k,
@@ -271,7 +271,7 @@ def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options
     parts = tuple(read.get(f.name) or plan_.reused[f.name] for f in plan_.files)
     if not parts:  # pragma: no cover - a planned dataset has rows
         raise InputDataError("the release has no partition")
-    metadata = _metadata(dataset, secret, "summary", options.clip, None)
+    metadata = _metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=ROW_UNIT, max_contributions=1,
                     epsilon_per_unit=epsilon_per_unit(channel, 1),
                     partition_context=plan_.context_id, partitions_read=len(read),
@@ -365,8 +365,9 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
                             options=options, incremental=incremental, since=since, window=window, **run).attach()
 
 
-def _metadata(dataset: Dataset, sec: Secret, mode: str, clip: bool, rows_path: Any) -> dict[str, Any]:
+def _metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, rows_path: Any) -> dict[str, Any]:
     return {
+        "ledger": "recorded" if options.recorded else "not recorded (ledger=False)",
         "column": dataset.column,
         "source": dataset.description,
         "fingerprint": dataset.fingerprint,
@@ -377,7 +378,7 @@ def _metadata(dataset: Dataset, sec: Secret, mode: str, clip: bool, rows_path: A
         "key_source": sec.source,
         "reproducible": sec.reproducible,
         "insecure_seed": sec.insecure,
-        "clip": bool(clip),
+        "clip": bool(options.clip),
         "nulls": None if dataset.fill is None else {"policy": "value", "value": dataset.fill},
         "rows_path": os.fspath(rows_path) if rows_path is not None else None,
     }

@@ -66,7 +66,8 @@ class Receipt:
     def line(self) -> str:
         """One line for the operator, e.g. ``ledger: ε 1 per row spent; dataset d now 2 of budget 3 (path)``."""
         if self.ledger is None:
-            return f"ledger: not recorded (no ledger); privacy unit: {self.privacy_unit}"
+            return (f"ledger: not recorded (ledger=False / --no-ledger): nothing charged, no budget checked; "
+                    f"privacy unit: {self.privacy_unit}")
         note = ("identical to a recorded release: no ε spent" if self.reused
                 else f"ε {self.epsilon:g} per {self.privacy_unit} spent")
         if self.partitions is not None:

@@ -189,6 +189,8 @@ class Summary(Described, Receipted):
         facts += [("mode", str(m.get("mode", "?"))),
                   ("column / source", f"{m.get('column', '?')} of {m.get('source', '?')}"),
                   ("key id (source)", f"{m.get('key_id', '?')} ({m.get('key_source', '?')})")]
+        if "ledger" in m:
+            facts.append(("budget ledger", str(m["ledger"])))
         if self.partitions:
             read, reused = m.get("partitions_read"), m.get("partitions_reused")
             how = f" ({read} read, {reused} reused without reading them)" if read is not None else ""

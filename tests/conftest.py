@@ -21,6 +21,13 @@ os.environ.pop("LDP_DASK_SECRET_FILE", None)
 os.environ["LDP_DASK_LEDGER"] = os.path.join(tempfile.mkdtemp(prefix="ldp-ledger-"), "ledger.sqlite")
 
 
+@pytest.fixture(autouse=True)
+def _own_ledger(tmp_path_factory, monkeypatch):
+    """Every release is recorded in the default ledger unless told otherwise: each test gets its own, so that no
+    test's charges (or privacy units) reach another's."""
+    monkeypatch.setenv("LDP_DASK_LEDGER", str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite"))
+
+
 @pytest.fixture(scope="session")
 def cluster():
     """Two worker processes, one thread each (the machine has two cores)."""

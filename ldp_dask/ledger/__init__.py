@@ -1,7 +1,8 @@
 """Privacy budget ledger: every release recorded, charged per person against the dataset it reads.
 
-The ledger (``--ledger``, ``LDP_DASK_LEDGER``; the CLI defaults to
-``~/.ldp_dask/ledger.sqlite``) is a SQLite file, or a PostgreSQL database for a
+The ledger (``--ledger``, ``ledger=``, ``LDP_DASK_LEDGER``; every face —
+Python, the command line, the flows — defaults to ``~/.ldp_dask/ledger.sqlite``
+and skips it only when told, ``ledger=False`` or ``--no-ledger``) is a SQLite file, or a PostgreSQL database for a
 deployment (``postgresql://…``). Its rules (docs/privacy.md, "The budget ledger"):
 
 * **Charged against the population, not the files.** A release is charged
@@ -455,10 +456,11 @@ class Ledger:
 
 
 def open_ledger(ledger: Ledger | str | os.PathLike[str] | bool | None) -> Ledger | None:
-    """A Ledger from an object, a path or URL, True (the default location) or None/False (no ledger)."""
-    if ledger is None or ledger is False:
+    """A Ledger from an object, a path or URL, True or None (the default location), or False (no ledger: the
+    caller's explicit choice)."""
+    if ledger is False:
         return None
-    if ledger is True:
+    if ledger is True or ledger is None:
         return Ledger(default_ledger_path())
     if isinstance(ledger, Ledger):
         return ledger

@@ -195,6 +195,7 @@ def _cmd_gof(a: argparse.Namespace) -> int:
         domain=tuple(a.domain) if a.domain else None, epsilon=a.epsilon, adaptive=a.adaptive, split=a.split,
         J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
         summary_out=a.summary_out, out=a.out, plot=a.plot, overwrite=a.overwrite, options=_run_options(a),
+        allow_unverified=a.allow_unverified,
     )
     print(json.dumps(res.to_dict()) if a.json else res)
     _report_receipt(res.receipt)
@@ -288,7 +289,7 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
     import ldp_dask
     from ldp_dask.release import publish
 
-    s = ldp_dask.read_summary(a.summary)
+    s = ldp_dask.read_summary(a.summary, allow_unverified=a.allow_unverified)
     est = ldp_dask.estimate(s, **_estimator_options(a))
     if a.plot and not hasattr(est, "plot"):
         raise LdpDaskError(f"--plot: the estimate of a {s.channel.name!r} summary has no plot.")
@@ -334,7 +335,8 @@ def _cmd_merge(a: argparse.Namespace) -> int:
     from ldp_dask.partitions import merge_summaries
 
     key = resolve_secret(seed=a.seed, secret_file=a.secret_file) if (a.seed is not None or a.secret_file) else None
-    s = merge_summaries(a.summaries, out=a.out, window=a.window, key=key, overwrite=a.overwrite)
+    s = merge_summaries(a.summaries, out=a.out, window=a.window, key=key, overwrite=a.overwrite,
+                        allow_unverified=a.allow_unverified)
     info = {"summary": a.out, "inputs": a.summaries, "channel": s.channel.name, "n": s.n,
             "partitions": len(s.partitions), "window": a.window, "integrity": s.integrity,
             "privacy_unit": s.privacy_unit, "epsilon_per_unit": s.epsilon_per_unit}
@@ -353,7 +355,8 @@ def _cmd_merge(a: argparse.Namespace) -> int:
 def _cmd_report(a: argparse.Namespace) -> int:
     from .report import default_report_path, write_report
 
-    path = write_report(a.summary, a.out or default_report_path(a.summary), level=a.confidence, overwrite=a.overwrite)
+    path = write_report(a.summary, a.out or default_report_path(a.summary), level=a.confidence, overwrite=a.overwrite,
+                        allow_unverified=a.allow_unverified)
     if a.json:
         print(json.dumps({"report": path, "summary": a.summary}))
     else:

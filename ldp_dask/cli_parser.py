@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
     e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
     _confidence_arg(e)
+    _unverified_arg(e)
     e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
     g = sub.add_parser("gof", help="locally private goodness-of-fit test (Lam-Weil et al. 2022)",
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="raw data: Haar level J, 2^J bins (default from n, ε and --smoothness)")
     g.add_argument("--smoothness", type=float, default=1.0, help="raw data: smoothness s for the default J (1)")
     g.add_argument("--summary-out", default=None, help="raw data: also write the summary here")
+    _unverified_arg(g)
     g.add_argument("--out", default=None, help="write the result as JSON")
     g.add_argument("--plot", default=None, help="write a PNG of the null law with the observed statistic")
     g.add_argument("--overwrite", action="store_true", help="replace existing outputs")
@@ -152,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
     h.add_argument("--out", default=None, help="HTML file to write (default: the summary's name with .html)")
     _confidence_arg(h)
+    _unverified_arg(h)
     h.add_argument("--overwrite", action="store_true", help="replace an existing page")
     h.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -174,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="e.g. 30d: keep the partitions of the last 30 days (date=YYYY-MM-DD/ directories)")
     m.add_argument("--secret-file", default=None, help="file with the release key (checks the inputs, signs the output)")
     m.add_argument("--seed", type=int, default=None, help="the insecure seed the summaries were released with")
+    _unverified_arg(m)
     m.add_argument("--overwrite", action="store_true", help="replace an existing output")
     m.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -247,6 +251,12 @@ _confidence = _level(1.0, "confidence level", "e.g. 0.95")
 def _confidence_arg(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument("--confidence", type=_confidence, default=0.95, metavar="LEVEL",
                    help=f"{prefix}confidence level of the intervals, in (0, 1) (default 0.95)")
+
+
+def _unverified_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-unverified", action="store_true",
+                   help="use a summary that the key at hand cannot verify (no MAC, or another key id): refused "
+                        "otherwise, since it may have been altered")
 
 
 def _channel_args(p: argparse.ArgumentParser) -> None:

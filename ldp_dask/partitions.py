@@ -349,7 +349,8 @@ def _under(path: str, root: str) -> str:
 
 
 def merge_summaries(summaries: Sequence[Any], *, out: Any = None, window: str | None = None, key: Any = None,
-                    overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> Summary:
+                    overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
+                    allow_unverified: bool = False) -> Summary:
     """Merge summaries of disjoint data (:func:`merge`), or take a window of kept partitions (:func:`window`).
 
     Post-processing of released values: no data is read and no ε is spent.
@@ -369,6 +370,9 @@ def merge_summaries(summaries: Sequence[Any], *, out: Any = None, window: str | 
         result is written without a MAC and marked not verified.
     overwrite : bool
         Replace an existing output.
+    allow_unverified : bool
+        Merge inputs that the key at hand cannot verify (no MAC, another key
+        id; :func:`ldp_dask.read_summary`); refused otherwise.
 
     Raises
     ------
@@ -385,7 +389,7 @@ def merge_summaries(summaries: Sequence[Any], *, out: Any = None, window: str | 
     given = list(summaries)
     if not given or (len(given) < 2 and window is None):
         raise LdpDaskError(f"merge needs at least two summaries, or one with a window. Got {len(given)}.")
-    read = [read_summary(s, key=sec) for s in given]
+    read = [read_summary(s, key=sec, allow_unverified=allow_unverified) for s in given]
     result = read[0] if len(read) == 1 else merge(read)
     if window is not None:
         result = window_of(result, parse_window(window))

@@ -24,14 +24,14 @@ def default_report_path(summary_path: str | os.PathLike[str]) -> str:
     return (p[: -len(".parquet")] if p.endswith(".parquet") else p) + ".html"
 
 
-def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95, result: Any = None,
-                  **options: Any) -> str:
+def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95, result: Any = None, *,
+                  allow_unverified: bool = False, **options: Any) -> str:
     """The HTML page of ``summary`` as a string (see :func:`write_report`).
 
     The estimate's and the release's rows come from their :meth:`describe`, the
     same rows the CLI prints and the flows publish.
     """
-    s = read_summary(summary)
+    s = read_summary(summary, allow_unverified=allow_unverified)
     if estimator_for(s.channel) is None:
         body = (f"<p>{html.escape(repr(s.channel.name))} summaries feed the goodness-of-fit test "
                 "(<code>ldp-dask gof</code>); they have no estimate of their own.</p>")
@@ -55,7 +55,8 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
 
 
 def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
-                 level: float = 0.95, overwrite: bool = False, result: Any = None, **options: Any) -> str:
+                 level: float = 0.95, overwrite: bool = False, result: Any = None, *, allow_unverified: bool = False,
+                 **options: Any) -> str:
     """Write an HTML page with the estimate, its uncertainty and the privacy parameters of ``summary``.
 
     Parameters
@@ -71,6 +72,9 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
     result : DensityEstimate, MeanEstimate or FrequencyEstimate, optional
         The summary's estimate when the caller already has it (else computed
         with ``level`` and ``options``).
+    allow_unverified : bool
+        Report on a summary file that the key at hand cannot verify
+        (:func:`ldp_dask.read_summary`); refused otherwise.
     **options :
         Passed to the channel's estimator (e.g. ``threshold="soft"`` for wavelets).
 
@@ -86,7 +90,8 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
     from .release import publish
 
     def produce(outputs: Any) -> None:  # the target is checked (exists? an input?) before the page is rendered
-        outputs.write("report", render_report(summary, level=level, result=result, **options).encode())
+        outputs.write("report", render_report(summary, level=level, result=result, allow_unverified=allow_unverified,
+                                                 **options).encode())
 
     inputs = [] if isinstance(summary, Summary) else [summary]
     return publish({"report": path}, produce, overwrite=overwrite, inputs=inputs)[1]["report"]

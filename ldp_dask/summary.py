@@ -342,7 +342,8 @@ def _key_at_hand(key: Any) -> Any:
     return sec if sec.source != "random" else None
 
 
-def read_summary(path: str | os.PathLike[str] | Summary, key: Any = None) -> Summary:
+def read_summary(path: str | os.PathLike[str] | Summary, key: Any = None, *,
+                 allow_unverified: bool = False) -> Summary:
     """Read and check a summary file written by :meth:`Summary.to_parquet` (or pass one through).
 
     The file's structure is validated (one clear :class:`InputDataError`
@@ -350,8 +351,13 @@ def read_summary(path: str | os.PathLike[str] | Summary, key: Any = None) -> Sum
     the channel's length and a complete index, finite values, consistent
     privacy parameters. Its MAC is then checked under ``key`` or the key the
     environment configures (``LDP_DASK_SECRET``, ``LDP_DASK_SECRET_FILE``): a
-    mismatch is an error; without a key or a MAC the summary is marked
-    ``integrity="not verified: …"``, which estimates and reports show.
+    mismatch is an error. With a key at hand, a file that carries no MAC (it
+    was stripped, or written unsigned) or names another key id (it was
+    edited, or released under another key) is refused too, unless
+    ``allow_unverified=True`` (``--allow-unverified``): it is then read and
+    marked ``integrity="not verified: …"``, which estimates and reports
+    show. With no key at hand nothing can be checked: the summary is read,
+    marked "not verified".
     """
     if isinstance(path, Summary):
         return path
@@ -381,7 +387,7 @@ def read_summary(path: str | os.PathLike[str] | Summary, key: Any = None) -> Sum
             f"this ldp_dask reads version {FORMAT_VERSION}"
         )
     channel, sums, partitions = _checked(url, meta, table)
-    integrity = _integrity(url, meta, table, key)
+    integrity = _integrity(url, meta, table, key, allow_unverified)
     core = {"format_version", "channel", "channel_params", "epsilon", "n", "domain", "mac", PARTITIONS_KEY}
     extra = {k: v for k, v in meta.items() if k not in core}
     return Summary(channel, int(meta["n"]), sums, extra, integrity=integrity, partitions=partitions)
@@ -506,14 +512,22 @@ def sum_partitions(partitions: Any) -> dict[str, np.ndarray]:
             for k in keys}
 
 
-def _integrity(url: str, meta: dict[str, Any], table: pa.Table, key: Any) -> str:
-    if "mac" not in meta:
-        return "not verified: the file carries no MAC"
+def _integrity(url: str, meta: dict[str, Any], table: pa.Table, key: Any, allow_unverified: bool = False) -> str:
     sec = _key_at_hand(key)
-    if sec is None:
+    if "mac" not in meta:
+        why = "the file carries no MAC"
+    elif sec is None:
         return "not verified: no key at hand to check its MAC (set LDP_DASK_SECRET or LDP_DASK_SECRET_FILE)"
-    if sec.key_id != meta.get("key_id"):
-        return f"not verified: released under key id {meta.get('key_id')}, the key at hand is {sec.key_id}"
+    elif sec.key_id != meta.get("key_id"):
+        why = f"released under key id {meta.get('key_id')}, the key at hand is {sec.key_id}"
+    else:
+        why = ""
+    if why:
+        if sec is not None and not allow_unverified:  # a key to check with, and nothing it can check: refused
+            raise InputDataError(f"{url!r} cannot be verified with the key at hand (key id {sec.key_id}): {why}. "
+                                 "It may have been altered; to use it unverified anyway, pass allow_unverified=True "
+                                 "(--allow-unverified)")
+        return f"not verified: {why}"
     if not hmac.compare_digest(str(meta["mac"]), _mac(summary_mac_key(sec), meta, table)):
         raise InputDataError(f"{url!r} was modified after its release: its MAC does not match its content under "
                              f"the release key (key id {sec.key_id})")

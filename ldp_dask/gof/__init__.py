@@ -266,12 +266,12 @@ def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | 
                  rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B,
                  rng: np.random.Generator | int | None = None, summary_out: str | os.PathLike[str] | None = None,
                  out: str | os.PathLike[str] | None = None, plot: str | os.PathLike[str] | None = None,
-                 overwrite: bool = False, options: RunOptions | None = None,
+                 overwrite: bool = False, options: RunOptions | None = None, allow_unverified: bool = False,
                  **run: Any) -> Released[tuple[TestResult, Summary]]:
     """:func:`run` through the release path: the result, the ledger's receipt and the files written."""
     targets = {"json": out, "plot": plot}
     if isinstance(source, Summary) or (isinstance(source, (str, os.PathLike)) and is_summary_file(source)):
-        s = read_summary(source)
+        s = read_summary(source, allow_unverified=allow_unverified)
         if adaptive and not isinstance(s.channel, HaarAdaptive):
             raise LdpDaskError("--adaptive needs a 'haar-adaptive' summary (or raw data to privatize).")
 
@@ -328,7 +328,7 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
         rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
         summary_out: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
         plot: str | os.PathLike[str] | None = None, overwrite: bool = False, options: RunOptions | None = None,
-        **run: Any) -> tuple[TestResult, Summary]:
+        allow_unverified: bool = False, **run: Any) -> tuple[TestResult, Summary]:
     """Test from a summary, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
 
     A summary (object or file) is tested as it is: post-processing, no
@@ -343,7 +343,9 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
     (the summary), ``rows`` (privatized rows, needed by ``statistic="U"``),
     ``out`` (the result as JSON) and ``plot`` (a PNG of the null law).
     ``options`` and ``**run`` are the :class:`~ldp_dask.options.RunOptions`
-    of the privatization (cluster, key, ledger, ...).
+    of the privatization (cluster, key, ledger, ...). ``allow_unverified``
+    tests a summary file that the key at hand cannot verify
+    (:func:`ldp_dask.read_summary`); it is refused otherwise.
 
     Returns
     -------
@@ -354,7 +356,7 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
     return _release_test(source, null, level, column=column, domain=domain, epsilon=epsilon, adaptive=adaptive,
                          split=split, J=J, smoothness=smoothness, statistic=statistic, rows=rows, B=B, rng=rng,
                          summary_out=summary_out, out=out, plot=plot, overwrite=overwrite, options=options,
-                         **run).attach()
+                         allow_unverified=allow_unverified, **run).attach()
 
 
 def _test(s: Summary, null: Any, level: float, statistic: str, rows: Any, B: int, rng: Any) -> TestResult:

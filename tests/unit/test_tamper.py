@@ -176,3 +176,48 @@ def test_bin_and_label_columns_are_public_and_checked(tmp_path, released):
     with pytest.raises(ldp_dask.LdpDaskError, match="bin or label columns disagree"):
         ldp_dask.read_summary(tmp_path / "relabelled.parquet")
     assert "label" not in pq.read_table(out["adaptive"]).column_names  # Haar sums are coefficients, not bins
+
+
+def _strip_mac(path) -> None:
+    table = pq.read_table(path)
+    m = json.loads(table.schema.metadata[METADATA_KEY])
+    del m["mac"]
+    pq.write_table(table.replace_schema_metadata({METADATA_KEY: json.dumps(m).encode()}), path)
+
+
+@pytest.mark.parametrize("how", ["stripped", "another key id"])
+def test_with_the_key_at_hand_an_unverifiable_summary_is_refused_unless_allowed(released, capsys, monkeypatch, how):
+    """A summary whose MAC was stripped, or whose key id was edited, cannot be checked by the key at hand: every
+    reader refuses it in one line naming the way out; --allow-unverified reads it, marked "not verified". Without a
+    key at hand nothing can be checked, and it is read, marked."""
+    tmp_path, out = released
+    if how == "stripped":
+        _strip_mac(out["hist"]), _strip_mac(out["adaptive"])
+        why = "the file carries no MAC"
+    else:
+        _tamper(out["hist"], {"key_id": "0123456789abcdef"}), _tamper(out["adaptive"], {"key_id": "0123456789abcdef"})
+        why = "released under key id 0123456789abcdef"
+    merged = tmp_path / "merged.parquet"
+    commands = [["estimate", str(out["hist"])], ["report", str(out["hist"]), "--out", str(tmp_path / "r.html")],
+                ["gof", str(out["adaptive"]), "--null", "beta(2,5)", "--B", "99"],
+                ["merge", str(out["hist"]), "--window", "30d", "--out", str(merged)]]
+    monkeypatch.setenv("LDP_DASK_SECRET_FILE", str(tmp_path / "key"))
+    for argv in commands:
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and why in err[0] and "--allow-unverified" in err[0], (argv, err)
+    assert not (tmp_path / "r.html").exists() and not merged.exists()
+    with pytest.raises(ldp_dask.InputDataError, match="cannot be verified with the key at hand"):
+        ldp_dask.estimate(str(out["hist"]))
+    # the explicit choice: read, and marked wherever the estimate goes
+    assert main(["estimate", str(out["hist"]), "--allow-unverified", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["summary_integrity"].startswith(f"not verified: {why}")
+    assert main(["report", str(out["hist"]), "--out", str(tmp_path / "r.html"), "--allow-unverified"]) == 0
+    assert "not verified" in (tmp_path / "r.html").read_text()
+    assert main(["gof", str(out["adaptive"]), "--null", "beta(2,5)", "--B", "99", "--allow-unverified"]) == 0
+    s = ldp_dask.read_summary(out["hist"], allow_unverified=True)
+    assert s.integrity.startswith(f"not verified: {why}") and not s.verified
+    # no key at hand: nothing to check with, so it is read and marked
+    monkeypatch.delenv("LDP_DASK_SECRET_FILE")
+    assert not ldp_dask.read_summary(out["hist"]).verified

@@ -96,10 +96,26 @@ def spent_per_person(charges: Sequence[tuple[str, float]], root: str, unit: str 
 
 
 def person_groups(charges: Sequence[tuple[str, float]], root: str) -> dict[str, float]:
-    """ε per row at each charged location inside ``root`` (the person groups of a per-row dataset)."""
+    """ε per row at each charged location inside ``root`` (the person groups of a per-row dataset): for each,
+    :func:`spent_per_person` on it, in one pass over the charges and their ancestors (O(charges · depth), not
+    one pass per location: 30,000 partition charges took minutes).
+
+    A row under location c has paid the charges above it; the most any row of c has paid is the largest sum
+    over the ancestors of a charged location p at or under c, and every charge above such a p overlaps c."""
     top = root.rstrip("/")
-    points = sorted({r.rstrip("/") for r, _ in charges if r.rstrip("/").startswith(top + "/")})
-    return {c: spent_per_person(charges, c) for c in points}
+    by_root: dict[str, float] = {}
+    for r, e in charges:
+        r = r.rstrip("/")
+        by_root[r] = by_root.get(r, 0.0) + e
+    points = {r for r in by_root if r.startswith(top + "/")}
+    best: dict[str, float] = {}
+    for p in points:
+        chain = list(_ancestors(p))
+        paid = sum(by_root.get(a, 0.0) for a in chain)
+        for a in chain:
+            if a in points and paid > best.get(a, -1.0):
+                best[a] = paid
+    return {c: best[c] for c in sorted(points)}
 
 
 def spent_view(rows: list[dict[str, Any]], key: str, root: str, unit: str) -> dict[str, float]:

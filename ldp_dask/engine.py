@@ -54,7 +54,8 @@ from .noise import hidden_from_children
 from .options import DEFAULT_CONNECT_TIMEOUT, RunOptions
 
 __all__ = ["Task", "TaskError", "tasks_of", "task_rows", "run", "shuffle", "tree", "connect", "share",
-           "TaskPlan", "GroupPlan", "SHUFFLE_FAN", "BATCH_ROWS", "batches", "runs", "WORKER_MALLOC", "SHUFFLE_DIRECT_ROWS", "LargeShuffle"]
+           "TaskPlan", "GroupPlan", "SHUFFLE_FAN", "BATCH_ROWS", "batches", "runs", "WORKER_MALLOC",
+           "SHUFFLE_DIRECT_ROWS", "LargeShuffle"]
 
 #: At most this many map tasks and this many groups in a direct :func:`shuffle` (at most SHUFFLE_FAN² small
 #: transfer tasks): its cost stays bounded by the cluster's per-task overhead, whatever the number of partitions.

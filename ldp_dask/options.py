@@ -235,6 +235,12 @@ class RunOptions:
         return self.ledger is not False
 
     @property
+    def ledger_note(self) -> str:
+        """What a release's summary and details say of its record: ``"recorded"`` or ``"not recorded
+        (ledger=False)"``."""
+        return "recorded" if self.recorded else "not recorded (ledger=False)"
+
+    @property
     def privacy_unit(self) -> str | None:
         """The column naming a person, or None when ε is per row."""
         return self.unit.column

@@ -367,7 +367,7 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
 
 def _metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, rows_path: Any) -> dict[str, Any]:
     return {
-        "ledger": "recorded" if options.recorded else "not recorded (ledger=False)",
+        "ledger": options.ledger_note,
         "column": dataset.column,
         "source": dataset.description,
         "fingerprint": dataset.fingerprint,

@@ -192,7 +192,7 @@ def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon:
         "data_path": data.kind, "reduction_seconds": t1 - t0, "mechanism_seconds": t2 - t1,
         "key_id": sec.key_id, "key_source": sec.source, "neighbours": "one record replaced, n public",
         "privacy_unit": dataset.unit or "row",
-        "ledger": "recorded" if opts.recorded else "not recorded (ledger=False)",
+        "ledger": opts.ledger_note,
     }
     if dataset.unit is not None:
         details.update(max_contributions=k, epsilon_per_record=epsilon / k,

@@ -2,8 +2,9 @@
 
 The ledger (``--ledger``, ``ledger=``, ``LDP_DASK_LEDGER``; every face —
 Python, the command line, the flows — defaults to ``~/.ldp_dask/ledger.sqlite``
-and skips it only when told, ``ledger=False`` or ``--no-ledger``) is a SQLite file, or a PostgreSQL database for a
-deployment (``postgresql://…``). Its rules (docs/privacy.md, "The budget ledger"):
+and skips it only when told, ``ledger=False`` or ``--no-ledger``) is a SQLite
+file, or a PostgreSQL database for a deployment (``postgresql://…``). Its
+rules (docs/privacy.md, "The budget ledger"):
 
 * **Charged against the population, not the files.** A release is charged
   against a dataset *identity*: a root location (a directory, a bucket

@@ -192,10 +192,12 @@ def test_with_the_key_at_hand_an_unverifiable_summary_is_refused_unless_allowed(
     key at hand nothing can be checked, and it is read, marked."""
     tmp_path, out = released
     if how == "stripped":
-        _strip_mac(out["hist"]), _strip_mac(out["adaptive"])
+        _strip_mac(out["hist"])
+        _strip_mac(out["adaptive"])
         why = "the file carries no MAC"
     else:
-        _tamper(out["hist"], {"key_id": "0123456789abcdef"}), _tamper(out["adaptive"], {"key_id": "0123456789abcdef"})
+        _tamper(out["hist"], {"key_id": "0123456789abcdef"})
+        _tamper(out["adaptive"], {"key_id": "0123456789abcdef"})
         why = "released under key id 0123456789abcdef"
     merged = tmp_path / "merged.parquet"
     commands = [["estimate", str(out["hist"])], ["report", str(out["hist"]), "--out", str(tmp_path / "r.html")],

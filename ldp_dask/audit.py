@@ -153,24 +153,35 @@ def _lower_bound(tx: np.ndarray, txp: np.ndarray, samples: int, alpha: float) ->
 
 def audit_person(channel: Channel, max_contributions: int, rows: int, x: Any = None, x_prime: Any = None,
                  samples: int = 200_000, rng: np.random.Generator | None = None, alpha: float = 0.05,
-                 bound_contributions: bool = True, block: int = 20_000) -> AuditResult:
+                 bound_contributions: bool = True, block: int = 20_000, rows_prime: int | None = None,
+                 pad: bool = True) -> AuditResult:
     """Audit a release with a privacy unit, treating the whole person as the unit.
 
-    A person holds ``rows`` rows, all equal to ``x`` (or all to ``x'``). The
-    release path's own steps are applied to them: contribution bounding
-    (:func:`ldp_dask.units.keep_contributions`, keyed by a random key) keeps at
-    most ``max_contributions`` rows, and :func:`ldp_dask.units.per_row_channel`
-    privatizes each kept row at ε/k. The statistic is the sum of the kept rows'
-    log-likelihood ratios, so the bound is on the ε realised about the person,
-    to compare with ``channel.epsilon`` (ε per person). With
-    ``bound_contributions=False`` every row is kept (a negative control: the
-    realised ε is then ``rows/k`` times the claim).
+    A person holds ``rows`` rows, all equal to ``x``, or — the neighbouring
+    dataset — ``rows_prime`` rows (default ``rows``), all equal to ``x'``. The
+    release path's own steps are applied to them: contribution bounding and
+    padding (:func:`ldp_dask.units.kept_index` keyed by a random key, then
+    :func:`ldp_dask.units.pad_index`) make exactly ``max_contributions`` = k
+    reports, and :func:`ldp_dask.units.per_row_channel` privatizes each at ε/k.
+    What an observer sees of the person is the number of its reports and
+    their values; the statistic is the sum of the reports' log-likelihood
+    ratios, minus a large step for a person whose report count differs from
+    the first dataset's (a count that depends on the person's rows is an
+    event of probability 1 under one dataset and 0 under the other). The
+    bound is on the ε realised about the person, to compare with
+    ``channel.epsilon`` (ε per person).
+
+    Negative controls: ``bound_contributions=False`` keeps every row
+    (realised ε ``rows/k`` times the claim); ``pad=False`` bounds without
+    padding, so a person with fewer than k rows makes fewer reports (the
+    count ``min(k, rows)`` differs between the datasets: unbounded ε).
     """
-    from .units import keep_contributions, per_row_channel, ranks, unit_keys
+    from .units import kept_index, pad_index, per_row_channel, plan_cells, unit_keys
 
     samples = check_int(samples, "samples", 1000, 10**9)
     k = check_int(max_contributions, "max_contributions", 1, 10**6)
     m = check_int(rows, "rows", 1, 10**6)
+    mp = m if rows_prime is None else check_int(rows_prime, "rows_prime", 1, 10**6)
     alpha = check_probability(alpha, "alpha")
     gen = rng if rng is not None else np.random.default_rng()
     row = per_row_channel(channel, k)
@@ -178,20 +189,50 @@ def audit_person(channel: Channel, max_contributions: int, rows: int, x: Any = N
         x, x_prime = worst_pair(row)
     keys = unit_keys(gen.bytes(32), b"audit")
 
-    def stats(v: Any) -> np.ndarray:
+    def reports(persons: int, s: int, rows_each: int) -> np.ndarray:
+        """The persons (one entry per report) of ``persons`` persons of ``rows_each`` rows each."""
+        person = np.repeat(np.arange(s, s + persons, dtype=np.uint64), rows_each)
+        if not bound_contributions:
+            return person
+        rank = ranks_of(person)
+        cells = plan_cells(keys.bucket, 1, len(person))
+        parts = [{"person": person, "rank": rank, "value": np.zeros(len(person))}]
+        _, keep, starts = kept_index(parts, k, cells, 0, cells.count)
+        if pad:
+            index, _ = pad_index(person[keep], starts, k)
+            keep = keep if index is None else keep[index]
+        return person[keep]
+
+    def ranks_of(person: np.ndarray) -> np.ndarray:
+        from .units import ranks
+
+        return ranks(person, np.arange(len(person)), keys)
+
+    count_x = None
+
+    def stats(v: Any, rows_each: int) -> np.ndarray:
+        nonlocal count_x
         out = []
         for s in range(0, samples, block):
             persons = min(block, samples - s)
-            person = np.repeat(np.arange(s, s + persons, dtype=np.uint64), m)
-            kept = (keep_contributions(person, ranks(person, np.arange(len(person)), keys), k)
-                    if bound_contributions else np.arange(len(person)))
-            llr = _llr(row, _rows(row, v, len(kept), gen), x, x_prime)
-            out.append(np.bincount((person[kept] - np.uint64(s)).astype(np.int64), weights=llr, minlength=persons))
+            person = reports(persons, s, rows_each) - np.uint64(s)
+            llr = _llr(row, _rows(row, v, len(person), gen), x, x_prime)
+            idx = person.astype(np.int64)
+            total = np.bincount(idx, weights=llr, minlength=persons)
+            count = np.bincount(idx, minlength=persons)
+            if count_x is None:
+                count_x = int(count[0])
+            out.append(total - _COUNT_STEP * (count != count_x))  # the count, as an observer sees it
         return np.concatenate(out)
 
-    eps_lo, best, hits = _lower_bound(stats(x), stats(x_prime), samples, alpha)
-    return AuditResult(f"{channel.name} per person ({m} rows, k={k})", float(channel.epsilon), eps_lo, 1 - alpha,
+    eps_lo, best, hits = _lower_bound(stats(x, m), stats(x_prime, mp), samples, alpha)
+    what = f"{m} rows" if mp == m else f"{m} vs {mp} rows"
+    return AuditResult(f"{channel.name} per person ({what}, k={k})", float(channel.epsilon), eps_lo, 1 - alpha,
                        samples, x, x_prime, best, hits)
+
+
+#: Far above any sum of k log-likelihood ratios of a channel at ε/k (each at most ε/k in size).
+_COUNT_STEP = 1e6
 
 
 def worst_pair(channel: Channel, grid: int = 257) -> tuple[Any, Any]:

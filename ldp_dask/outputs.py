@@ -253,13 +253,16 @@ class Described:
 
 def summary_info(summary: Any) -> dict[str, Any]:
     """What an estimate records about the summary it was made from: column, privacy unit, integrity."""
-    return {"column": summary.metadata.get("column", "value"), "privacy_unit": summary.privacy_unit,
+    unit = summary.privacy_unit
+    return {"column": summary.metadata.get("column", "value"), "privacy_unit": unit,
+            "population": "rows" if unit == "row" else f"each {unit} weighted equally",
             "summary_integrity": summary.integrity}
 
 
 def summary_facts(info: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The rows an estimate's description shows about its summary: privacy unit and integrity."""
-    names = (("privacy_unit", "privacy unit"), ("summary_integrity", "summary integrity"))
+    names = (("privacy_unit", "privacy unit"), ("population", "population estimated"),
+             ("summary_integrity", "summary integrity"))
     return tuple((label, str(info[key])) for key, label in names if key in info)
 
 

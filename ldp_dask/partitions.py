@@ -321,7 +321,8 @@ def merge(summaries: Sequence[Summary]) -> Summary:
                 key_source=first.metadata.get("key_source") if len(key_ids) == 1 else "several",
                 reproducible=all(s.metadata.get("reproducible", False) for s in summaries),
                 insecure_seed=any(s.metadata.get("insecure_seed", False) for s in summaries),
-                partitions=sum(int(s.metadata.get("partitions", 0)) for s in summaries))
+                partitions=None if any(s.metadata.get("partitions") is None for s in summaries)
+                else sum(int(s.metadata["partitions"]) for s in summaries))
     if len(key_ids) > 1 or len({s.metadata.get("partition_context") for s in summaries}) > 1:
         meta.pop("partition_context", None)
     integrity = next((s.integrity for s in summaries if not s.verified), "released here")

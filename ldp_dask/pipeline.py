@@ -26,7 +26,7 @@ from . import engine, exactsum
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel
 from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
-from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
+from .noise import TAG_MODULUS, Secret, keyed_digest, named_base_keys, partition_base_keys
 from .options import RunOptions
 from .policy import warn_cells
 from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
@@ -370,10 +370,13 @@ def _metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, row
         "ledger": options.ledger_note,
         "column": dataset.column,
         "source": dataset.description,
-        "fingerprint": dataset.fingerprint,
+        # the structure's digest covers row counts: keyed, so that nobody without the key can test a guess; with a
+        # privacy unit the row count is not public (one person's rows move it), nor is anything that follows it
+        "fingerprint": keyed_digest(sec, "fingerprint", dataset.fingerprint.encode())[:32] if dataset.unit is None
+        else None,
         "root": dataset.root,
         "mode": mode,
-        "partitions": len(dataset.pieces),
+        "partitions": len(dataset.pieces) if dataset.unit is None else None,
         "key_id": sec.key_id,
         "key_source": sec.source,
         "reproducible": sec.reproducible,

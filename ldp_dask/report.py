@@ -46,7 +46,9 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
 
             body += "\n<h2>Quantiles</h2>\n" + local_quantiles(s, level=level).to_html(heading="")
     title = f"Private release of {s.metadata.get('column', 'a column')}"
-    sub = (f"n = {s.n:,} rows, ε = {s.epsilon_per_unit:g} per {html.escape(s.privacy_unit)}, channel "
+    unit = html.escape(s.privacy_unit)
+    counted = "rows" if unit == "row" else f"reports ({s.metadata.get('max_contributions', 1)} per {unit}; each {unit} weighted equally)"
+    sub = (f"n = {s.n:,} {counted}, ε = {s.epsilon_per_unit:g} per {unit}, channel "
            f"<code>{html.escape(s.channel.name)}</code>")
     return page(title, sub, (("Estimate and uncertainty", body), ("Privacy parameters", s.to_html(heading=""))),
                  "Every number on this page is computed from the summary file alone: post-processing of the "

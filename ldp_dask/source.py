@@ -333,8 +333,11 @@ def _open_memory(source: Any, column: str | None, target: int, value_kind: str =
     )
     dtype = str(values.type) if isinstance(values, pa.Array) else values.dtype.str
     fp = _fingerprint({"kind": "memory", "column": name, "dtype": dtype, "n": n})
+    # in-memory data has no location: its ledger root names the column and type only (not n, which the ledger
+    # would otherwise keep exactly), so that releases of in-memory data of one column add up
+    root = "memory:" + _fingerprint({"kind": "memory", "column": name, "dtype": dtype})
     return Dataset("memory", name, pieces, n, fp, f"in-memory {type(source).__name__}", None, values, value_kind,
-                   root=f"memory:{fp}", target_rows=target)
+                   root=root, target_rows=target)
 
 
 def _memory_values(source: Any, column: str | None, value_kind: str = "numeric",

@@ -151,13 +151,14 @@ class Summary(Described, Receipted):
         return float(self.metadata.get("epsilon_per_unit", epsilon_per_unit(self.channel, k)))
 
     def privacy_line(self) -> str:
-        """E.g. ``privacy unit: row, ε 1 per row`` or ``privacy unit: user, ε 1 per user (≤ 3 rows each at ε 0.333)``."""
+        """E.g. ``privacy unit: row, ε 1 per row`` or ``privacy unit: user, ε 1 per user (3 reports each, ε 0.3333
+        per report; estimates weigh each user equally)``."""
         unit, eps = self.privacy_unit, self.epsilon_per_unit
         if unit == "row":
             return f"privacy unit: row, ε {eps:g} per row"
         k = int(self.metadata.get("max_contributions", 1))
-        return (f"privacy unit: {unit}, ε {eps:g} per {unit} (at most {k} row{'s' if k > 1 else ''} each, "
-                f"ε {self.channel.epsilon_spent():.4g} per row)")
+        return (f"privacy unit: {unit}, ε {eps:g} per {unit} ({k} report{'s' if k > 1 else ''} each, "
+                f"ε {self.channel.epsilon_spent():.4g} per report; estimates weigh each {unit} equally)")
 
     def same_release(self, other: Summary) -> bool:
         """True when both hold the same channel, n and bit-identical statistics."""
@@ -178,7 +179,8 @@ class Summary(Described, Receipted):
         unit = self.privacy_unit
         facts = [("privacy model", "local differential privacy: each row privatized on its own before any sum"),
                  ("privacy unit", unit if unit == "row" else
-                  f"{unit} (at most {m.get('max_contributions', 1)} rows per {unit}, chosen at random)"),
+                  f"{unit} ({m.get('max_contributions', 1)} reports per {unit}, from rows chosen at random)"),
+                 ("population estimated", "rows" if unit == "row" else f"each {unit} weighted equally"),
                  (f"ε per {unit}", f"{self.epsilon_per_unit:g}"),
                  ("channel", ch.name), ("ε per row (requested / spent)", f"{ch.epsilon:g} / {ch.epsilon_spent():g}"),
                  ("rows (n)", f"{self.n:,}")]

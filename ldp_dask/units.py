@@ -1,4 +1,4 @@
-"""Privacy units: at most k rows per person, chosen by keyed randomness, each privatized at ε/k.
+"""Privacy units: exactly k reports per person, from rows chosen by keyed randomness, each privatized at ε/k.
 
 With a unit column u naming the person a row belongs to, a release counts ε per
 *person* (docs/privacy.md, "Privacy unit"):
@@ -17,9 +17,14 @@ With a unit column u naming the person a row belongs to, a release counts ε per
    smallest rank — a uniformly random subset of size min(k, rows),
    independent of the values — in an order that depends on the set of rows
    alone, not on how the map tasks cut them or the order they arrive in;
-4. each kept row is privatized by the channel at ε/k per row. By basic
-   composition of k non-interactive ε/k-LDP reports, everything released about
-   one person is ε-LDP. Dropped rows are never released.
+4. a person with fewer than k rows repeats them, in rank order, to k reports
+   (:func:`pad_index`), so that every person makes exactly k reports and the
+   number of reports, k times the number of persons, says nothing about how
+   many rows anyone owns;
+5. each report is privatized by the channel at ε/k. By basic composition of
+   k non-interactive ε/k-LDP reports, everything released about one person is
+   ε-LDP, whatever rows (how many, which values) the person owns. Dropped rows
+   are never released.
 
 Two different unit values that hash to the same person id are treated as one
 person: they share k rows, which can only lower what each of them contributes.
@@ -45,7 +50,7 @@ from .privacy import per_row_channel
 
 __all__ = ["UnitKeys", "unit_keys", "Cells", "plan_cells", "person_ids", "cells_of", "ranks",
            "keep_contributions", "per_row_channel", "tag_rows", "kept_index", "bucket_values", "concat_rows", "COLUMNS",
-           "KERNEL_MAX_K", "CELL_ROWS", "scratch"]
+           "KERNEL_MAX_K", "CELL_ROWS", "scratch", "pad_index"]
 
 #: The arrays of a tagged part: person id, rank, value (in cell order; the cell is a function of the person).
 COLUMNS = ("person", "rank", "value")
@@ -231,14 +236,14 @@ def scratch(name: str, rows: int, dtype: Any = np.uint64, width: int = 0) -> np.
 
 def _in_cell_order(index: np.ndarray, person: np.ndarray, cells: Cells, first: int = 0, stop: int | None = None,
                    rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``index`` sorted by the cell of ``person[index]`` (stably; or with ``rank``, by (cell, rank, person)), and
+    """``index`` sorted by the cell of ``person[index]`` (stably; or with ``rank``, by (cell, person, rank)), and
     each cell's start (cells first..stop-1)."""
     stop = cells.count if stop is None else stop
     cell = cells_of(person[index], cells.key, cells.count)
     if rank is None:
         order = np.argsort(cell, kind="stable")
     else:
-        order = np.lexsort((person[index], rank[index], cell))
+        order = np.lexsort((rank[index], person[index], cell))
     return index[order], np.searchsorted(cell[order], np.arange(first, stop + 1))
 
 
@@ -271,7 +276,7 @@ def kept_index(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: 
     buffers (:func:`concat_rows`), valid until the next such call on this thread."""
     rows = concat_rows(parts, reuse)
     person, rank = rows["person"], rows["rank"]
-    if k > KERNEL_MAX_K:
+    if k > KERNEL_MAX_K:  # (cell, person, rank): each person's kept rows together, by rank, as the kernel's order
         keep, starts = _in_cell_order(keep_contributions(person, rank, k), person, cells, first, stop, rank)
         return rows, keep, starts
     bounds = np.cumsum([0] + [len(p["person"]) for p in parts])
@@ -285,16 +290,41 @@ def kept_index(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: 
     return rows, keep, starts
 
 
+def pad_index(person: np.ndarray, starts: np.ndarray, k: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """Each person's kept rows repeated to exactly ``k`` reports: positions into ``person`` and each cell's start.
+
+    ``person`` holds the kept rows' persons, each person's rows together and in rank order (at most k of them),
+    cells starting at ``starts``. A person with r < k rows reports its rows in rank order, cycling: row i
+    (0-based, by rank) fills slots i, i + r, ... of its k. Since the rank order is a uniformly random order of the
+    person's rows, each row fills ⌊k/r⌋ or ⌈k/r⌉ slots and, on average over the key, exactly k/r: every person
+    weighs the same, k reports, and within a person every row the same. The number of reports is then k times
+    the number of persons, whatever rows each owns (docs/privacy.md, "Privacy unit"). Returns ``(None, starts)``
+    when every person already has k rows."""
+    n = len(person)
+    if n == 0 or k == 1:  # k = 1: every person kept exactly one row
+        return None, starts
+    first = np.flatnonzero(np.r_[True, person[1:] != person[:-1]])
+    counts = np.diff(np.r_[first, n])
+    if len(first) * k == n:  # every person has k rows (none has more)
+        return None, starts
+    slot = np.tile(np.arange(k, dtype=np.int64), len(first))
+    index = np.repeat(first, k) + slot % np.repeat(counts, k)
+    return index, k * np.searchsorted(first, starts)
+
+
 def bucket_values(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: int, stop: int,
                   categorical: bool) -> list[Any]:
-    """The values buckets ``first`` to ``stop`` release: at most ``k`` per person, one array per bucket (numpy,
-    or a pyarrow array of categories).
+    """The values buckets ``first`` to ``stop`` release: exactly ``k`` reports per person (:func:`pad_index`),
+    one array per bucket (numpy, or a pyarrow array of categories).
 
     The parts are those of a group from every map task; the kept rows and their order are a function of the
     set of rows alone (:func:`kept_index`), so the release is the same in this process and on any cluster,
     however many map tasks cut the rows and whatever order the parts completed in."""
     per = cells.per_bucket
     rows, keep, starts = kept_index(parts, k, cells, first * per, stop * per, reuse=True)
+    index, starts = pad_index(rows["person"][keep], starts, k)
+    if index is not None:
+        keep = keep[index]
     values = rows["value"][keep]  # a copy: the rows and positions are scratch
     edges = starts[::per]
     out = [values[edges[i]:edges[i + 1]] for i in range(stop - first)]

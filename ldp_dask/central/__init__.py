@@ -196,8 +196,9 @@ def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon:
     }
     if dataset.unit is not None:
         details.update(max_contributions=k, epsilon_per_record=epsilon / k,
-                       neighbours=f"one {dataset.unit}'s rows replaced (at most {k} records kept each, chosen at "
-                                  "random; ε/k per record by group privacy), n public")
+                       neighbours=f"one {dataset.unit}'s rows replaced, how many included ({k} records each, "
+                                  "from rows chosen at random; ε/k per record by group privacy), persons public",
+                       population=f"each {dataset.unit} weighted equally")
     if data.kind == "grid":
         details["grid_cells"] = cells
     if resolved == "inverse-sensitivity":

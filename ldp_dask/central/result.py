@@ -65,6 +65,7 @@ class QuantileRelease(Described, Receipted):
                    ("bounds", f"[{self.bounds[0]:g}, {self.bounds[1]:g}]"),
                    ("neighbours", str(self.details.get("neighbours", "one record replaced, n public"))),
                    ("privacy unit", str(self.details.get("privacy_unit", "row"))),
+                   ("population estimated", str(self.details.get("population", "rows"))),
                    *self._accuracy_fact()),
             table=Table(("q", "released value"), tuple((f"{q:g}", fmt(v)) for q, v in zip(self.q, self.values))))
 

@@ -17,7 +17,7 @@ from ldp_dask import LdpDaskError
 from ldp_dask.audit import audit_person
 from ldp_dask.channels import build_channel
 from ldp_dask.cli import main
-from ldp_dask.units import kept_index, keep_contributions, pad_index, person_ids, plan_cells, ranks, unit_keys
+from ldp_dask.units import keep_contributions, kept_index, pad_index, person_ids, plan_cells, ranks, unit_keys
 
 
 def _people(rng, persons=3_000, n=30_000):

@@ -85,6 +85,15 @@ def plan_column(source: Any, column: str, request: ChannelRequest,
         typed = typed_categories(list(request.options["categories"]), dataset)
         request = ChannelRequest(request.name, request.epsilon, request.domain,
                                  {**request.options, "categories": typed}, request.mode)
+    if dataset.unit is not None:
+        now, later = request.build(dataset.n), request.build(4 * dataset.n)
+        if now.name != later.name or now.params() != later.params():
+            changed = sorted(k for k in set(now.params()) | set(later.params())
+                             if now.params().get(k) != later.params().get(k)) or ["the channel"]
+            raise LdpDaskError(
+                f"with a privacy unit, {', '.join(changed)} cannot be chosen from the number of rows: it is not "
+                "public when ε counts per person (one person's rows move it), and a parameter chosen from it "
+                f"would publish it. Give {', '.join(changed)} explicitly (e.g. --bins 32, or a named --channel)")
     return dataset, request.build(dataset.n), request
 
 

@@ -319,3 +319,15 @@ def test_the_large_shuffle_names_bad_data_in_one_line(cluster, tmp_path, monkeyp
     pq.write_table(pa.table({"x": x, "user": np.arange(1_000)}), tmp_path / "nan.parquet", write_statistics=False)
     with pytest.raises(ldp_dask.InputDataError, match="NaN"):
         ldp_dask.privatize(str(tmp_path / "nan.parquet"), "x", ch, **run)
+
+
+def test_a_parameter_chosen_from_the_row_count_is_refused_with_a_unit(tmp_path, capsys):
+    # bins chosen from n would publish a function of the raw row count, which one person's rows move
+    path = tmp_path / "d.parquet"
+    _people(np.random.default_rng(5), n=2_000).to_parquet(path)
+    base = ["privatize", str(path), "--column", "x", "--channel", "histogram", "--domain", "0", "1", "--epsilon", "1",
+            "--local", "--seed", "1", "--privacy-unit", "user", "--out", str(tmp_path / "s.parquet")]
+    assert main(base) == 2
+    assert "bins cannot be chosen from the number of rows" in capsys.readouterr().err
+    assert not (tmp_path / "s.parquet").exists()
+    assert main([*base, "--bins", "8"]) == 0  # given explicitly: released

@@ -107,6 +107,10 @@ def series(channel: Any, a: argparse.Namespace, client: Any) -> tuple[list, bool
     run = {"client": client or "local", "secret_file": str(key)}
     rows_out = []
     previous = None
+    # the operator's word that the table only gains files: the incremental ledger follows rows file by file
+    from ldp_dask.source import source_root
+
+    Ledger(inc_ledger).declare("table", source_root(str(table)), 1e6, append_only=True)
     warm = work / "warm"  # one release first, so that no night pays the process's first-use costs (imports, kernels)
     write_day(warm, 1, 1000)
     ldp_dask.privatize(str(warm), "delay", channel, out=work / "warm.parquet", incremental=True, ledger=False, **run)

@@ -75,10 +75,13 @@ def _cmd_budget(a: argparse.Namespace) -> int:
             raise LdpDaskError("budget set needs NAME, --source and --limit (e.g. budget set flights "
                                "--source data/flights --limit 4).")
         root = source_root(a.source)
-        led.declare(a.name, root, a.limit, a.privacy_unit)
+        led.declare(a.name, root, a.limit, a.privacy_unit, append_only=a.append_only)
         unit = a.privacy_unit or "row"
+        how = ("; append-only: each row pays for the releases of its own file, while every file charged stays "
+               "where and as it was" if a.append_only else "")
         print(f"budget set: dataset {a.name!r} = {root}, ε ≤ {a.limit:g} per {unit} "
-              f"(spent so far {led.spent(root):g}; every release reading inside or around this root is charged here)")
+              f"(spent so far {led.spent(root):g}; every release reading inside or around this root is charged "
+              f"here{how})")
         return 0
     rows = led.entries() if a.entries else led.summary()
     if a.json:
@@ -103,6 +106,10 @@ def _cmd_budget(a: argparse.Namespace) -> int:
         views = "; ".join(f"{k} {v:g}" for k, v in sorted(r["by_column"].items()))
         scopes = ", ".join(f"{k} {v:g}" for k, v in sorted(r["by_scope"].items()))
         print(f"  {name} {r['root']}: {r['spent']:g} per {r['privacy_unit']}{budget}")
+        if r.get("fallback"):
+            print(f"      declared append-only, counted conservatively since: {r['fallback']}")
+        elif r.get("append_only"):
+            print("      append-only: ε per row followed file by file")
         if views:
             print(f"      by column: {views}; by scope: {scopes}")
         _print_groups(r)

@@ -193,6 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--privacy-unit", default=None, metavar="COLUMN",
                    help="set: the column naming a person; every release of the dataset must use it "
                         "(default: ε per row)")
+    b.add_argument("--append-only", action="store_true",
+                   help="set: files are only ever added to the dataset (never renamed, rewritten, copied or "
+                        "removed), so ε per row follows each file: a row pays for the releases that read it. Every "
+                        "release checks it as far as it can; where a check fails the dataset is counted "
+                        "conservatively from then on (the sum of all its releases), as it is without this flag")
     b.add_argument("--entries", action="store_true", help="list: every release, not only the totals")
     b.add_argument("--json", action="store_true", help="print as JSON")
     b.add_argument("--ledger", default=None,

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from ._validation import InputDataError
 
-__all__ = ["FooterStatistics", "footer_statistics", "stamp"]
+__all__ = ["FooterStatistics", "footer_statistics", "stamp", "footer_bytes", "VERSION_FIELDS"]
 
 
 class FooterStatistics:
@@ -30,7 +30,7 @@ class FooterStatistics:
     the statistics prove the workers would refuse it.
     """
 
-    __slots__ = ("nulls", "low", "high", "stamps")
+    __slots__ = ("nulls", "low", "high", "stamps", "facts")
 
     def __init__(self) -> None:
         self.nulls: str | None = None  # a file with nulls in the column
@@ -39,6 +39,8 @@ class FooterStatistics:
         #: per file, a digest of its footer, size and modification time: whether it may have changed since a
         #: partitioned release (keyed before it is written anywhere, :mod:`ldp_dask.partitions`)
         self.stamps: dict[str, bytes] = {}
+        #: per file, where it really lies and what the ledger checks about it (:mod:`ldp_dask.locations`)
+        self.facts: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return "FooterStatistics(...)"
@@ -73,16 +75,21 @@ class FooterStatistics:
 
 
 #: What the file systems say about a file's version: local modification time, S3's ETag and LastModified, ...
-_VERSION_FIELDS = ("size", "mtime", "ETag", "LastModified", "last_modified", "etag", "generation", "md5Hash")
+VERSION_FIELDS = ("size", "mtime", "ETag", "LastModified", "last_modified", "etag", "generation", "md5Hash")
 
 
-def stamp(meta: pq.FileMetaData, info: dict[str, Any]) -> bytes:
+def footer_bytes(meta: pq.FileMetaData) -> bytes:
+    """A file's serialized footer, as pickling writes it."""
+    return bytes(meta.__reduce__()[1][0])
+
+
+def stamp(meta: pq.FileMetaData, info: dict[str, Any], footer: bytes | None = None) -> bytes:
     """A digest of a file's footer (its thrift bytes: row groups, sizes, statistics) and of its size and version
     as the file system reports them: equal for an untouched file. Exact facts about the data, so it stays in
     driver memory and is keyed before it is stored (:mod:`ldp_dask.partitions`)."""
     h = hashlib.blake2b(digest_size=32)
-    h.update(bytes(meta.__reduce__()[1][0]))  # the serialized footer, as pickling writes it
-    h.update(json.dumps({k: info.get(k) for k in _VERSION_FIELDS}, sort_keys=True, default=str).encode())
+    h.update(footer_bytes(meta) if footer is None else footer)
+    h.update(json.dumps({k: info.get(k) for k in VERSION_FIELDS}, sort_keys=True, default=str).encode())
     return h.digest()
 
 

@@ -62,6 +62,7 @@ class Receipt:
     dataset: str | None = None
     privacy_unit: str = ROW_UNIT
     partitions: tuple[int, int] | None = None
+    note: str = ""
 
     def line(self) -> str:
         """One line for the operator, e.g. ``ledger: ε 1 per row spent; dataset d now 2 of budget 3 (path)``."""
@@ -76,7 +77,8 @@ class Receipt:
                     f"{self.privacy_unit} on their rows" if charged else
                     f"no partition released anew ({read} read reproduced recorded ones): no ε spent")
         limit = f" of budget {self.limit:g}" if self.limit is not None else " (no budget set)"
-        return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger})"
+        found = f". Note: {self.note}" if self.note else ""
+        return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger}){found}"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ import fsspec
 from ._io import StagedOutputs, resolve_root
 from ._validation import LdpDaskError
 from .ledger import ROW_UNIT, SCOPES, Ledger, Part, Reservation, open_ledger
+from .locations import ledger_files, listing
 from .noise import Secret
 from .options import RunOptions
 from .policy import check_epsilon_spent
@@ -105,6 +106,15 @@ def _dataset_inputs(dataset: Dataset) -> tuple[tuple[str, bool], ...]:
     paths = {p.path for p in dataset.pieces if p.path is not None}  # a file has many pieces: resolve it once
     files = {resolve_root(dataset.fs.unstrip_protocol(path)) for path in paths}
     return (*((f, False) for f in sorted(files)), (dataset.root, dataset.root not in files))
+
+
+def _files_read(dataset: Dataset, secret: Secret) -> list[dict[str, Any]]:
+    """The files a release reads, where they really lie, as the ledger records them (:mod:`ldp_dask.locations`)."""
+    stats = dataset.footer_statistics
+    if dataset.kind != "parquet" or stats is None:
+        return []
+    paths = {p.path for p in dataset.pieces if p.path is not None}
+    return ledger_files(secret, {p: f for p, f in stats.facts.items() if p in paths})
 
 
 def _file_inputs(paths: Sequence[str | os.PathLike[str]],
@@ -200,7 +210,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             root=dataset.root, column=dataset.column, scope=charge.scope, channel=charge.mechanism,
             params=dict(charge.params), epsilon=charge.epsilon, key_id=secret.key_id, release_key=release_key,
             source=dataset.description, privacy_unit=unit, outputs=staged.locations(), token=staged.token,
-            reproducible=secret.reproducible, flow_run_id=options.flow_run_id, parts=charge.parts))
+            reproducible=secret.reproducible, flow_run_id=options.flow_run_id, parts=charge.parts,
+            files=_files_read(dataset, secret), listing=listing(secret, options.storage_options)))
         with ledger.holding(held[0]):
             return _compute(staged)
 
@@ -234,4 +245,4 @@ def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secre
     parts = None if charge.parts is None else (r.parts or 0, len(charge.parts))
     # the spend after this release, per person (a release on one file adds nothing to its siblings' rows)
     return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, ledger.spent(r.identity_root), r.limit,
-                   secret.key_id, secret.source, r.identity, unit, parts)
+                   secret.key_id, secret.source, r.identity, unit, parts, r.note)

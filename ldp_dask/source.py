@@ -30,7 +30,8 @@ import pyarrow.parquet as pq
 
 from ._io import resolve_root
 from ._validation import InputDataError, LdpDaskError, check_int
-from .footers import FooterStatistics, footer_statistics, stamp
+from .footers import FooterStatistics, footer_bytes, footer_statistics, stamp
+from .locations import file_facts, list_files
 from .options import DEFAULT_PARTITION_ROWS
 
 __all__ = ["Piece", "Dataset", "Reader", "open_source", "source_root",
@@ -382,25 +383,6 @@ def _memory_values(source: Any, column: str | None, value_kind: str = "numeric",
 
 
 # --- Parquet -----------------------------------------------------------------------
-def _list_files(fs: Any, path: str) -> dict[str, dict[str, Any]]:
-    """The Parquet files of a glob, a directory (recursively, hive partitions included; names starting with
-    ``_`` or ``.`` skipped, as Spark and pyarrow do) or a file, sorted, with what the file system says of each
-    (size, modification time or ETag)."""
-    if any(c in path for c in "*?["):
-        found = fs.glob(path, detail=True)
-    elif fs.isdir(path):
-        found = {p: info for p, info in fs.find(path, detail=True).items()
-                 if not any(part.startswith(("_", ".")) for part in p[len(path):].split("/") if part)}
-    elif fs.exists(path):
-        found = {path: fs.info(path)}
-    else:
-        raise InputDataError(f"no such file or directory: {path!r}")
-    files = sorted(p for p, info in found.items() if info.get("type") != "directory")
-    if not files:
-        raise InputDataError(f"no Parquet files found at {path!r}")
-    return {f: found[f] for f in files}
-
-
 #: Footers are read by this many threads where the file system is remote (a footer costs a round trip there).
 FOOTER_THREADS = 16
 
@@ -415,7 +397,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         fs, path = fsspec.core.url_to_fs(url, **storage_options)
     except (ValueError, ImportError) as exc:
         raise InputDataError(f"cannot open {url!r}: {exc}") from None
-    listed = _list_files(fs, path)
+    listed = list_files(fs, path)
     files = list(listed)
     root = path if fs.isdir(path) else os.path.dirname(path)
     population = _population_root(fs, path)
@@ -461,7 +443,9 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
                 raise InputDataError(f"the privacy unit column {unit!r} in file {f!r} has type "
                                      f"{schema.field(unit).type}; an integer or string id is required")
         footer_statistics(meta, wanted, value_kind == "numeric", stats, f)
-        stats.stamps[f] = stamp(meta, listed[f])
+        raw = footer_bytes(meta)
+        stats.stamps[f] = stamp(meta, listed[f], raw)
+        stats.facts[f] = file_facts(fs, f, listed[f], raw)
         structure.append((_relative(f, root), meta.num_rows))
         group: list[int] = []
         rows = 0

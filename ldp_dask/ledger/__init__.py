@@ -52,7 +52,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +60,7 @@ from typing import Any
 
 from .._validation import LdpDaskError
 from ..privacy import ROW_UNIT
+from .append_only import append_only_breaks
 from .budget import (
     SCOPES,
     BudgetExceeded,
@@ -104,6 +105,8 @@ class Reservation:
     parts: int | None = None
     #: the root of :attr:`identity` (the dataset whose budget is tightest), where the receipt's total is read
     identity_root: str = ""
+    #: what the ledger found and the user should know (an append-only dataset counted conservatively from now on)
+    note: str = ""
 
 
 def _recorded_parts(tx: Tx, exclude: int | None = None) -> dict[str, set[str | None]]:
@@ -114,6 +117,10 @@ def _recorded_parts(tx: Tx, exclude: int | None = None) -> dict[str, set[str | N
             for p in json.loads(r["parts"]):
                 out.setdefault(p["key"], set()).add(p.get("tag"))
     return out
+
+
+#: The id a release has in the rules before it is recorded.
+_PENDING = -1
 
 
 def _alive(pid: int) -> bool:
@@ -176,17 +183,27 @@ class Ledger:
         return f"Ledger({self.location!r})"
 
     # --- datasets -----------------------------------------------------------------------------------------
-    def declare(self, name: str, root: str, limit: float, privacy_unit: str | None = None) -> None:
+    def declare(self, name: str, root: str, limit: float, privacy_unit: str | None = None,
+                append_only: bool = False) -> None:
         """Declare (or update) a dataset: its name, root, ε budget per person and privacy unit.
 
         The unit is fixed by the first declaration or release; changing it
         later is refused, since ε per row and per person cannot be added up.
+        ``append_only`` (ε per row only) is the operator's word that files are
+        only ever added to the dataset, never renamed, rewritten, copied or
+        removed: its rows are then followed by location (a row pays for the
+        releases that read its file), which every release checks as far as it
+        can (:meth:`reserve`); once a check fails the dataset is counted
+        conservatively for good (``fallback`` says why).
         """
         if not (isinstance(name, str) and name.strip() and len(name) <= 200):
             raise LdpDaskError(f"The 'name' parameter must be a non-empty string (≤ 200 characters). Got {name!r}.")
         if not (isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 <= limit < float("inf")):
             raise LdpDaskError(f"The 'limit' parameter must be a finite number >= 0. Got {limit!r} instead.")
         unit = privacy_unit or ROW_UNIT
+        if append_only and unit != ROW_UNIT:
+            raise LdpDaskError("'append_only' is for a dataset charged ε per row: a person may own rows in every "
+                               "file, so a dataset with a privacy unit is charged the sum of its releases anyway")
         with self.store.transaction() as tx:
             self._recover(tx)
             other = tx.one("SELECT name FROM datasets WHERE root=? AND name<>?", (root, name))
@@ -198,39 +215,56 @@ class Ledger:
                         f"releases of {r['root']!r} were made with privacy unit {r['privacy_unit']!r}; a dataset "
                         f"overlapping them cannot be declared with unit {unit!r} (ε per row and per person cannot "
                         "be added up)")
-            if tx.one("SELECT name FROM datasets WHERE name=?", (name,)):
-                tx.run("UPDATE datasets SET root=?, epsilon_limit=?, privacy_unit=? WHERE name=?",
-                       (root, float(limit), unit, name))
+            old = tx.one("SELECT append_only, fallback, root FROM datasets WHERE name=?", (name,))
+            if old:
+                # a fallback stays: the rows were not followed once, and a new declaration does not bring them back
+                keep = old["fallback"] if old["root"] == root else None
+                tx.run("UPDATE datasets SET root=?, epsilon_limit=?, privacy_unit=?, append_only=?, fallback=? "
+                       "WHERE name=?", (root, float(limit), unit, int(bool(append_only)), keep, name))
             else:
-                tx.run("INSERT INTO datasets (name, root, epsilon_limit, privacy_unit, created_at) "
-                       "VALUES (?, ?, ?, ?, ?)", (name, root, float(limit), unit, time.time()))
+                tx.run("INSERT INTO datasets (name, root, epsilon_limit, privacy_unit, created_at, append_only) "
+                       "VALUES (?, ?, ?, ?, ?, ?)", (name, root, float(limit), unit, time.time(),
+                                                     int(bool(append_only))))
 
     def datasets(self) -> list[dict[str, Any]]:
         with self.store.transaction() as tx:
-            return tx.all("SELECT name, root, epsilon_limit, privacy_unit FROM datasets ORDER BY name")
+            return tx.all("SELECT name, root, epsilon_limit, privacy_unit, append_only, fallback FROM datasets "
+                          "ORDER BY name")
 
     @staticmethod
     def _active(tx: Tx) -> list[dict[str, Any]]:
-        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts FROM releases WHERE status IN {ACTIVE}")
+        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts, files, key_id FROM releases "
+                      f"WHERE status IN {ACTIVE}")
 
     @staticmethod
-    def _spent_on(active: list[dict[str, Any]], root: str, extra: Sequence[tuple[str, float]] = ()) -> float:
-        """ε per person on ``root`` from the active releases (and ``extra`` charges not recorded yet)."""
-        unit = next((r["privacy_unit"] for r in active if overlaps(r["root"], root)), ROW_UNIT)
-        return spent_per_person([*charges_of(active), *extra], root, unit)
+    def _follows(declared: Sequence[dict[str, Any]], root: str) -> bool:
+        """Whether ε per row on ``root`` follows locations: ``root`` lies in a dataset declared append-only
+        whose checks still hold (:func:`spent_per_person`)."""
+        return any(d["append_only"] and not d["fallback"] and d["privacy_unit"] == ROW_UNIT and
+                   (root.rstrip("/") + "/").startswith(d["root"].rstrip("/") + "/") for d in declared)
+
+    @classmethod
+    def _spent_on(cls, active: list[dict[str, Any]], root: str, declared: Sequence[dict[str, Any]] = (),
+                  new: dict[str, Any] | None = None) -> float:
+        """ε per person on ``root`` from the active releases (and ``new``, a release not recorded yet)."""
+        rows = [*active, new] if new is not None else active
+        unit = next((r["privacy_unit"] for r in rows if overlaps(r["root"], root)), ROW_UNIT)
+        return spent_per_person(charges_of(rows), root, unit, cls._follows(declared, root))
 
     def spent(self, root: str) -> float:
         """ε per person spent on ``root``: the most any one person in it has spent (:func:`spent_per_person`)."""
         with self.store.transaction() as tx:
             self._recover(tx)
-            return self._spent_on(self._active(tx), root)
+            return self._spent_on(self._active(tx), root, tx.all("SELECT * FROM datasets"))
 
     # --- releases -----------------------------------------------------------------------------------------
     def reserve(self, *, root: str, column: str, scope: str, channel: str, params: Mapping[str, Any],
                 epsilon: float, key_id: str, release_key: str, source: str | None = None,
                 privacy_unit: str = ROW_UNIT, outputs: Sequence[str] = (), reproducible: bool = True,
                 flow_run_id: str | None = None, epsilon_requested: float | None = None,
-                token: str | None = None, parts: Sequence[Part] | None = None) -> Reservation:
+                token: str | None = None, parts: Sequence[Part] | None = None,
+                files: Sequence[Mapping[str, Any]] = (),
+                listing: Callable[[str], Mapping[str, Mapping[str, Any]]] | None = None) -> Reservation:
         """Reserve ``epsilon`` against every budget the release overlaps, or refuse (atomic, before any work).
 
         A release that could be a free re-run (an identical recorded release
@@ -244,9 +278,42 @@ class Ledger:
         part that reproduces a recorded part (same part key, and at
         :meth:`settle` the same content tag) costs nothing. ``epsilon`` is then
         the most a part may cost.
+
+        ``files`` are the files the release reads, where they really lie: each
+        a mapping with ``loc`` (the resolved location), ``id`` (device and
+        inode, where the file system has them), ``state`` and ``footer``
+        (digests keyed under ``key_id``: the file's size and version, and its
+        Parquet footer). The release is charged on every location its rows
+        really lie at (:func:`~ldp_dask.ledger.budget.charges_of`), so a budget
+        applies whatever link or spelling the release reached the rows by.
+        ``listing(root)`` gives the files now under a root, ``{loc: {"state":
+        …, "id": …}}`` keyed the same way: for a dataset declared append-only
+        the ledger checks that every file charged before is still there,
+        unchanged, and that no file read now is a copy or link of one charged
+        before; where a check fails the dataset falls back, for good, to the
+        conservative rule, and the reservation's ``note`` says why.
         """
         check_scope(scope)
         token = token or uuid.uuid4().hex
+        files_json = json.dumps([dict(f) for f in files]) if files else None
+        found: list[tuple[str, str]] = []  # append-only datasets whose promise broke: recorded even if refused
+        try:
+            return self._reserve(root, column, scope, channel, params, epsilon, key_id, release_key, source,
+                                 privacy_unit, outputs, reproducible, flow_run_id, epsilon_requested, token, parts,
+                                 files, files_json, listing, found)
+        finally:
+            if found:
+                with self.store.transaction() as tx:
+                    for name, why in found:
+                        tx.run("UPDATE datasets SET fallback=? WHERE name=? AND fallback IS NULL", (why, name))
+
+    def _reserve(self, root: str, column: str, scope: str, channel: str, params: Mapping[str, Any],
+                 epsilon: float, key_id: str, release_key: str, source: str | None, privacy_unit: str,
+                 outputs: Sequence[str], reproducible: bool, flow_run_id: str | None,
+                 epsilon_requested: float | None, token: str, parts: Sequence[Part] | None,
+                 files: Sequence[Mapping[str, Any]], files_json: str | None,
+                 listing: Callable[[str], Mapping[str, Mapping[str, Any]]] | None,
+                 found: list[tuple[str, str]]) -> Reservation:
         with self.store.transaction() as tx:
             self._recover(tx)
             active = self._active(tx)
@@ -256,52 +323,79 @@ class Ledger:
                         f"earlier releases of {r['root']!r} used privacy unit {r['privacy_unit']!r}; this release "
                         f"uses {privacy_unit!r}. ε per row and per person cannot be added up: release with the "
                         "same unit")
-            declared = [d for d in tx.all("SELECT * FROM datasets") if overlaps(d["root"], root)]
+            recorded = _recorded_parts(tx) if parts is not None else {}
+            if parts is None:
+                maybe_free = bool(reproducible and tx.one(
+                    "SELECT id FROM releases WHERE release_key=? AND status='committed'", (release_key,)))
+                charges = [(root, float(epsilon))]
+            else:  # a part that may reproduce a recorded one is held at 0 until its content tag is known
+                charges = [(p.root, 0.0 if reproducible and p.key in recorded else float(p.epsilon)) for p in parts]
+                maybe_free = False
+
+            def pending(held_charges: list[tuple[str, float]]) -> dict[str, Any]:
+                stored = None if parts is None else json.dumps(
+                    [{"root": p.root, "key": p.key, "epsilon": e} for p, (_, e) in zip(parts, held_charges)])
+                return {"id": _PENDING, "root": root, "privacy_unit": privacy_unit, "files": files_json,
+                        "epsilon": max((e for _, e in held_charges), default=0.0), "parts": stored}
+
+            new = pending(charges)
+            # every location the release's rows really lie at (links resolved): each dataset overlapping one
+            where = {loc for loc, _, rid in charges_of([*active, new]) if rid == _PENDING} | {root}
+            everything = tx.all("SELECT * FROM datasets")
+            declared = [d for d in everything if any(overlaps(d["root"], w) for w in where)]
             for d in declared:
                 if d["privacy_unit"] != privacy_unit:
                     raise LdpDaskError(f"the dataset {d['name']!r} ({d['root']}) is declared with privacy unit "
                                        f"{d['privacy_unit']!r}; this release uses {privacy_unit!r}")
-            recorded = _recorded_parts(tx) if parts is not None else {}
-            if parts is None:
-                charges = [(root, float(epsilon))]
-                maybe_free = bool(reproducible and tx.one(
-                    "SELECT id FROM releases WHERE release_key=? AND status='committed'", (release_key,)))
-            else:  # a part that may reproduce a recorded one is held at 0 until its content tag is known
-                charges = [(p.root, 0.0 if reproducible and p.key in recorded else float(p.epsilon)) for p in parts]
-                maybe_free = False
+            notes = []
+            for d in declared:
+                if d["append_only"] and not d["fallback"]:
+                    broken = append_only_breaks(active, d["root"], files, key_id, listing)
+                    if broken:
+                        d["fallback"] = broken
+                        found.append((d["name"], broken))
+                        notes.append(f"the dataset {d['name']!r} was declared append-only, but {broken}: its rows "
+                                     "cannot be followed by location any more, so from now on every release of it "
+                                     "counts for every row (the sum of their ε)")
             checks = [(d["name"], d["root"], float(d["epsilon_limit"])) for d in declared]
-            tight = min(checks, key=lambda c: c[2] - self._spent_on(active, c[1]), default=None)
+
+            def spent(croot: str, pending_release: dict[str, Any] | None = None) -> float:
+                return self._spent_on(active, croot, everything, pending_release)
+
+            tight = min(checks, key=lambda c: c[2] - spent(c[1]), default=None)
             identity = tight[0] if tight else root
-            spent = self._spent_on(active, tight[1] if tight else root)
+            before = spent(tight[1] if tight else root)
             limit = tight[2] if tight else None
-            over = [c for c in checks if self._spent_on(active, c[1], charges) > c[2] * (1 + 1e-12)]
+            over = [c for c in checks if spent(c[1], new) > c[2] * (1 + 1e-12)]
             tentative = parts is not None and any(e == 0.0 for _, e in charges)
             if over:
                 if not maybe_free:
                     name, croot, clim = over[0]
-                    s = self._spent_on(active, croot)
+                    s = spent(croot)
                     raise BudgetExceeded(
                         f"this release needs ε = {epsilon:g} per {privacy_unit}, but the dataset {name!r} has spent "
-                        f"{s:g} of its budget {clim:g} (remaining {max(0.0, clim - s):g}); nothing was run")
+                        f"{s:g} of its budget {clim:g} (remaining {max(0.0, clim - s):g}); nothing was run"
+                        + "".join(f". Note: {n}" for n in notes))
                 tentative = True  # may be a free re-run: decided by the content digest
                 charges = [(root, 0.0)]
-            held = max((e for _, e in charges), default=0.0)
+                new = pending(charges)
+            held = new["epsilon"]
             stored = None if parts is None else json.dumps(
                 [{"root": p.root, "key": p.key, "epsilon": e, "requested": float(p.epsilon)}
                  for p, (_, e) in zip(parts, charges)])
             cur = tx.run(
                 "INSERT INTO releases (created_at, root, source, column_name, scope, channel, params, privacy_unit, "
                 "epsilon, epsilon_requested, key_id, release_key, content_tag, outputs, token, flow_run_id, parts, "
-                "status, note, host, pid, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, "
-                "'reserved', NULL, ?, ?, ?) RETURNING id",
+                "files, status, note, host, pid, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, "
+                "?, ?, ?, 'reserved', ?, ?, ?, ?) RETURNING id",
                 (time.time(), root, source, column, scope, channel, json.dumps(dict(params), sort_keys=True,
                                                                                default=str),
                  privacy_unit, held, float(epsilon_requested if epsilon_requested is not None else epsilon), key_id,
-                 release_key, json.dumps(list(outputs)), token, flow_run_id, stored, socket.gethostname(),
-                 os.getpid(), time.time() + self.lease_seconds))
+                 release_key, json.dumps(list(outputs)), token, flow_run_id, stored, files_json,
+                 "; ".join(notes) or None, socket.gethostname(), os.getpid(), time.time() + self.lease_seconds))
             rid = int(cur.fetchone()[0])
-        return Reservation(rid, float(epsilon), False, token, release_key, identity, spent, limit, tentative,
-                           float(epsilon), identity_root=tight[1] if tight else root)
+        return Reservation(rid, float(epsilon), False, token, release_key, identity, before, limit, tentative,
+                           float(epsilon), identity_root=tight[1] if tight else root, note="; ".join(notes))
 
     def settle(self, reservation: Reservation, content_tag: str | None, reproducible: bool = True,
                part_tags: Mapping[str, str] | None = None) -> Reservation:
@@ -354,11 +448,21 @@ class Ledger:
 
     def _check_fits(self, tx: Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]]) -> None:
         """A tentative release turned out to be charged: it must still fit every budget it overlaps."""
+        mine = tx.one("SELECT id, root, privacy_unit, files, parts, epsilon FROM releases WHERE id=?",
+                      (reservation.id,))
+        assert mine is not None
+        if mine["parts"] is not None:
+            mine["parts"] = json.dumps([{"root": loc, "epsilon": e} for loc, e in charges])
+        else:
+            mine["epsilon"] = max((e for _, e in charges), default=0.0)
+        mine["id"] = _PENDING
         active = [r for r in self._active(tx) if r["id"] != reservation.id]
-        for d in tx.all("SELECT * FROM datasets"):
-            if overlaps(d["root"], root):
-                s = self._spent_on(active, d["root"])
-                if self._spent_on(active, d["root"], charges) > float(d["epsilon_limit"]) * (1 + 1e-12):
+        where = {loc for loc, _, rid in charges_of([*active, mine]) if rid == _PENDING} | {root}
+        everything = tx.all("SELECT * FROM datasets")
+        for d in everything:
+            if any(overlaps(d["root"], w) for w in where):
+                s = self._spent_on(active, d["root"], everything)
+                if self._spent_on(active, d["root"], everything, mine) > float(d["epsilon_limit"]) * (1 + 1e-12):
                     tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
                     raise BudgetExceeded(
                         f"the data changed since the recorded release, so this is a new release needing "
@@ -433,26 +537,37 @@ class Ledger:
 
     def summary(self) -> list[dict[str, Any]]:
         """Per dataset (declared, or the root of undeclared releases): ε per person spent (the most any one
-        person has spent, :func:`spent_per_person`), budget, the per-column and per-scope views, and for a
-        per-row dataset its person ``groups``: ε per row at each charged location inside it (a partition)."""
+        person has spent, :func:`spent_per_person`), budget, the per-column and per-scope views, whether its rows
+        are followed by location (``append_only``, and ``fallback``: why no longer), and for a dataset whose
+        rows are followed its person ``groups``: ε per row at each charged location inside it (a partition)."""
         with self.store.transaction() as tx:
             self._recover(tx)
-            declared = tx.all("SELECT name, root, epsilon_limit, privacy_unit FROM datasets ORDER BY name")
-            rows = tx.all(f"SELECT root, column_name, scope, privacy_unit, epsilon, parts FROM releases "
-                          f"WHERE status IN {ACTIVE}")
+            declared = tx.all("SELECT * FROM datasets ORDER BY name")
+            rows = tx.all(f"SELECT id, root, column_name, scope, privacy_unit, epsilon, parts, files, key_id "
+                          f"FROM releases WHERE status IN {ACTIVE}")
         items = [{"dataset": d["name"], "root": d["root"], "budget": float(d["epsilon_limit"]),
-                  "privacy_unit": d["privacy_unit"]} for d in declared]
+                  "privacy_unit": d["privacy_unit"], "append_only": bool(d["append_only"]),
+                  "fallback": d["fallback"]} for d in declared]
+        charges = charges_of(rows)
+        touches: dict[Any, set[str]] = {}
+        for loc, _, rid in charges:
+            touches.setdefault(rid, set()).add(loc)
         for r in rows:
-            if not any(overlaps(r["root"], d["root"]) for d in declared) and \
-                    not any(i["root"] == r["root"] for i in items):
-                items.append({"dataset": None, "root": r["root"], "budget": None, "privacy_unit": r["privacy_unit"]})
+            if not any(overlaps(loc, d["root"]) for d in declared for loc in touches.get(r["id"], {r["root"]})) \
+                    and not any(i["root"] == r["root"] for i in items):
+                items.append({"dataset": None, "root": r["root"], "budget": None, "privacy_unit": r["privacy_unit"],
+                              "append_only": False, "fallback": None})
         for item in items:
-            mine = [r for r in rows if overlaps(r["root"], item["root"])]
+            mine = [r for r in rows if any(overlaps(loc, item["root"]) for loc in touches.get(r["id"], {r["root"]}))]
             unit = item["privacy_unit"] or ROW_UNIT
-            item["spent"] = spent_per_person(charges_of(mine), item["root"], unit)
-            item["by_column"] = spent_view(mine, "column_name", item["root"], unit)
-            item["by_scope"] = spent_view(mine, "scope", item["root"], unit)
-            item["groups"] = person_groups(charges_of(mine), item["root"]) if unit == ROW_UNIT else {}
+            follow = self._follows(declared, item["root"])
+            item["follows_locations"] = follow
+            ids = {r["id"] for r in mine}
+            own = [c for c in charges if c[2] in ids]
+            item["spent"] = spent_per_person(own, item["root"], unit, follow)
+            item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow)
+            item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow)
+            item["groups"] = person_groups(own, item["root"]) if follow else {}
         return items
 
 

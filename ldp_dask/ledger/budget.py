@@ -53,14 +53,42 @@ class Part:
     epsilon: float
 
 
-def charges_of(active: list[dict[str, Any]]) -> list[tuple[str, float]]:
-    """Every charge of the active releases as ``(root, ε)``: a partitioned release's parts, else its root."""
-    out: list[tuple[str, float]] = []
+#: A charge: ``(location, ε)``, or ``(location, ε, release)`` — the charges of one release are paid once by a row
+#: or person (the largest of them that covers it), those of different releases add up.
+Charge = tuple[Any, ...]
+
+
+def charges_of(active: list[dict[str, Any]]) -> list[tuple[str, float, Any]]:
+    """Every charge of the active releases as ``(location, ε, release id)``.
+
+    A partitioned release is charged on each of its parts, else on its root. A release is also charged on the
+    real location of every file it read that lies outside its root (a symbolic link into another directory), and
+    on every other location where a file it read is known to the ledger under the same device and inode (a hard
+    link): wherever the rows it released really lie.
+    """
+    aliases: dict[str, set[str]] = {}
     for r in active:
+        for f in json.loads(r.get("files") or "[]"):
+            if f.get("id"):
+                aliases.setdefault(f["id"], set()).add(f["loc"])
+    out: list[tuple[str, float, Any]] = []
+    for r in active:
+        rid, eps, root = r["id"], float(r["epsilon"]), r["root"].rstrip("/")
         if r.get("parts"):
-            out += [(p["root"], float(p["epsilon"])) for p in json.loads(r["parts"])]
+            parts = json.loads(r["parts"])
+            mine = [(p["root"], float(p["epsilon"])) for p in parts]
         else:
-            out.append((r["root"], float(r["epsilon"])))
+            mine = [(root, eps)]
+        by_loc = {loc.rstrip("/"): e for loc, e in mine}
+        for f in json.loads(r.get("files") or "[]"):
+            loc = f["loc"].rstrip("/")
+            e = by_loc.get(loc, eps if not r.get("parts") else 0.0)
+            if not r.get("parts") and not overlaps(loc, root):
+                mine.append((loc, e))
+            for other in aliases.get(f.get("id") or "", ()):
+                if other.rstrip("/") != loc:
+                    mine.append((other, e))
+        out += [(loc, e, rid) for loc, e in mine]
     return out
 
 
@@ -73,40 +101,63 @@ def _ancestors(path: str) -> Iterator[str]:
         yield path
 
 
-def spent_per_person(charges: Sequence[tuple[str, float]], root: str, unit: str = ROW_UNIT) -> float:
-    """The most ε any one person in ``root`` has spent, from charges ``(root, ε)``.
+def _by_release(charges: Sequence[Charge]) -> dict[Any, list[tuple[str, float]]]:
+    out: dict[Any, list[tuple[str, float]]] = {}
+    for i, c in enumerate(charges):
+        out.setdefault(c[2] if len(c) > 2 else ("charge", i), []).append((c[0].rstrip("/"), float(c[1])))
+    return out
 
-    With a privacy unit naming a person, a person may have rows anywhere, so
-    every charge overlapping ``root`` adds up. With ε per row, a row lives in
-    one file: it has paid for the charges on that file and on the directories
-    above it, and nothing for a sibling file. Its spend is then the largest
-    sum over the charges above any one location under ``root`` (the root itself,
-    or a charged location inside it), so that a table growing a partition a
-    day is charged per day, not per night times the table's age.
+
+def _increments(charges: Sequence[Charge]) -> dict[str, float]:
+    """Per location, what its charges add to a row below it, one release paying once along any chain of
+    locations: a release's charge on a location inside another of its charged locations adds only what it
+    exceeds that one by, so that summing along a row's ancestors takes each release's largest covering charge."""
+    out: dict[str, float] = {}
+    for mine in _by_release(charges).values():
+        total: dict[str, float] = {}
+        for loc, e in sorted(mine, key=lambda c: c[0].count("/")):
+            above = max((total[a] for a in list(_ancestors(loc))[1:] if a in total), default=0.0)
+            total[loc] = max(total.get(loc, 0.0), e, above)
+        for loc, t in total.items():
+            above = max((total[a] for a in list(_ancestors(loc))[1:] if a in total), default=0.0)
+            if t > above:
+                out[loc] = out.get(loc, 0.0) + (t - above)
+    return out
+
+
+def spent_per_person(charges: Sequence[Charge], root: str, unit: str = ROW_UNIT,
+                     follow_locations: bool = False) -> float:
+    """The most ε any one person (or row) in ``root`` has spent, from charges ``(location, ε[, release])``.
+
+    **By default, conservatively:** every release with a charge overlapping ``root`` adds its largest such
+    charge. A person may have rows anywhere in ``root``; and with ε per row, a row need not stay in one file —
+    a rename, a copy, a compaction moves it, and a later release gives it fresh noise — so whatever the files
+    went through, no row of ``root`` has been released with fresh noise more often than this counts (one row
+    held twice at once, in two files read by one release, is two rows: see docs/privacy.md).
+
+    **Following locations** (``follow_locations``; ε per row in a dataset declared append-only whose charged
+    files are all still where and as they were): a row lives in one file and has paid only the charges above it,
+    so its spend is the largest sum over the charges above any one location under ``root`` (the root itself, or a
+    charged location inside it) — a table growing a file a day is then charged per day, not per night.
     """
-    mine = [(r.rstrip("/"), e) for r, e in charges if overlaps(r, root)]
-    if unit != ROW_UNIT:
-        return float(sum(e for _, e in mine))
-    by_root: dict[str, float] = {}
-    for r, e in mine:
-        by_root[r] = by_root.get(r, 0.0) + e
     top = root.rstrip("/")
+    if unit != ROW_UNIT or not follow_locations:
+        return float(sum(max((e for loc, e in mine if overlaps(loc, top)), default=0.0)
+                         for mine in _by_release(charges).values()))
+    by_root = _increments(charges)
     points = {top} | {r for r in by_root if r.startswith(top + "/")}
     return max((sum(by_root.get(a, 0.0) for a in _ancestors(c)) for c in points), default=0.0)
 
 
-def person_groups(charges: Sequence[tuple[str, float]], root: str) -> dict[str, float]:
-    """ε per row at each charged location inside ``root`` (the person groups of a per-row dataset): for each,
-    :func:`spent_per_person` on it, in one pass over the charges and their ancestors (O(charges · depth), not
-    one pass per location: 30,000 partition charges took minutes).
+def person_groups(charges: Sequence[Charge], root: str) -> dict[str, float]:
+    """ε per row at each charged location inside ``root`` of a dataset whose rows are followed by location
+    (:func:`spent_per_person` with ``follow_locations``), in one pass over the charges and their ancestors
+    (O(charges · depth), not one pass per location: 30,000 partition charges took minutes).
 
     A row under location c has paid the charges above it; the most any row of c has paid is the largest sum
     over the ancestors of a charged location p at or under c, and every charge above such a p overlaps c."""
     top = root.rstrip("/")
-    by_root: dict[str, float] = {}
-    for r, e in charges:
-        r = r.rstrip("/")
-        by_root[r] = by_root.get(r, 0.0) + e
+    by_root = _increments(charges)
     points = {r for r in by_root if r.startswith(top + "/")}
     best: dict[str, float] = {}
     for p in points:
@@ -118,9 +169,10 @@ def person_groups(charges: Sequence[tuple[str, float]], root: str) -> dict[str, 
     return {c: best[c] for c in sorted(points)}
 
 
-def spent_view(rows: list[dict[str, Any]], key: str, root: str, unit: str) -> dict[str, float]:
+def spent_view(rows: list[dict[str, Any]], key: str, root: str, unit: str,
+               follow_locations: bool = False) -> dict[str, float]:
     """ε per person on ``root`` from the releases of each value of ``key`` (a column, a scope)."""
-    return {v: spent_per_person(charges_of([r for r in rows if r[key] == v]), root, unit)
+    return {v: spent_per_person(charges_of([r for r in rows if r[key] == v]), root, unit, follow_locations)
             for v in sorted({r[key] for r in rows})}
 
 

@@ -61,10 +61,10 @@ class PostgresStore(Store):
                 row = cur.fetchone()
             found = row[0] if row else None
             # an earlier schema: brought up to date
-            if isinstance(found, str) and found in MIGRATIONS and {"datasets", "releases"} <= names:
-                for stmt in MIGRATIONS[found]:
+            while isinstance(found, str) and found in MIGRATIONS and {"datasets", "releases"} <= names:
+                for stmt in MIGRATIONS[found]:  # one version at a time
                     cur.execute(stmt)
-                found = SCHEMA_VERSION
+                found = str(int(found) + 1)
             check_schema(where, names, found)
 
     @contextmanager

@@ -69,10 +69,10 @@ class SQLiteStore(Store):
                 if "ledger_meta" in names:
                     row = con.execute("SELECT value FROM ledger_meta WHERE key='schema'").fetchone()
                     version = row[0] if row else None
-                if version in MIGRATIONS and {"datasets", "releases"} <= names:
+                while version in MIGRATIONS and {"datasets", "releases"} <= names:  # one version at a time
                     for stmt in MIGRATIONS[version]:
                         con.execute(stmt)
-                    version = SCHEMA_VERSION
+                    version = str(int(version) + 1)
                 con.execute("COMMIT")
             finally:
                 con.close()

@@ -17,13 +17,18 @@ from .._validation import LdpDaskError
 
 __all__ = ["Store", "Tx", "LedgerError", "SCHEMA_VERSION", "MIGRATIONS", "TABLES", "ACTIVE", "check_schema"]
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 
 #: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
-#: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew).
+#: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew; version 4 the files
+#: a release read, where they really lie, and datasets declared append-only).
 MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
-                    "UPDATE ledger_meta SET value='3' WHERE key='schema'"]}
+                    "UPDATE ledger_meta SET value='3' WHERE key='schema'"],
+              "3": ["ALTER TABLE releases ADD COLUMN files TEXT",
+                    "ALTER TABLE datasets ADD COLUMN append_only INTEGER NOT NULL DEFAULT 0",
+                    "ALTER TABLE datasets ADD COLUMN fallback TEXT",
+                    "UPDATE ledger_meta SET value='4' WHERE key='schema'"]}
 
 
 TABLES = [
@@ -33,7 +38,9 @@ TABLES = [
         root TEXT NOT NULL UNIQUE,
         epsilon_limit DOUBLE PRECISION NOT NULL,
         privacy_unit TEXT,
-        created_at DOUBLE PRECISION NOT NULL)""",
+        created_at DOUBLE PRECISION NOT NULL,
+        append_only INTEGER NOT NULL DEFAULT 0,
+        fallback TEXT)""",
     """CREATE TABLE IF NOT EXISTS releases (
         id {id},
         created_at DOUBLE PRECISION NOT NULL,
@@ -53,6 +60,7 @@ TABLES = [
         token TEXT NOT NULL,
         flow_run_id TEXT,
         parts TEXT,
+        files TEXT,
         status TEXT NOT NULL,
         note TEXT,
         host TEXT,

@@ -55,6 +55,13 @@ def _release(data, led, **kw):
     return ldp_dask.privatize(str(data), "x", HIST, seed=7, client="local", ledger=str(led), **kw)
 
 
+def _append_only(led, table) -> None:
+    """The operator's word that the table only ever gains files: its rows are followed file by file."""
+    from ldp_dask.source import source_root
+
+    Ledger(led).declare("table", source_root(str(table)), 100.0, append_only=True)
+
+
 def _groups(led) -> dict[str, float]:
     (row,) = [r for r in Ledger(led).summary() if r["groups"]]
     return {k.rsplit("/", 2)[-2]: v for k, v in row["groups"].items()}
@@ -69,6 +76,7 @@ def table(tmp_path):
 
 def test_night_two_reads_only_its_partition_and_equals_a_full_run(tmp_path, table):
     led = tmp_path / "ledger.sqlite"
+    _append_only(led, table)
     night1 = _release(table, led, incremental=True, out=tmp_path / "n1.parquet")
     assert night1.receipt.partitions == (1, 1) and night1.metadata["partitions_read"] == 1
     _day(table, 2)
@@ -84,14 +92,16 @@ def test_night_two_reads_only_its_partition_and_equals_a_full_run(tmp_path, tabl
     # the file as written carries the same totals and partitions, under a MAC that verifies with the key
     back = ldp_dask.read_summary(tmp_path / "n2.parquet", key=ldp_dask.noise.resolve_secret(seed=7))
     assert back.integrity == "verified" and back.same_release(full) and len(back.partitions) == 2
-    # the ledger charged night 2 for day 2's rows only: ε 1 per row, each row released once
+    # the ledger charged night 2 for day 2's rows only: ε 1 per row, each row released once (day 1's data pages
+    # were damaged keeping its size and modification time: the append-only check sees the file as it was)
     assert night2.receipt.partitions == (1, 1) and night2.receipt.epsilon == 1.0
     assert _groups(led) == {"date=2026-11-01": 1.0, "date=2026-11-02": 1.0}
-    assert night2.receipt.total == 1.0
+    assert night2.receipt.total == 1.0 and not night2.receipt.note
 
 
 def test_an_edited_partition_gets_fresh_noise_and_is_charged_a_touched_one_is_free(tmp_path, table):
     led = tmp_path / "ledger.sqlite"
+    _append_only(led, table)
     _day(table, 2)
     first = _release(table, led, incremental=True, out=tmp_path / "a.parquet")
     # day 2 touched (a new modification time, same bytes): read again, reproduces its sums, costs nothing
@@ -100,13 +110,16 @@ def test_an_edited_partition_gets_fresh_noise_and_is_charged_a_touched_one_is_fr
     touched = _release(table, led, since=tmp_path / "a.parquet", out=tmp_path / "b.parquet")
     assert touched.metadata["partitions_read"] == 1 and touched.receipt.partitions == (0, 1)
     assert touched.same_release(first) and touched.receipt.epsilon == 0.0
+    # ... but a file of an append-only table changed (its version at least): its rows are no longer followed
+    assert "changed since it was charged" in touched.receipt.note
     # day 1 edited (new values, same rows and row groups): fresh noise, charged on day 1's rows only
     _day(table, 1, seed=99)
     edited = _release(table, led, since=tmp_path / "b.parquet", out=tmp_path / "c.parquet")
     assert edited.metadata["partitions_read"] == 1
     assert not np.array_equal(edited.partitions[0].sums["sum"], first.partitions[0].sums["sum"])
     assert np.array_equal(edited.partitions[1].sums["sum"], first.partitions[1].sums["sum"])
-    assert _groups(led) == {"date=2026-11-01": 2.0, "date=2026-11-02": 1.0}
+    (row,) = Ledger(led).summary()  # counted conservatively: each release that released a file anew, every row
+    assert row["spent"] == 2.0 and row["fallback"] and not row["groups"]
     # and it is what a full release of the edited table gives
     assert edited.same_release(ldp_dask.privatize(str(table), "x", HIST, seed=7, client="local", incremental=True))
 
@@ -194,6 +207,7 @@ def test_merging_night_summaries_gives_the_full_release_and_refuses_overlap(tmp_
 
 def test_a_window_releases_the_last_days_and_charges_only_new_ones(tmp_path, table):
     led = tmp_path / "ledger.sqlite"
+    _append_only(led, table)
     for day in (2, 3, 4):
         _day(table, day)
     first = _release(table, led, window="2d", out=tmp_path / "w1.parquet")
@@ -218,6 +232,9 @@ def test_a_window_releases_the_last_days_and_charges_only_new_ones(tmp_path, tab
 
 def test_the_cli_series_and_budget_per_partition(tmp_path, table, capsys):
     led = str(tmp_path / "ledger.sqlite")
+    assert main(["budget", "set", "events", "--source", str(table), "--limit", "4", "--append-only", "--ledger",
+                 led]) == 0
+    assert "append-only" in capsys.readouterr().out
     base = ["privatize", str(table), "--column", "x", "--channel", "histogram", "--bins", "16", "--domain", "0", "1",
             "--epsilon", "1", "--local", "--seed", "7", "--ledger", led, "--json"]
     assert main([*base, "--incremental", "--out", str(tmp_path / "n1.parquet")]) == 0
@@ -229,7 +246,8 @@ def test_the_cli_series_and_budget_per_partition(tmp_path, table, capsys):
     assert (second["partitions_read"], second["partitions_reused"], second["partitions_charged"]) == (1, 1, 1)
     assert main(["budget", "--ledger", led]) == 0
     text = capsys.readouterr().out
-    assert "1 per row" in text and "per partition: 2 charged inside it, ε per row from 1 to 1" in text
+    assert "1 per row of budget 4" in text and "per partition: 2 charged inside it, ε per row from 1 to 1" in text
+    assert "append-only: ε per row followed file by file" in text
     assert "date=2026-11-02/part.parquet: 1" in text
     # merge refuses overlapping data in one line, exit 2
     assert main(["merge", str(tmp_path / "n1.parquet"), str(tmp_path / "n2.parquet"), "--out",

@@ -393,7 +393,7 @@ def _reserve_parts(location, parts, key_id="k", release="r"):
 
 
 def test_partitions_are_charged_per_row_not_per_night(led):
-    Ledger(led).declare("d", "file:///d", 2.5)
+    Ledger(led).declare("d", "file:///d", 2.5, append_only=True)  # files only added: rows followed by location
     for night in range(1, 6):  # a table growing a file a night: each night releases the new file anew
         ledger, r = _reserve_parts(led, [f"day{i}" for i in range(1, night + 1)])
         settled = ledger.settle(r, "t", part_tags={f"key-day{i}": f"tag{i}" for i in range(1, night + 1)})
@@ -409,6 +409,7 @@ def test_partitions_are_charged_per_row_not_per_night(led):
 
 
 def test_a_changed_partition_is_charged_again_and_only_it(led):
+    Ledger(led).declare("d", "file:///d", 10.0, append_only=True)
     ledger, r = _reserve_parts(led, ["a", "b"])
     ledger.commit(ledger.settle(r, "t", part_tags={"key-a": "A", "key-b": "B"}))
     ledger, r = _reserve_parts(led, ["a", "b"])
@@ -424,7 +425,7 @@ def test_a_changed_partition_is_charged_again_and_only_it(led):
 
 
 def test_a_budget_refuses_a_partition_it_cannot_afford_but_not_a_reproduced_one(led):
-    Ledger(led).declare("d", "file:///d", 1.0)
+    Ledger(led).declare("d", "file:///d", 1.0, append_only=True)
     ledger, r = _reserve_parts(led, ["a"])
     ledger.commit(ledger.settle(r, "t", part_tags={"key-a": "A"}))
     ledger, r = _reserve_parts(led, ["a", "b"])  # a reproduced, b new: fits (ε 1 per row)
@@ -444,15 +445,31 @@ def test_a_budget_refuses_a_partition_it_cannot_afford_but_not_a_reproduced_one(
     assert row["spent"] == 1.0 and row["groups"] == {f"file:///d/{p}": 1.0 for p in "abc"}
 
 
-def test_sibling_files_released_apart_do_not_add_up_per_row(tmp_path, data, capsys, led):
+def test_sibling_files_released_apart_add_up_unless_declared_append_only(tmp_path, data, capsys, led):
     _write(data / "b.parquet", 1)
+    # by default rows are not followed by location (a file may be renamed or compacted into another): the
+    # second file's release counts for every row of the dataset
     assert main(["budget", "set", "d", "--source", str(data), "--limit", "1", "--ledger", str(led)]) == 0
     assert _privatize(data / "a.parquet", tmp_path / "a.parquet", led, "--seed", "1") == 0
-    assert _privatize(data / "b.parquet", tmp_path / "b.parquet", led, "--seed", "1") == 0  # other rows
-    assert _privatize(data, tmp_path / "all.parquet", led, "--seed", "1") == 2  # every row again: over
+    assert _privatize(data / "b.parquet", tmp_path / "b.parquet", led, "--seed", "1") == 2
     assert "'d' has spent 1 of its budget 1" in capsys.readouterr().err
-    (row,) = _spent(led, capsys)
-    assert row["spent"] == 1.0 and set(row["groups"].values()) == {1.0}
+    # declared append-only (files only ever added), each row pays for the releases of its own file
+    other = tmp_path / "other.sqlite"
+    assert main(["budget", "set", "d", "--source", str(data), "--limit", "1", "--append-only", "--ledger",
+                 str(other)]) == 0
+    assert _privatize(data / "a.parquet", tmp_path / "a2.parquet", other, "--seed", "1") == 0
+    assert _privatize(data / "b.parquet", tmp_path / "b2.parquet", other, "--seed", "1") == 0  # other rows
+    assert _privatize(data, tmp_path / "all.parquet", other, "--seed", "1") == 2  # every row again: over
+    assert "'d' has spent 1 of its budget 1" in capsys.readouterr().err
+    (row,) = _spent(other, capsys)
+    assert row["spent"] == 1.0 and set(row["groups"].values()) == {1.0} and row["append_only"]
+
+
+def _schema_2(stmt: str) -> str:
+    """A table as schema version 2 had it: without the columns versions 3 and 4 added."""
+    for added in ("        parts TEXT,\n", "        files TEXT,\n"):
+        stmt = stmt.replace(added, "")
+    return stmt.replace(",\n        append_only INTEGER NOT NULL DEFAULT 0,\n        fallback TEXT)", ")")
 
 
 def test_a_schema_2_ledger_is_brought_up_to_date_with_its_releases(tmp_path):
@@ -461,14 +478,14 @@ def test_a_schema_2_ledger_is_brought_up_to_date_with_its_releases(tmp_path):
         from ldp_dask.ledger.store import TABLES as _TABLES
 
         for stmt in _TABLES:
-            con.execute(stmt.format(id="INTEGER PRIMARY KEY AUTOINCREMENT").replace("        parts TEXT,\n", ""))
+            con.execute(_schema_2(stmt.format(id="INTEGER PRIMARY KEY AUTOINCREMENT")))
         con.execute("INSERT INTO ledger_meta VALUES ('schema', '2')")
         con.execute("INSERT INTO releases (created_at, root, column_name, scope, channel, params, privacy_unit, "
                     "epsilon, epsilon_requested, key_id, release_key, outputs, token, status, lease_until) VALUES "
                     "(0, 'file:///d', 'x', 'local', 'c', '{}', 'row', 1.5, 1.5, 'k', 'r', '[]', 't', 'committed', 0)")
     assert "parts" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(releases)")}
     assert Ledger(path).spent("file:///d") == 1.5
-    assert _select(str(path), "SELECT value FROM ledger_meta") == ("3",)
+    assert _select(str(path), "SELECT value FROM ledger_meta") == ("4",)
 
 
 @pytest.mark.postgres
@@ -479,13 +496,13 @@ def test_a_schema_2_postgresql_ledger_is_brought_up_to_date(postgres):
 
     url = fresh_database(postgres, f"ledger_{uuid.uuid4().hex[:12]}")
     for stmt in _TABLES:  # what the previous ldp_dask created
-        _sql(url, stmt.format(id="BIGSERIAL PRIMARY KEY").replace("        parts TEXT,\n", ""))
+        _sql(url, _schema_2(stmt.format(id="BIGSERIAL PRIMARY KEY")))
     _sql(url, "INSERT INTO ledger_meta VALUES ('schema', '2')")
     _sql(url, "INSERT INTO releases (created_at, root, column_name, scope, channel, params, privacy_unit, epsilon, "
               "epsilon_requested, key_id, release_key, outputs, token, status, lease_until) VALUES "
               "(0, 'file:///d', 'x', 'local', 'c', '{}', 'row', 1.5, 1.5, 'k', 'r', '[]', 't', 'committed', 0)")
     assert Ledger(url).spent("file:///d") == 1.5
-    assert _select(url, "SELECT value FROM ledger_meta") == ("3",)
+    assert _select(url, "SELECT value FROM ledger_meta") == ("4",)
     led, r = _reserve_parts(url, ["a"])  # the new column is there: a partitioned release is recorded
     led.commit(led.settle(r, "t", part_tags={"key-a": "A"}))
     assert Ledger(url).spent("file:///d") == 2.5

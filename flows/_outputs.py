@@ -56,12 +56,31 @@ def headline(est: Any) -> str:
     return est.describe().headline
 
 
+def budget_facts(receipt: Any) -> tuple[tuple[str, str], ...]:
+    """What a release's receipt says of the budget: the dataset's ε per person spent, what remains, and for a
+    night of a series the nights left at its rate (nothing for post-processing, which releases nothing)."""
+    if receipt is None:
+        return ()
+    if receipt.ledger is None:
+        return (("budget", "not recorded (ledger=False): nothing charged, no budget checked"),)
+    unit = receipt.privacy_unit
+    spent = f"{receipt.total:g}" + (f" of budget {receipt.limit:g}" if receipt.limit is not None else
+                                    " (no budget set)")
+    out = [(f"ε per {unit} charged by this release", f"{receipt.epsilon:g}"),
+           (f"ε per {unit} spent on {receipt.dataset}", spent)]
+    if receipt.remaining is not None:
+        out.append((f"ε per {unit} remaining", f"{receipt.remaining:g}"))
+    if receipt.nights_left is not None:
+        out.append(("nights left at this night's rate", str(receipt.nights_left)))
+    return tuple(out)
+
+
 def publish_markdown(result: Any, key: str, description: str, *facts: tuple[str, str],
                      title: str | None = None) -> None:
     """Publish ``result.describe()`` (with extra ``facts``, e.g. the files written) as a markdown artifact, and its
     rows (per bin, category or quantile) as a table artifact ``<key>-table`` whose cells are escaped like the
     markdown's (labels are data: a category named ``**x**`` or ``<b>`` shows as written)."""
-    d = result.describe().with_facts(*facts, title=title)
+    d = result.describe().with_facts(*facts, *budget_facts(getattr(result, "receipt", None)), title=title)
     create_markdown_artifact(key=key, markdown=render_markdown(d), description=description)
     if d.table is not None and d.table.rows:
         rows = [{md_cell(c): md_cell(v) for c, v in zip(d.table.columns, r)} for r in d.table.rows]

@@ -32,13 +32,14 @@ def plan_release(source: str, column: str, request: ChannelRequest, run: RunOpti
 
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
 def run_release(planned: dict[str, Any], out: str, rows_out: str | None, overwrite: bool, run: RunOptions,
-                incremental: bool = False, since: str | None = None, window: str | None = None) -> ldp_dask.Summary:
+                incremental: bool = False, since: str | None = None, window: str | None = None,
+                skip_changed: bool = False) -> ldp_dask.Summary:
     """The release path: reserve ε, run the Dask pipeline (Dask retries its own tasks), write, commit; the
     library's warnings go to the run's log."""
     with logged_warnings(get_run_logger()):
         return release_column(planned["dataset"], planned["channel"], planned["request"], run, out=out,
                               rows_out=rows_out, overwrite=overwrite, incremental=incremental, since=since,
-                              window=window)
+                              window=window, skip_changed=skip_changed)
 
 
 @flow(name="ldp-privatize", log_prints=False)
@@ -58,6 +59,7 @@ def privatize_flow(
     incremental: bool = False,
     since: str | None = None,
     window: str | None = None,
+    skip_changed: bool = False,
     **run: Any,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
@@ -70,7 +72,8 @@ def privatize_flow(
     run never counts twice. Returns public facts about the release.
     ``incremental``, ``since`` and ``window`` make it a partitioned release
     that reads only the files that changed since an earlier summary
-    (:func:`ldp_dask.privatize`, docs/how-to/incremental.md).
+    (:func:`ldp_dask.privatize`, docs/how-to/incremental.md); ``skip_changed``
+    keeps the earlier sums of a file that changed instead of releasing it again.
     """
     from prefect.runtime import flow_run
 
@@ -82,7 +85,7 @@ def privatize_flow(
     ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
-    summary = run_release(planned, out, rows_out, overwrite, run_opts, incremental, since, window)
+    summary = run_release(planned, out, rows_out, overwrite, run_opts, incremental, since, window, skip_changed)
     path = summary.written["summary"]
     partitions = None
     if summary.partitions:

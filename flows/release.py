@@ -85,6 +85,7 @@ def release_flow(
     date: str | None = None,
     incremental: bool = False,
     window: str | None = None,
+    skip_changed: bool = False,
     **run: Any,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` into ``out_dir/<date>/``, then estimate it and write an HTML report.
@@ -95,7 +96,9 @@ def release_flow(
     that are new or changed since then are read and charged
     (docs/how-to/incremental.md); the key must be configured
     (``LDP_DASK_SECRET`` or a secret file), since a series is extended only
-    under the key that started it. ``window`` (``"30d"``) releases the last
+    under the key that started it; ``skip_changed`` releases the new day
+    without an old file that changed (a correction), keeping its earlier sums.
+    ``window`` (``"30d"``) releases the last
     days of a date-partitioned table. ``mode="rows"`` also writes the
     privatized rows beside the summary (``<stem>.rows/``). The other
     parameters, every run option included, are :func:`privatize_flow`'s; the
@@ -122,7 +125,8 @@ def release_flow(
         rows_out = f"{stem}.rows" if mode == "rows" else None
         release = privatize_flow(source=source, column=column, out=summary, domain=domain, channel=channel,
                                  epsilon=epsilon, bins=bins, mode=mode, rows_out=rows_out, options=options,
-                                 incremental=incremental or window is not None, since=since, window=window, **run)
+                                 incremental=incremental or window is not None, since=since, window=window,
+                                 skip_changed=skip_changed, **run)
         release["reused"] = False
     written: dict[str, str] = {"summary": summary}
     has_estimate = estimator_for(channel) is not None

@@ -106,6 +106,9 @@ def _cmd_budget(a: argparse.Namespace) -> int:
         views = "; ".join(f"{k} {v:g}" for k, v in sorted(r["by_column"].items()))
         scopes = ", ".join(f"{k} {v:g}" for k, v in sorted(r["by_scope"].items()))
         print(f"  {name} {r['root']}: {r['spent']:g} per {r['privacy_unit']}{budget}")
+        if r.get("nights_left") is not None:
+            print(f"      nightly series: ε {r['night_rate']:g} per {r['privacy_unit']} a night; "
+                  f"{r['nights_left']} more night(s) fit")
         if r.get("fallback"):
             print(f"      declared append-only, counted conservatively since: {r['fallback']}")
         elif r.get("append_only"):
@@ -260,7 +263,8 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     opts = _run_options(a, request.value_kind == "numeric")
     dataset, channel, request = plan_column(a.source, a.column, request, opts)
     summary = release_column(dataset, channel, request, opts, out=a.out, rows_out=a.rows_out,
-                             overwrite=a.overwrite, incremental=a.incremental, since=a.since, window=a.window)
+                             overwrite=a.overwrite, incremental=a.incremental, since=a.since, window=a.window,
+                             skip_changed=a.skip_changed)
     meta = summary.file_metadata()
     info = {"summary": summary.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,

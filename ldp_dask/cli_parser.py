@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a partitioned summary released earlier with the same key and channel: its unchanged files "
                         "are not read, their kept sums are used (implies --incremental); only files released anew "
                         "are charged")
+    r.add_argument("--skip-changed", action="store_true",
+                   help="with --since: a file that changed since that summary (a correction to an old day) is not "
+                        "released again; its earlier sums are kept and a warning names it")
     r.add_argument("--window", default=None, metavar="DAYS",
                    help="e.g. 30d: release only the files of the last 30 days of a table partitioned by date "
                         "directories (date=YYYY-MM-DD/), ending at the newest (implies --incremental)")

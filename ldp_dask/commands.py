@@ -100,7 +100,7 @@ def plan_column(source: Any, column: str, request: ChannelRequest,
 def release_column(dataset: Dataset, channel: Channel, request: ChannelRequest, options: RunOptions, *,
                    out: str | os.PathLike[str] | None = None, rows_out: str | os.PathLike[str] | None = None,
                    overwrite: bool = False, incremental: bool = False, since: Any = None,
-                   window: str | None = None) -> Summary:
+                   window: str | None = None, skip_changed: bool = False) -> Summary:
     """Release a planned column through the one release path; a series of partitioned releases is warned about
     when the channel's parameters follow n (:func:`ldp_dask.partitions.follows_n`). The summary carries its
     receipt and the outputs written."""
@@ -108,4 +108,4 @@ def release_column(dataset: Dataset, channel: Channel, request: ChannelRequest, 
         follows_n(request.build, dataset.n)
     return privatize(dataset, column=dataset.column, channel=channel, mode=request.mode, out=out,
                      rows_path=rows_out, overwrite=overwrite, options=options, incremental=incremental,
-                     since=since, window=window)
+                     since=since, window=window, skip_changed=skip_changed)

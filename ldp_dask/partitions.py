@@ -93,6 +93,8 @@ class PartitionPlan:
         The files whose kept sums are used without reading them, by relative name.
     parts : tuple of Part
         What the ledger is asked to charge: one part per file that is read.
+    changed : tuple of str
+        The files a kept partition of ``since`` had, that changed since (read again, unless skipped: then reused).
     """
 
     context: dict[str, Any]
@@ -100,6 +102,7 @@ class PartitionPlan:
     files: tuple[FilePlan, ...]
     reused: dict[str, Partition]
     parts: tuple[Part, ...]
+    changed: tuple[str, ...] = ()
 
     @property
     def to_read(self) -> tuple[FilePlan, ...]:
@@ -112,7 +115,8 @@ class PartitionPlan:
 
 
 def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secret: Secret, epsilon: float,
-                    scope: str = "local", since: Summary | None = None) -> PartitionPlan:
+                    scope: str = "local", since: Summary | None = None, skip_changed: bool = False,
+                    k: int = 1) -> PartitionPlan:
     """Split ``dataset`` (planned with ``by_file``) into file partitions, and decide which kept ones to reuse.
 
     Raises :class:`~ldp_dask.LdpDaskError` when ``since`` cannot be extended
@@ -124,6 +128,8 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
     context = {"v": 1, "partitioned": 1, "column": dataset.column, "channel": channel.name,
                "params": channel.params(), "mode": mode, "clip": bool(clip),
                "nulls": None if dataset.fill is None else repr(dataset.fill)}
+    if dataset.unit is not None:  # (absent per row: the contexts of per-row series stay what they were)
+        context.update(unit=dataset.unit, k=int(k))
     context_id = keyed_digest(secret, "partition-context", json.dumps(context, sort_keys=True, default=str).encode())
     stamps = dataset.footer_statistics.stamps if dataset.footer_statistics is not None else {}
     files: list[FilePlan] = []
@@ -148,16 +154,28 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
     files = [dataclasses.replace(f, key=hashlib.sha256(json.dumps([f.root, [list(t) for t in f.layout], release])
                                                        .encode()).hexdigest()) for f in files]
     reused: dict[str, Partition] = {}
+    changed: list[str] = []
     if since is not None:
         _check_since(since, dataset, channel, secret, context_id)
         base = str(since.metadata.get("root", "")).rstrip("/")
         kept = {f"{base}/{p.path}": p for p in since.partitions}
         for f in files:
             p = kept.get(f.root)
-            if p is not None and p.stamp == f.stamp and p.layout == f.layout and p.rows == f.rows:
+            if p is None:
+                continue
+            # with a privacy unit a partition keeps its reports (k per person), not its rows: the stamp covers those
+            if p.stamp == f.stamp and p.layout == f.layout and (dataset.unit is not None or p.rows == f.rows):
                 reused[f.name] = p
+            else:
+                changed.append(f.name)
+        if changed and skip_changed:
+            warn(f"{len(changed)} file(s) changed since the --since summary and are not released again "
+                 f"(--skip-changed): {', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}; their earlier "
+                 "sums are kept")
+            for name in changed:
+                reused[name] = kept[next(f.root for f in files if f.name == name)]
     parts = tuple(Part(f.root, f.key, float(epsilon)) for f in files if f.name not in reused)
-    return PartitionPlan(context, context_id, tuple(files), reused, parts)
+    return PartitionPlan(context, context_id, tuple(files), reused, parts, tuple(changed))
 
 
 def _check_since(since: Summary, dataset: Dataset, channel: Any, secret: Secret, context_id: str) -> None:
@@ -180,8 +198,8 @@ def _check_since(since: Summary, dataset: Dataset, channel: Any, secret: Secret,
     if meta.get("column") != dataset.column:
         raise LdpDaskError(f"{where} released column {meta.get('column')!r}, not {dataset.column!r}")
     if meta.get("partition_context") != context_id:
-        raise LdpDaskError(f"{where} was released with another mode, clipping or null policy than this release; "
-                           "its kept sums cannot be reused")
+        raise LdpDaskError(f"{where} was released with another mode, clipping, null policy or privacy unit than "
+                           "this release; its kept sums cannot be reused")
 
 
 # --- windows over hive-partitioned dates ----------------------------------------------------------------------

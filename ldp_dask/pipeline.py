@@ -26,6 +26,7 @@ from . import engine, exactsum
 from ._validation import InputDataError, LdpDaskError
 from .channels import Channel
 from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
+from .ledger import BudgetExceeded
 from .noise import TAG_MODULUS, Secret, keyed_digest, named_base_keys, partition_base_keys
 from .options import RunOptions
 from .policy import warn_cells
@@ -172,7 +173,8 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
 def _release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",
                     *, out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
                     overwrite: bool = False, options: RunOptions | None = None, incremental: bool = False,
-                    since: Any = None, window: str | None = None, **run: Any) -> Released[Summary]:
+                    since: Any = None, window: str | None = None, skip_changed: bool = False,
+                    **run: Any) -> Released[Summary]:
     """:func:`privatize` through the release path, returning the ledger's receipt and the files written too."""
     if not isinstance(channel, Channel):
         raise LdpDaskError(f"The 'channel' parameter must be a Channel instance. Got {channel!r} instead.")
@@ -191,7 +193,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
         dataset.check_range(channel.domain, opts.clip)  # type: ignore[attr-defined]
     warn_cells(channel, dataset.n)
     if incremental or since is not None or window is not None:
-        return _release_partitioned(dataset, channel, mode, out, overwrite, opts, since, window)
+        return _release_partitioned(dataset, channel, mode, out, overwrite, opts, since, window, skip_changed)
     rows = None if rows_path is None else os.fspath(rows_path)
 
     secret, opts = _with_key(opts)
@@ -211,7 +213,8 @@ def _with_key(opts: RunOptions) -> tuple[Secret, RunOptions]:
 
 
 def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any, overwrite: bool,
-                         opts: RunOptions, since: Any, window: str | None) -> Released[Summary]:
+                         opts: RunOptions, since: Any, window: str | None,
+                         skip_changed: bool = False) -> Released[Summary]:
     """A partitioned release (:mod:`ldp_dask.partitions`): a file is a partition with its own noise, kept in the
     summary; with ``since`` only the files that changed are read; each file read is charged on its own rows."""
     from .partitions import parse_window, plan_partitions, windowed
@@ -223,21 +226,58 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
     if dataset.kind != "parquet":
         raise LdpDaskError("A partitioned release (incremental, since, window) needs a Parquet source: its files "
                            "are the partitions. Write the data to Parquet files first.")
-    if dataset.unit is not None:
-        raise LdpDaskError(f"A partitioned release bounds nothing across files, so it cannot count ε per "
-                           f"{dataset.unit!r} (a person may have rows in every file); release the whole table with "
-                           "--privacy-unit, or release per row.")
     secret, opts = _with_key(opts)  # the stamps, the plan and the release share it
     if window is not None:
         dataset = windowed(dataset, parse_window(window))
     dataset = dataclasses.replace(dataset, by_file=True)
     previous = None if since is None else read_summary(since, key=secret)
     charge = local_charge(channel, mode, opts)
-    plan_ = plan_partitions(dataset, channel, mode, opts.clip, secret, charge.epsilon, since=previous)
+    kept = channel if dataset.unit is None else per_row_channel(channel, opts.max_contributions)
+    plan_ = plan_partitions(dataset, kept, mode, opts.clip, secret, charge.epsilon, since=previous,
+                            skip_changed=skip_changed, k=opts.max_contributions)
     charge = dataclasses.replace(charge, parts=plan_.parts, context={**charge.context, "partitioned": plan_.context_id})
-    return release(dataset, charge, lambda sec, _: _run_partitioned(dataset, channel, sec, opts, plan_), opts,
-                   targets={"summary": out}, write=summary_writer(secret), overwrite=overwrite,
-                   content_tag=lambda s: s.content_tag, part_tags=lambda s: plan_.part_tags(s.partitions))
+    work = _run_partitioned if dataset.unit is None else _run_partitioned_units
+    try:
+        return release(dataset, charge, lambda sec, _: work(dataset, channel, sec, opts, plan_), opts,
+                       targets={"summary": out}, write=summary_writer(secret), overwrite=overwrite,
+                       content_tag=lambda s: s.content_tag, part_tags=lambda s: plan_.part_tags(s.partitions))
+    except BudgetExceeded as exc:
+        if not plan_.changed:
+            raise
+        raise BudgetExceeded(
+            f"{exc}. Of the files it would release, {', '.join(plan_.changed[:3])}"
+            f"{'' if len(plan_.changed) <= 3 else f' and {len(plan_.changed) - 3} more'} changed since the --since "
+            "summary (a correction?) and would be released again; --skip-changed (Python: skip_changed=True) "
+            "releases the new files only, keeping the changed files' earlier sums") from None
+
+
+def _run_partitioned_units(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions,
+                           plan_: Any) -> Summary:
+    """A partitioned release with a privacy unit: each file read is a release of its own over its persons
+    (bounded and padded to exactly k reports per person present in it, :func:`run_channel`), keyed by the file's
+    location and layout, so that an unchanged file reproduces its sums; kept files add their kept sums. A
+    person present in several files read makes k reports in each: the ledger charges every file read anew for
+    every person (:func:`ldp_dask.ledger.budget.charges_of`)."""
+    from .source import _fingerprint
+    from .summary import Partition, sum_partitions
+
+    read = {}
+    for f in plan_.to_read:
+        pieces = tuple(dataclasses.replace(p, index=i) for i, p in enumerate(f.pieces))
+        shape = {"partition": f.root, "layout": [list(t) for t in f.layout], "context": plan_.context_id}
+        sub = dataclasses.replace(dataset, pieces=pieces, n=f.rows, fingerprint=_fingerprint(shape))
+        s = run_channel(sub, channel, "summary", secret, options)
+        read[f.name] = Partition(f.name, s.n, f.layout, f.stamp, s.content_tag or "0" * 64, s.sums)
+    parts = tuple(read.get(f.name) or plan_.reused[f.name] for f in plan_.files)
+    k = options.max_contributions
+    metadata = _metadata(dataset, secret, "summary", options, None)
+    metadata.update(privacy_unit=dataset.unit, max_contributions=k,
+                    epsilon_per_unit=epsilon_per_unit(per_row_channel(channel, k), k),
+                    partition_context=plan_.context_id, partitions_read=len(read),
+                    partitions_reused=len(parts) - len(read))
+    tag = sum(int(p.tag, 16) for p in parts) % TAG_MODULUS
+    return Summary(per_row_channel(channel, k), sum(p.rows for p in parts), sum_partitions(parts), metadata,
+                   content_tag=f"{tag:064x}", partitions=parts)
 
 
 def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions,
@@ -294,7 +334,7 @@ def local_charge(channel: Channel, mode: str, options: RunOptions) -> Charge:
 def privatize(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary", *,
               out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
               overwrite: bool = False, options: RunOptions | None = None, incremental: bool = False,
-              since: Any = None, window: str | None = None, **run: Any) -> Summary:
+              since: Any = None, window: str | None = None, skip_changed: bool = False, **run: Any) -> Summary:
     """Privatize one column with a local channel and reduce it to a :class:`Summary`.
 
     Every row is privatized by ``channel`` (ε per row, the channel's own
@@ -332,7 +372,9 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
         each file of a Parquet source is a partition with noise of its own,
         and the summary keeps every file's noisy sums, so that a later
         release reads only the files that changed (``since``). The ledger
-        charges each file released anew on its own rows.
+        charges each file released anew: on its own rows when the dataset is
+        declared append-only, else for every row; with a privacy unit, for
+        every person (each file read is a release over the persons in it).
     since : path or Summary, optional
         A partitioned summary released earlier with the same key, channel and
         parameters: its files that did not change (same name, row groups,
@@ -343,6 +385,11 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
         ``"30d"``: release only the files of the last 30 days of a
         hive-partitioned table (``date=YYYY-MM-DD/`` directories), ending at
         the newest date. Implies ``incremental``.
+    skip_changed : bool
+        With ``since``: a file that changed since that summary (a correction
+        to an old day) is not released again; its kept sums are used, and a
+        warning names it. Without it such a file is read and charged anew,
+        and a release that the budget refuses for it says which file it is.
     **run :
         Any :class:`~ldp_dask.options.RunOptions` field by name, overriding
         ``options`` (``client="local"``, ``seed=1``, ``ledger=True``, ...).
@@ -362,7 +409,8 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
         The ledger's budget for the dataset and column would be exceeded; nothing is run.
     """
     return _release_summary(source, column, channel, mode, out=out, rows_path=rows_path, overwrite=overwrite,
-                            options=options, incremental=incremental, since=since, window=window, **run).attach()
+                            options=options, incremental=incremental, since=since, window=window,
+                            skip_changed=skip_changed, **run).attach()
 
 
 def _metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, rows_path: Any) -> dict[str, Any]:

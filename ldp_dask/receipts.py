@@ -64,6 +64,20 @@ class Receipt:
     partitions: tuple[int, int] | None = None
     note: str = ""
 
+    @property
+    def remaining(self) -> float | None:
+        """ε per person left in the budget after this release (None without a budget or a ledger)."""
+        return None if self.limit is None or self.total is None else max(0.0, self.limit - self.total)
+
+    @property
+    def nights_left(self) -> int | None:
+        """For a partitioned release (a night of a series) that was charged: how many more such nights the
+        budget allows at this night's rate, ⌊remaining / ε charged⌋; None otherwise."""
+        left = self.remaining
+        if self.partitions is None or left is None or self.epsilon <= 0:
+            return None
+        return int(left / self.epsilon + 1e-9)
+
     def line(self) -> str:
         """One line for the operator, e.g. ``ledger: ε 1 per row spent; dataset d now 2 of budget 3 (path)``."""
         if self.ledger is None:
@@ -76,7 +90,10 @@ class Receipt:
             note = (f"{charged} of {read} partitions read released anew, ε {self.epsilon:g} per "
                     f"{self.privacy_unit} on their rows" if charged else
                     f"no partition released anew ({read} read reproduced recorded ones): no ε spent")
-        limit = f" of budget {self.limit:g}" if self.limit is not None else " (no budget set)"
+        limit = (f" of budget {self.limit:g}, remaining {self.remaining:g}" if self.limit is not None
+                 else " (no budget set)")
+        if self.nights_left is not None:
+            limit += f"; {self.nights_left} more night(s) fit at ε {self.epsilon:g} a night"
         found = f". Note: {self.note}" if self.note else ""
         return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger}){found}"
 

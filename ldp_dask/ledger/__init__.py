@@ -123,6 +123,11 @@ def _recorded_parts(tx: Tx, exclude: int | None = None) -> dict[str, set[str | N
 _PENDING = -1
 
 
+def _release_of(rid: Any) -> Any:
+    """The release a charge belongs to (a part of a release with a privacy unit is charged as ``(id, part)``)."""
+    return rid[0] if isinstance(rid, tuple) else rid
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -340,7 +345,7 @@ class Ledger:
 
             new = pending(charges)
             # every location the release's rows really lie at (links resolved): each dataset overlapping one
-            where = {loc for loc, _, rid in charges_of([*active, new]) if rid == _PENDING} | {root}
+            where = {loc for loc, _, rid in charges_of([*active, new]) if _release_of(rid) == _PENDING} | {root}
             everything = tx.all("SELECT * FROM datasets")
             declared = [d for d in everything if any(overlaps(d["root"], w) for w in where)]
             for d in declared:
@@ -457,7 +462,7 @@ class Ledger:
             mine["epsilon"] = max((e for _, e in charges), default=0.0)
         mine["id"] = _PENDING
         active = [r for r in self._active(tx) if r["id"] != reservation.id]
-        where = {loc for loc, _, rid in charges_of([*active, mine]) if rid == _PENDING} | {root}
+        where = {loc for loc, _, rid in charges_of([*active, mine]) if _release_of(rid) == _PENDING} | {root}
         everything = tx.all("SELECT * FROM datasets")
         for d in everything:
             if any(overlaps(d["root"], w) for w in where):
@@ -551,7 +556,7 @@ class Ledger:
         charges = charges_of(rows)
         touches: dict[Any, set[str]] = {}
         for loc, _, rid in charges:
-            touches.setdefault(rid, set()).add(loc)
+            touches.setdefault(_release_of(rid), set()).add(loc)
         for r in rows:
             if not any(overlaps(loc, d["root"]) for d in declared for loc in touches.get(r["id"], {r["root"]})) \
                     and not any(i["root"] == r["root"] for i in items):
@@ -563,11 +568,18 @@ class Ledger:
             follow = self._follows(declared, item["root"])
             item["follows_locations"] = follow
             ids = {r["id"] for r in mine}
-            own = [c for c in charges if c[2] in ids]
+            own = [c for c in charges if _release_of(c[2]) in ids]
             item["spent"] = spent_per_person(own, item["root"], unit, follow)
             item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow)
             item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow)
             item["groups"] = person_groups(own, item["root"]) if follow else {}
+            # a nightly series: the newest partitioned release's charge here is the rate at which nights are spent
+            night = max((r["id"] for r in mine if r.get("parts")), default=None)
+            rate = 0.0 if night is None else spent_per_person([c for c in own if _release_of(c[2]) == night],
+                                                                 item["root"], unit, follow)
+            item["night_rate"] = rate if rate > 0 else None
+            item["nights_left"] = (int(max(0.0, item["budget"] - item["spent"]) / rate + 1e-9)
+                                   if rate > 0 and item["budget"] is not None else None)
         return items
 
 

@@ -74,21 +74,24 @@ def charges_of(active: list[dict[str, Any]]) -> list[tuple[str, float, Any]]:
     out: list[tuple[str, float, Any]] = []
     for r in active:
         rid, eps, root = r["id"], float(r["epsilon"]), r["root"].rstrip("/")
+        # with a privacy unit each part (a file) is a release over the persons in it, and a person may be in all
+        per_part = bool(r.get("parts")) and r.get("privacy_unit", ROW_UNIT) != ROW_UNIT
+        mine: list[tuple[str, float, Any]]
         if r.get("parts"):
             parts = json.loads(r["parts"])
-            mine = [(p["root"], float(p["epsilon"])) for p in parts]
+            mine = [(p["root"], float(p["epsilon"]), (rid, i) if per_part else rid) for i, p in enumerate(parts)]
         else:
-            mine = [(root, eps)]
-        by_loc = {loc.rstrip("/"): e for loc, e in mine}
+            mine = [(root, eps, rid)]
+        by_loc = {loc.rstrip("/"): (e, who) for loc, e, who in mine}
         for f in json.loads(r.get("files") or "[]"):
             loc = f["loc"].rstrip("/")
-            e = by_loc.get(loc, eps if not r.get("parts") else 0.0)
+            e, who = by_loc.get(loc, (eps if not r.get("parts") else 0.0, rid))
             if not r.get("parts") and not overlaps(loc, root):
-                mine.append((loc, e))
+                mine.append((loc, e, who))
             for other in aliases.get(f.get("id") or "", ()):
                 if other.rstrip("/") != loc:
-                    mine.append((other, e))
-        out += [(loc, e, rid) for loc, e in mine]
+                    mine.append((other, e, who))
+        out += mine
     return out
 
 

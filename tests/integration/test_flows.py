@@ -131,7 +131,6 @@ def test_wavelet_flows_and_console_script(prefect_harness, cluster, beta_dataset
 
 def test_gof_flow_on_raw_data(prefect_harness, cluster, beta_dataset, tmp_path):
     from ldp_dask.flows import gof_flow
-
     from ldp_dask.ledger import Ledger
 
     led = tmp_path / "ledger.sqlite"
@@ -156,7 +155,6 @@ def test_gof_flow_on_raw_data(prefect_harness, cluster, beta_dataset, tmp_path):
 
 def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
     from ldp_dask.flows import quantile_flow
-
     from ldp_dask.ledger import Ledger
 
     led = tmp_path.parent / f"{tmp_path.name}-ledger.sqlite"
@@ -177,9 +175,8 @@ def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
     assert np.all(np.abs(np.array(r["values"]) - stats.beta(2, 5).ppf([0.25, 0.5, 0.75])) < 0.003)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.json", "q.png"]
     # the run published its table and its plot (an embedded PNG) as artifacts
-    from prefect.client.orchestration import get_client
-
     import anyio
+    from prefect.client.orchestration import get_client
 
     async def artifacts():
         async with get_client() as client:
@@ -192,9 +189,8 @@ def test_quantile_flow(prefect_harness, cluster, beta_dataset, tmp_path):
 
 
 def test_estimate_flow_on_a_frequency_summary(prefect_harness, tmp_path):
-    from ldp_dask.flows import estimate_flow
-
     from ldp_dask.channels import RandomizedResponse
+    from ldp_dask.flows import estimate_flow
 
     labels = ["a", "**b**", "<i>c</i> | $d^$"]  # markup, a table separator and mathtext: text, everywhere
     x = np.random.default_rng(0).choice(labels, size=5000)
@@ -222,9 +218,8 @@ def test_estimate_flow_on_a_frequency_summary(prefect_harness, tmp_path):
 def test_secret_never_appears_in_any_output(prefect_harness, cluster, beta_dataset, tmp_path, capsys):
     # the secret is read from a file; every byte the run writes (summary, privatized rows, JSON, PNG,
     # Prefect artifacts, stdout/stderr) is searched for it and for its hex form
-    from ldp_dask.flows import estimate_flow, privatize_flow
-
     from ldp_dask.cli import main
+    from ldp_dask.flows import estimate_flow, privatize_flow
 
     secret = "top-secret-key-material-7f3a9c2e"
     (tmp_path / "key").write_text(secret)
@@ -261,7 +256,6 @@ def test_rerun_flow_does_not_double_count(prefect_harness, cluster, beta_dataset
     # a flow run repeated with the same key (a resumed or retried schedule) reproduces its summary
     # and spends nothing more in the ledger; a failed run records nothing
     from ldp_dask.flows import privatize_flow
-
     from ldp_dask.ledger import Ledger
 
     led = tmp_path / "ledger.sqlite"
@@ -295,3 +289,59 @@ def test_the_nightly_flow_extends_the_newest_earlier_day(tmp_path):
     assert previous_summary(str(tmp_path), "2026-11-23", name) == f"{tmp_path}/2026-11-21/{name}"
     assert previous_summary(str(tmp_path), "2026-11-21", name) == f"{tmp_path}/2026-11-20/{name}"
     assert previous_summary(str(tmp_path), "2026-11-20", name) is None
+
+
+def test_a_nightly_series_per_person_is_charged_night_by_night(prefect_harness, cluster, tmp_path, capsys):
+    """With a privacy unit, each night of an incremental series is charged ε to every person: `budget` and the
+    flow's artifact show the spend growing 1, 2, 3 per user against a budget of 3, with the nights left at this
+    rate, and night 4 is refused before any work, saying why."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from prefect.client.orchestration import get_client
+
+    from ldp_dask.cli import main
+    from ldp_dask.flows import privatize_flow
+    from ldp_dask.ledger import BudgetExceeded
+
+    table, led = tmp_path / "events", str(tmp_path / "ledger.sqlite")
+
+    def day(d: int) -> None:  # the same 300 aircraft fly every day
+        rng = np.random.default_rng(d)
+        folder = table / f"date=2026-11-{d:02d}"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"x": rng.beta(2, 5, 6_000), "user": rng.integers(0, 300, 6_000)}),
+                       folder / "part.parquet")
+
+    assert main(["budget", "set", "events", "--source", str(table), "--limit", "3", "--privacy-unit", "user",
+                 "--ledger", led]) == 0
+
+    import anyio
+
+    async def newest_release_artifact() -> str:
+        async with get_client() as client:
+            r = await client._client.post("/artifacts/filter", json={"limit": 50, "offset": 0, "sort": "CREATED_DESC"})
+            return next(a for a in r.json() if a["key"] == "ldp-release")["data"]
+
+    common = dict(source=str(table), column="x", domain=[0.0, 1.0], channel="histogram", epsilon=1.0, bins=8,
+                  privacy_unit="user", max_contributions=2, ledger=led, scheduler=cluster.scheduler.address, seed=5)
+    previous = None
+    for night in (1, 2, 3):
+        day(night)
+        out = tmp_path / f"night{night}.parquet"
+        facts = privatize_flow(out=str(out), incremental=True, since=previous, **common)
+        previous = str(out)
+        assert facts["partitions"]["read"] == 1 and facts["n"] == 2 * 300 * night  # k reports per user per day
+        capsys.readouterr()
+        assert main(["budget", "--ledger", led, "--json"]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        assert row["spent"] == night and row["nights_left"] == 3 - night
+        art = anyio.run(newest_release_artifact)
+        assert f"| ε per user spent on events | {night} of budget 3 |" in art
+        assert f"| nights left at this night's rate | {3 - night} |" in art
+    assert main(["budget", "--ledger", led]) == 0
+    assert "nightly series: ε 1 per user a night; 0 more night(s) fit" in capsys.readouterr().out
+    day(4)
+    with pytest.raises(BudgetExceeded, match="needs ε = 1 per user, but the dataset 'events' has spent 3 of its "
+                                             "budget 3"):
+        privatize_flow(out=str(tmp_path / "night4.parquet"), since=previous, **common)
+    assert not (tmp_path / "night4.parquet").exists()

@@ -148,7 +148,7 @@ def test_a_series_is_extended_only_by_the_same_key_channel_and_options(tmp_path,
         (dict(seed=7, since=first, clip=True), "clipping"),
         (dict(seed=7, since=plain), "keeps no partitions"),
         (dict(seed=7, incremental=True, mode="rows", rows_path=tmp_path / "rows"), "summary mode only"),
-        (dict(seed=7, incremental=True, privacy_unit="user"), "cannot count ε per 'user'"),
+        (dict(seed=7, since=first, privacy_unit="user", ledger=False), "privacy unit"),
     ]
     for kw, message in cases:
         channel = kw.pop("channel", HIST)
@@ -288,3 +288,33 @@ def test_the_totals_are_the_correctly_rounded_sum_of_the_partitions():
     assert total.tolist() == expected
     assert total.tolist() == sum_partitions(parts[::-1])["sum"].tolist()
     assert any(sum(p.sums["sum"][j] for p in parts) != expected[j] for j in range(50))  # naive sums differ
+
+
+def test_a_corrected_old_file_is_named_in_the_refusal_and_can_be_skipped(tmp_path, table, capsys):
+    # a budget that holds two nights of new days; day 1 is corrected before night 2: releasing it again would
+    # cost a third ε on every row (the correction makes the table no longer append-only as the ledger sees it).
+    # The refusal names the file and the flag; --skip-changed releases day 2 with day 1's earlier sums
+    led = str(tmp_path / "ledger.sqlite")
+    assert main(["budget", "set", "events", "--source", str(table), "--limit", "1", "--append-only", "--ledger",
+                 led]) == 0
+    base = ["privatize", str(table), "--column", "x", "--channel", "histogram", "--bins", "16", "--domain", "0", "1",
+            "--epsilon", "1", "--local", "--seed", "7", "--ledger", led]
+    assert main([*base, "--incremental", "--out", str(tmp_path / "n1.parquet")]) == 0
+    _day(table, 1, seed=99)  # the correction
+    _day(table, 2)
+    capsys.readouterr()
+    night2 = [*base, "--since", str(tmp_path / "n1.parquet"), "--out", str(tmp_path / "n2.parquet")]
+    assert main(night2) == 2
+    err = capsys.readouterr().err
+    assert "date=2026-11-01/part.parquet changed since the --since summary" in err and "--skip-changed" in err
+    assert not (tmp_path / "n2.parquet").exists()
+    assert main([*night2, "--skip-changed"]) == 2  # the ledger already counts the table conservatively: day 2 too
+    assert "has spent 1 of its budget 1" in capsys.readouterr().err
+    # with room in the budget, --skip-changed releases day 2 alone and warns about day 1
+    assert main(["budget", "set", "events", "--source", str(table), "--limit", "2", "--ledger", led]) == 0
+    capsys.readouterr()
+    assert main([*night2, "--skip-changed"]) == 0
+    out = capsys.readouterr()
+    assert "not released again (--skip-changed): date=2026-11-01/part.parquet" in out.err
+    s = ldp_dask.read_summary(tmp_path / "n2.parquet")
+    assert (s.metadata["partitions_read"], s.metadata["partitions_reused"]) == (1, 1)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import InputDataError, LdpDaskError, TaskError, check_epsilon
+from .._validation import InputDataError, LdpDaskError, TaskError, check_epsilon, error_value
 from ..engine import run, task_rows, tasks_of
 from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
 from ..options import RunOptions
@@ -66,7 +66,7 @@ class BoundsRelease(Described, Receipted):
     fraction, epsilon : float
         The target share of the values inside, and the ε spent.
     n : int
-        The public number of rows.
+        The public number of records: rows, or with a privacy unit k × persons.
     """
 
     bounds: tuple[float, float] | None
@@ -94,6 +94,9 @@ class BoundsRelease(Described, Receipted):
             facts=(("bounds", found), ("target fraction inside", f"{self.fraction:g}"),
                    ("ε (central)", f"{self.epsilon:g}"), ("n", f"{self.n:,}"),
                    ("mechanism", "AboveThreshold over the counts of |x| ≤ 2^k (Dwork & Roth 2014)"),
+                   ("neighbours", str(self.info.get("neighbours", "one record replaced, n public"))),
+                   ("privacy unit", str(self.info.get("privacy_unit", "row"))),
+                   ("population estimated", str(self.info.get("population", "rows"))),
                    ("sign", "symmetric: use 0 as the lower bound when the column is known to be non-negative")))
 
 
@@ -128,9 +131,27 @@ def _magnitude_piece(task: Any, job: _MagnitudeJob) -> dict[str, Any] | TaskErro
     return error if isinstance(error, TaskError) else acc
 
 
-def _counts(dataset: Dataset, options: RunOptions) -> np.ndarray:
+@dataclass(frozen=True)
+class _MagnitudeBucket:
+    """A bucket of persons' k records each: their magnitude counts (worker side)."""
+
+    def __call__(self, values: Any, where: str, index: int = 0, key: bytes | None = None) -> dict[str, Any] | TaskError:
+        try:
+            return {"counts": magnitude_counts(values), "clipped": 0}
+        except InputDataError as exc:
+            return error_value(where, exc)
+
+
+def _counts(dataset: Dataset, options: RunOptions, secret: Secret | None = None) -> np.ndarray:
     from .data import _hist_combine
 
+    if dataset.unit is not None:  # every person's k records (bounded and padded), as every unit release
+        from ..pipeline import map_units
+
+        context = {"v": 1, "kind": "central-bounds-units", "fingerprint": dataset.fingerprint,
+                   "column": dataset.column, "unit": dataset.unit, "k": options.max_contributions}
+        return map_units(dataset, secret, context, _MagnitudeBucket(), _hist_combine, options,  # type: ignore[arg-type]
+                         in_process=dataset.kind == "memory")["counts"]
     job = _MagnitudeJob(dataset.reader, dataset.pieces)
     tasks = tasks_of(dataset)
     res = run(tasks, _magnitude_piece, job, _hist_combine, options, rows=[task_rows(dataset.pieces, t) for t in tasks],
@@ -147,15 +168,16 @@ def _release_bounds(source: Any, column: str | None = None, epsilon: float = 0.1
         raise LdpDaskError(f"The 'fraction' parameter must be in [0.5, 1). Got {fraction!r} instead.")
     fraction = float(fraction)
     opts = RunOptions.of(options, **run)
-    if opts.privacy_unit is not None:
-        raise LdpDaskError("bounds with a privacy unit are not offered: a person's rows would move several counts "
-                           "at once; choose the domain from a release without one, or from public knowledge.")
     dataset = plan(source, column, "numeric", opts)
     params = {"fraction": fraction, "lowest_exponent": LOWEST_EXPONENT, "highest_exponent": HIGHEST_EXPONENT}
     tags: dict[str, str] = {}
+    # with a privacy unit every person is k records (bounded and padded): one person moves each count by at most
+    # k, so AboveThreshold runs at ε/k (group privacy), on n = k × persons
+    per = opts.max_contributions if dataset.unit is not None else 1
 
     def compute(secret: Secret, outputs: Outputs) -> BoundsRelease:
-        counts = _counts(dataset, opts)  # driver memory only
+        counts = _counts(dataset, opts, secret)  # driver memory only
+        n = int(counts.sum())
         cumulative = np.cumsum(counts[:-1])  # c_k = #{|x| ≤ 2^k}, k = LOWEST_EXPONENT …
         context = {"v": 1, "kind": "central-bounds", "fingerprint": dataset.fingerprint, "column": dataset.column,
                    "epsilon": epsilon, **params}
@@ -164,11 +186,17 @@ def _release_bounds(source: Any, column: str | None = None, epsilon: float = 0.1
         tags["content"] = f"{content_tag(base, digest):064x}"
         rng = generator(bind_key(base, digest))
         hit = above_threshold(lambda i, j: cumulative[i:j].astype(np.float64), len(cumulative),
-                              fraction * dataset.n, epsilon, rng)
+                              fraction * n, epsilon / per, rng)
         k = None if hit is None else LOWEST_EXPONENT + hit
         b = None if k is None else (-math.ldexp(1.0, k), math.ldexp(1.0, k))
-        return BoundsRelease(b, k, fraction, epsilon, dataset.n, dataset.column,
-                             {"key_id": secret.key_id, "neighbours": "one record replaced, n public"})
+        details: dict[str, Any] = {"key_id": secret.key_id, "neighbours": "one record replaced, n public",
+                                   "privacy_unit": dataset.unit or "row"}
+        if dataset.unit is not None:
+            details.update(max_contributions=per, epsilon_per_record=epsilon / per,
+                           neighbours=f"one {dataset.unit}'s rows replaced, how many included ({per} records each, "
+                                      "from rows chosen at random; ε/k per record by group privacy), persons public",
+                           population=f"each {dataset.unit} weighted equally")
+        return BoundsRelease(b, k, fraction, epsilon, n, dataset.column, details)
 
     def write(result: BoundsRelease, outputs: Outputs) -> None:
         if "json" in outputs:
@@ -196,7 +224,9 @@ def bounds(source: Any, column: str | None = None, epsilon: float = 0.1, fractio
     out : path, optional
         Write the release as JSON.
     options, **run :
-        :class:`~ldp_dask.options.RunOptions` (the key, the ledger, the cluster). No privacy unit.
+        :class:`~ldp_dask.options.RunOptions` (the key, the ledger, the cluster). With a privacy unit
+        (``privacy_unit=``, ``max_contributions=k``) every person is k records (bounded and padded, as for
+        every unit release) and the mechanism runs at ε/k: ε per person by group privacy.
 
     Returns
     -------

@@ -12,6 +12,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -55,6 +56,36 @@ def test_bounds_find_the_power_of_two_and_are_charged(tmp_path):
         ldp_dask.central.bounds(str(d), "x", epsilon=0.1, seed=1, privacy_unit="x")
     with pytest.raises(ldp_dask.LdpDaskError, match="'fraction' parameter"):
         ldp_dask.central.bounds(str(d), "x", epsilon=0.1, fraction=1.0, seed=1)
+
+
+def test_bounds_per_person_weigh_each_person_equally(tmp_path, capsys):
+    # 4,000 persons with 1-5 rows in [0, 100), and one with 60,000 rows at 10^6. Per row, 94% of the rows are
+    # 10^6 (bounds 2^20); per person (k = 2, every person 2 records), 4,000 of 4,001 persons lie below 128: the
+    # bounds are 2^7 with the mechanism at ε/k = 0.5 on n = 8,002 records (its error, (8/(εn))·log(2K/β) ≈ 0.02
+    # of the share at β = 1e-6, cannot move the answer: 2^6 = 64 holds 64% of the records, 2^7 all but 0.02%)
+    rng = np.random.default_rng(12)
+    small = pd.DataFrame({"user": np.repeat(np.arange(4_000), rng.integers(1, 6, 4_000))})
+    small["x"] = rng.uniform(0, 100, len(small))
+    big = pd.DataFrame({"user": np.full(60_000, 10**6), "x": 1e6})
+    df = pd.concat([small, big], ignore_index=True)
+    df.to_parquet(tmp_path / "p.parquet")
+    ledger = tmp_path / "l.sqlite"
+    per_row = ldp_dask.central.bounds(df, "x", epsilon=1.0, seed=3, ledger=False)
+    assert per_row.exponent == 20
+    for seed in range(5):
+        r = ldp_dask.central.bounds(df, "x", epsilon=1.0, seed=seed, privacy_unit="user", max_contributions=2,
+                                    ledger=False)
+        assert r.exponent == 7 and r.n == 2 * 4_001, (seed, r)
+    facts = dict(r.describe().facts)
+    assert facts["privacy unit"] == "user" and facts["population estimated"] == "each user weighted equally"
+    assert "2 records each" in facts["neighbours"]
+    # from the command line, on Parquet, charged ε 1 per user in the central scope
+    assert main(["bounds", str(tmp_path / "p.parquet"), "--column", "x", "--epsilon", "1", "--seed", "2", "--local",
+                 "--privacy-unit", "user", "--max-contributions", "2", "--json", "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["bounds"] == [-128.0, 128.0] and "ε 1 per user spent" in out.err
+    (row,) = ldp_dask.Ledger(ledger).summary()
+    assert row["privacy_unit"] == "user" and row["by_scope"] == {"central": pytest.approx(1.0)}
 
 
 def test_bounds_from_the_command_line(tmp_path, capsys):

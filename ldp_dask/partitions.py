@@ -67,6 +67,8 @@ class FilePlan:
     #: where its rows lie, as the ledger compares locations, and its ledger part key
     root: str = ""
     key: str = ""
+    #: a keyed digest of its footer alone (:attr:`ldp_dask.summary.Partition.identity`)
+    identity: str = ""
 
     @property
     def rows(self) -> int:
@@ -148,7 +150,9 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
             raise LdpDaskError(f"no footer stamp for {path!r}: plan the dataset again")
         root = resolve_root(dataset.fs.unstrip_protocol(path))
         stamp = keyed_digest(secret, "partition-stamp", context_id.encode(), root.encode(), material)
-        files.append(FilePlan(path, name, dataset.pieces[start:stop], (groups,), stamp, root))
+        facts = dataset.footer_statistics.facts.get(path) if dataset.footer_statistics is not None else None
+        identity = keyed_digest(secret, "partition-identity", facts.footer)[:32] if facts and facts.footer else ""
+        files.append(FilePlan(path, name, dataset.pieces[start:stop], (groups,), stamp, root, identity=identity))
     release = json.dumps([scope, channel.name, channel.params(), secret.key_id, context_id, dataset.unit or ROW_UNIT],
                          sort_keys=True, default=str)
     files = [dataclasses.replace(f, key=hashlib.sha256(json.dumps([f.root, [list(t) for t in f.layout], release])
@@ -328,6 +332,18 @@ def merge(summaries: Sequence[Summary]) -> Summary:
                                    "only summaries of disjoint data merge (the same rows twice would be counted "
                                    "twice)")
         seen += [(loc, i) for loc in _locations(s)]
+    # the same rows under two names (a hard link, a byte copy, a root edited in an unsigned summary): the files'
+    # keyed identities meet, whatever their paths (comparable under one key)
+    held: dict[tuple[str, str], int] = {}
+    for i, s in enumerate(summaries, 1):
+        for p in s.partitions:
+            if not p.identity:
+                continue
+            j = held.setdefault((str(s.metadata.get("key_id")), p.identity), i)
+            if j != i:
+                raise LdpDaskError(f"summaries {j} and {i} overlap: both hold a file with the same content "
+                                   f"({p.path!r} in summary {i}: a link or a copy of a file of summary {j}); only "
+                                   "summaries of disjoint data merge (the same rows twice would be counted twice)")
     key_ids = sorted({str(s.metadata.get("key_id")) for s in summaries})
     roots = [str(s.metadata["root"]).rstrip("/") for s in summaries]
     root = _common_root(roots)

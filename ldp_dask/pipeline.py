@@ -267,7 +267,7 @@ def _run_partitioned_units(dataset: Dataset, channel: Channel, secret: Secret, o
         shape = {"partition": f.root, "layout": [list(t) for t in f.layout], "context": plan_.context_id}
         sub = dataclasses.replace(dataset, pieces=pieces, n=f.rows, fingerprint=_fingerprint(shape))
         s = run_channel(sub, channel, "summary", secret, options)
-        read[f.name] = Partition(f.name, s.n, f.layout, f.stamp, s.content_tag or "0" * 64, s.sums)
+        read[f.name] = Partition(f.name, s.n, f.layout, f.stamp, s.content_tag or "0" * 64, s.sums, f.identity)
     parts = tuple(read.get(f.name) or plan_.reused[f.name] for f in plan_.files)
     k = options.max_contributions
     metadata = _metadata(dataset, secret, "summary", options, None)
@@ -307,7 +307,7 @@ def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options
         if a["n"] != f.rows:  # pragma: no cover - a planning bug, not user input
             raise RuntimeError(f"processed {a['n']} rows of {f.name}, planned {f.rows}")
         read[f.name] = Partition(f.name, f.rows, f.layout, f.stamp, f"{a['tag']:064x}",
-                                 {k: exactsum.to_float(v) for k, v in a["stats"].items()})
+                                 {k: exactsum.to_float(v) for k, v in a["stats"].items()}, f.identity)
     parts = tuple(read.get(f.name) or plan_.reused[f.name] for f in plan_.files)
     if not parts:  # pragma: no cover - a planned dataset has rows
         raise InputDataError("the release has no partition")

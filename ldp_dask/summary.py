@@ -70,6 +70,10 @@ class Partition:
         The keyed digest of the content it was computed from (the ledger's re-run rule).
     sums : dict of str to ndarray
         Its released, noisy statistics (the summary's totals are their exact sum, rounded once).
+    identity : str
+        A keyed digest of the file's Parquet footer alone, wherever the file lies: two partitions with one
+        identity hold the same rows (a link or a byte copy), which :func:`ldp_dask.partitions.merge` refuses to
+        add twice. Empty in summaries written before it was kept.
     """
 
     path: str
@@ -78,11 +82,15 @@ class Partition:
     stamp: str
     tag: str
     sums: dict[str, np.ndarray] = field(repr=False)
+    identity: str = ""
 
     def record(self) -> dict[str, Any]:
         """What the summary's metadata says of it (its sums are rows of the summary's table)."""
-        return {"path": self.path, "rows": int(self.rows), "layout": [list(t) for t in self.layout],
-                "stamp": self.stamp, "tag": self.tag}
+        out = {"path": self.path, "rows": int(self.rows), "layout": [list(t) for t in self.layout],
+               "stamp": self.stamp, "tag": self.tag}
+        if self.identity:
+            out["identity"] = self.identity
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -492,12 +500,14 @@ def _partitions(records: Any, stat: np.ndarray, index: np.ndarray, value: np.nda
               and isinstance(r.get("rows"), int) and not isinstance(r["rows"], bool) and r["rows"] > 0
               and isinstance(r.get("layout"), list) and all(isinstance(t, list) and all(
                   isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in t) for t in r["layout"])
-              and all(isinstance(r.get(k), str) and _is_hex(r[k]) for k in ("stamp", "tag")))
+              and all(isinstance(r.get(k), str) and _is_hex(r[k]) for k in ("stamp", "tag"))
+              and (isinstance(r.get("identity", ""), str) and (not r.get("identity") or _is_hex(r["identity"]))))
         if not ok:
             raise bad(f"its partition record {i} is malformed (path, rows, layout, stamp, tag expected)")
         mine = part == i
         out.append(Partition(r["path"], r["rows"], tuple(tuple(t) for t in r["layout"]), r["stamp"], r["tag"],
-                             _statistics(stat[mine], index[mine], value[mine], expected, bad, f"partition {i}: ")))
+                             _statistics(stat[mine], index[mine], value[mine], expected, bad, f"partition {i}: "),
+                             r.get("identity", "")))
     if len({p.path for p in out}) != len(out):
         raise bad("it lists a partition twice")
     return tuple(out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -318,3 +319,20 @@ def test_a_corrected_old_file_is_named_in_the_refusal_and_can_be_skipped(tmp_pat
     assert "not released again (--skip-changed): date=2026-11-01/part.parquet" in out.err
     s = ldp_dask.read_summary(tmp_path / "n2.parquet")
     assert (s.metadata["partitions_read"], s.metadata["partitions_reused"]) == (1, 1)
+
+
+def test_merge_refuses_the_same_file_under_another_name(tmp_path, table):
+    # a hard link (or a byte copy) of day 1 in another directory: the roots are disjoint, the rows are not
+    other = tmp_path / "other"
+    other.mkdir()
+    os.link(table / "date=2026-11-01" / "part.parquet", other / "linked.parquet")
+    shutil.copy(table / "date=2026-11-01" / "part.parquet", tmp_path / "copied.parquet")
+    def release(source):
+        return ldp_dask.privatize(str(source), "x", HIST, seed=7, client="local", ledger=False, incremental=True)
+
+    a = release(table)
+    for twin in (other, tmp_path / "copied.parquet"):
+        with pytest.raises(LdpDaskError, match="same content"):
+            ldp_dask.merge_summaries([a, release(twin)])
+    _day(tmp_path / "fresh", 2)  # other rows: merged
+    assert ldp_dask.merge_summaries([a, release(tmp_path / "fresh")]).n == 2 * ROWS

@@ -64,6 +64,8 @@ def budget_facts(receipt: Any) -> tuple[tuple[str, str], ...]:
     if receipt.ledger is None:
         return (("budget", "not recorded (ledger=False): nothing charged, no budget checked"),)
     unit = receipt.privacy_unit
+    if receipt.total is None:  # published; the charge is pending until the ledger is reached (its recovery)
+        return (("budget", receipt.note),)
     spent = f"{receipt.total:g}" + (f" of budget {receipt.limit:g}" if receipt.limit is not None else
                                     " (no budget set)")
     out = [(f"ε per {unit} charged by this release", f"{receipt.epsilon:g}"),

@@ -426,9 +426,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         msg = " ".join(str(exc).split())
         print(f"ldp-dask: error: {msg}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("ldp-dask: interrupted; nothing was published or charged", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", 2)
+        if getattr(exc, "published", False):
+            print(f"ldp-dask: {exc} received while publishing: the release was finished first (published and "
+                  "charged), then stopped", file=sys.stderr)
+        else:
+            print(f"ldp-dask: interrupted{f' ({exc})' if str(exc) else ''}; nothing was published or charged",
+                  file=sys.stderr)
+        return 128 + signum
     except Exception as exc:  # infrastructure: storage, the cluster, the Prefect API
         if os.environ.get(DEBUG_ENV):
             raise

@@ -40,7 +40,9 @@ class Receipt:
         The dataset charged: a declared name, or the release's root.
     total, limit : float or None
         The dataset's spend per person after this release (all columns and
-        scopes), and its budget.
+        scopes), and its budget. ``total`` is None when the outputs were
+        published but the ledger could not be reached to commit the charge
+        (``note`` says so: the charge is settled by the ledger's recovery).
     privacy_unit : str
         What ε is counted per: ``"row"`` or the column naming a person.
     key_id, key_source : str
@@ -94,6 +96,8 @@ class Receipt:
                  else " (no budget set)")
         if self.nights_left is not None:
             limit += f"; {self.nights_left} more night(s) fit at ε {self.epsilon:g} a night"
+        if self.total is None:  # published, but the ledger could not be reached to commit the charge
+            return f"ledger: {note}, {self.note} ({self.ledger})"
         found = f". Note: {self.note}" if self.note else ""
         return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger}){found}"
 

@@ -14,7 +14,9 @@ The rules about releases are written here once:
 * **Nothing is charged unless everything is published.** Any exception — bad
   data found on a worker, a failed write, an interrupt — removes what was
   staged and aborts the reservation: a failed release leaves no file at any
-  target and no entry in the ledger.
+  target and no entry in the ledger. SIGTERM, SIGHUP and SIGINT are such
+  interrupts until the charge is settled; from then on they wait until the
+  outputs are published and the charge committed (:mod:`ldp_dask._signals`).
 * **What a re-run costs** is the ledger's rule (:meth:`~ldp_dask.ledger.Ledger.reserve`):
   the same key, dataset, column and parameters reproduce the same release, so
   it is recorded without a new charge.
@@ -38,12 +40,13 @@ from typing import Any, Generic, TypeVar
 import fsspec
 
 from ._io import StagedOutputs, resolve_root
+from ._signals import terminations
 from ._validation import LdpDaskError
-from .ledger import ROW_UNIT, SCOPES, Ledger, Part, Reservation, open_ledger
+from .ledger import ROW_UNIT, SCOPES, Ledger, LedgerError, Part, Reservation, open_ledger
 from .locations import ledger_files, listing
 from .noise import Secret
 from .options import RunOptions
-from .policy import check_epsilon_spent
+from .policy import check_epsilon_spent, warn
 from .receipts import Receipt, attach
 from .source import Dataset, open_source
 
@@ -222,21 +225,43 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
         return result
 
     def settle(result: R) -> None:
+        guard.publishing = True  # a termination signal from here on waits until the outputs are published
         if held:
             tag = content_tag(result) if content_tag is not None else None
             tags = part_tags(result) if part_tags is not None else None
             held[0] = ledger.settle(held[0], tag, secret.reproducible, part_tags=tags)  # type: ignore[union-attr]
 
-    try:
-        result, written = publish(targets or {}, produce, outputs=outputs, before_publish=settle)
-    except BaseException:
+    with terminations() as guard:  # SIGTERM/SIGHUP/SIGINT: abort cleanly before publishing, or finish publishing
+        try:
+            result, written = publish(targets or {}, produce, outputs=outputs, before_publish=settle)
+        except BaseException:
+            if held:
+                # published in part (a rename failed after another succeeded): that output left, the charge stands
+                try:
+                    (ledger.commit if outputs.published else ledger.abort)(held[0])  # type: ignore[union-attr]
+                except LedgerError:  # unreachable: recovery settles the entry (its lease ends); the cause is raised
+                    pass
+            raise
         if held:
-            # published in part (a rename failed after another succeeded): that output left, the charge stands
-            (ledger.commit if outputs.published else ledger.abort)(held[0])  # type: ignore[union-attr]
-        raise
-    if held:
-        ledger.commit(held[0])  # type: ignore[union-attr]
-    return Released(result, _receipt(ledger, held[0] if held else None, charge, secret, unit), written)
+            try:
+                ledger.commit(held[0])  # type: ignore[union-attr]
+            except LedgerError as exc:
+                return Released(result, _pending(ledger, held[0], charge, secret, unit, exc),  # type: ignore[arg-type]
+                                written)
+        return Released(result, _receipt(ledger, held[0] if held else None, charge, secret, unit), written)
+
+
+def _pending(ledger: Ledger, r: Reservation, charge: Charge, secret: Secret, unit: str, exc: Exception) -> Receipt:
+    """The receipt of a release whose outputs are published but whose charge the ledger could not commit: said,
+    with the recovery that settles it (the entry stays *publishing*; its lease ends and it is committed)."""
+    pending = (f"the outputs are published and the release is charged ε {r.epsilon:g} per {unit}, but the ledger "
+               f"could not be reached to commit it ({exc}). It stays recorded as publishing: the first ledger "
+               f"operation after its lease ends (within {ledger.lease_seconds:g} s) commits it (`ldp-dask budget "
+               "--entries` shows it)")
+    warn(pending)
+    parts = None if charge.parts is None else (r.parts or 0, len(charge.parts))
+    return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, None, r.limit, secret.key_id, secret.source,
+                   r.identity, unit, parts, "charge pending: " + pending)
 
 
 def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secret: Secret, unit: str) -> Receipt:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import ldp_dask
 from ldp_dask.cli import main
 from ldp_dask.ledger import BudgetExceeded, Ledger, LedgerError
 
@@ -506,3 +507,47 @@ def test_a_schema_2_postgresql_ledger_is_brought_up_to_date(postgres):
     led, r = _reserve_parts(url, ["a"])  # the new column is there: a partitioned release is recorded
     led.commit(led.settle(r, "t", part_tags={"key-a": "A"}))
     assert Ledger(url).spent("file:///d") == 2.5
+
+
+@pytest.mark.postgres
+def test_a_ledger_lost_after_publishing_is_reported_as_a_pending_charge(postgres, tmp_path, data):
+    """The ledger's server refuses the release's connections from the moment its charge is settled (a trigger on
+    the real server locks the ledger's role out), so the outputs are published but the commit cannot reach it:
+    the release says so — published, charged, pending — and the ledger's recovery commits the entry once its
+    lease ends."""
+    import psycopg
+    from pg_server import fresh_database
+
+    from ldp_dask.policy import LdpDaskWarning
+
+    admin = fresh_database(postgres, f"ledger_{uuid.uuid4().hex[:12]}")
+    role = f"writer_{uuid.uuid4().hex[:8]}"
+    host = admin.split("@", 1)[1]
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f"CREATE ROLE {role} LOGIN")
+        con.execute(f'ALTER DATABASE "{admin.rsplit("/", 1)[1]}" OWNER TO {role}')
+        con.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+    url = f"postgresql://{role}@{host}"
+    Ledger(url)  # the tables, owned by the ledger's role
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f"""CREATE FUNCTION lock_out() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$
+                        BEGIN
+                          IF NEW.status = 'publishing' THEN EXECUTE 'ALTER ROLE {role} NOLOGIN'; END IF;
+                          RETURN NEW;
+                        END $$""")
+        con.execute("CREATE TRIGGER lock_out AFTER UPDATE ON releases FOR EACH ROW EXECUTE FUNCTION lock_out()")
+    out = tmp_path / "s.parquet"
+    with pytest.warns(LdpDaskWarning, match="could not be reached to commit it"):
+        s = ldp_dask.privatize(str(data), "x", ldp_dask.LaplaceHistogram(1.0, 8, (0, 1)), seed=1, client="local",
+                               out=out, ledger=Ledger(url, lease_seconds=2))
+    assert out.exists() and s.written["summary"] == str(out)  # published
+    assert s.receipt.total is None and s.receipt.epsilon == 1.0
+    line = s.receipt.line()
+    assert "charge pending" in line and "published" in line and "commits it" in line
+    with psycopg.connect(admin, autocommit=True) as con:  # the server lets the ledger in again
+        con.execute(f"ALTER ROLE {role} LOGIN")
+        con.execute("DROP TRIGGER lock_out ON releases")
+    time.sleep(2.5)  # the lease ends: the next ledger operation commits the entry
+    (entry,) = Ledger(url).entries()
+    assert entry["status"] == "committed" and "stopped while publishing" in entry["note"]
+    assert Ledger(url).spent(entry["root"]) == 1.0

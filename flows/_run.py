@@ -43,6 +43,7 @@ FLOW_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "ledger": (str | bool, True),
     "privacy_unit": (str | None, None),
     "max_contributions": (int, 1),
+    "unit_nulls": (str, "error"),
     "allow_large_epsilon": (bool, False),
     "in_process_rows": (int, DEFAULT_IN_PROCESS_ROWS),
     "connect_timeout": (float, DEFAULT_CONNECT_TIMEOUT),

@@ -49,7 +49,7 @@ def _run_options(a: argparse.Namespace, numeric: bool = True) -> Any:
     compound = {
         "client": lambda: "local" if a.local else a.scheduler,
         "ledger": lambda: False if a.no_ledger else (a.ledger or True),
-        "unit": lambda: unit_of(a.privacy_unit, a.max_contributions),
+        "unit": lambda: unit_of(a.privacy_unit, a.max_contributions, a.unit_nulls),
         "nulls": lambda: _null_policy(a.nulls, numeric),
         "progress": lambda: show_progress(a),
     }

@@ -318,6 +318,10 @@ _FLAG_SPECS: dict[str, dict[str, Any]] = {
     "--privacy-unit": {"default": None, "metavar": "COLUMN",
                        "help": "column naming the person each row belongs to: ε is then per person (default: per "
                                "row)"},
+    "--unit-nulls": {"choices": ["error", "drop"], "default": "error",
+                     "help": "with --privacy-unit: a row whose unit is null belongs to no person; refuse the release "
+                             "(error, the default) or drop those rows (each person still makes exactly K reports, so "
+                             "nothing released counts them)"},
     "--max-contributions": {"type": int, "default": 1, "metavar": "K",
                             "help": "with --privacy-unit: rows kept per person, chosen at random; ε/K per row "
                                     "(default 1)"},

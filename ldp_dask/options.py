@@ -30,7 +30,7 @@ from .privacy import Person, Row, Unit, unit_of
 __all__ = ["RunOptions", "Face", "faces", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING"]
 
 #: The public spelling of :attr:`RunOptions.unit` accepted by :meth:`RunOptions.of` and every entry point.
-UNIT_SPELLING = ("privacy_unit", "max_contributions")
+UNIT_SPELLING = ("privacy_unit", "max_contributions", "unit_nulls")
 
 #: Fan-in of the tree reduction: few levels, small combine tasks.
 DEFAULT_SPLIT_EVERY = 8
@@ -181,10 +181,10 @@ class RunOptions:
                             cli=("--ledger", "--no-ledger"), flow=("ledger",))
     flow_run_id: str | None = _declared(None, "the Prefect flow run recorded with the release",
                                         hidden="set by the flow itself from its run, never by a caller")
-    unit: Unit = _declared(Row(), "what ε is counted per: a column naming the person a row belongs to, and the rows "
-                                  "kept per person (default: per row)",
-                           cli=("--privacy-unit", "--max-contributions"),
-                           flow=("privacy_unit", "max_contributions"))
+    unit: Unit = _declared(Row(), "what ε is counted per: a column naming the person a row belongs to, the reports "
+                                  "per person, and what a null in that column does (default: per row)",
+                           cli=("--privacy-unit", "--max-contributions", "--unit-nulls"),
+                           flow=("privacy_unit", "max_contributions", "unit_nulls"))
     allow_large_epsilon: bool = _declared(False, "release even with ε above 50 per unit: simulations only",
                                           cli=("--allow-large-epsilon",), flow=("allow_large_epsilon",))
     in_process_rows: int = _declared(DEFAULT_IN_PROCESS_ROWS, "with no cluster named, sources of at most this many "
@@ -250,6 +250,11 @@ class RunOptions:
         """Rows kept per person (1 per row)."""
         return self.unit.k
 
+    @property
+    def unit_nulls(self) -> str:
+        """What a null in the privacy unit column does: ``"error"`` or ``"drop"`` (``"error"`` per row)."""
+        return getattr(self.unit, "nulls", "error")
+
     @classmethod
     def of(cls, options: RunOptions | None = None, /, **overrides: Any) -> RunOptions:
         """``options`` (default: all defaults) with ``overrides`` applied; unknown names are refused.
@@ -270,7 +275,8 @@ class RunOptions:
                 raise LdpDaskError("Give either 'unit' or 'privacy_unit'/'max_contributions', not both.")
             column = overrides.pop("privacy_unit", base.privacy_unit)
             k = overrides.pop("max_contributions", base.max_contributions if column is not None else 1)
-            overrides["unit"] = unit_of(column, k)
+            nulls = overrides.pop("unit_nulls", base.unit_nulls if column is not None else "error")
+            overrides["unit"] = unit_of(column, k, nulls)
         return dataclasses.replace(base, **overrides) if overrides else base
 
     @property

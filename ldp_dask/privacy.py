@@ -29,7 +29,10 @@ from ._validation import LdpDaskError, check_int
 if TYPE_CHECKING:  # the budget rules import this module: it stays free of the channels' imports
     from .channels import Channel
 
-__all__ = ["Row", "Person", "Unit", "unit_of", "per_row_channel", "epsilon_per_unit", "ROW_UNIT", "MAX_K"]
+#: What a null in the privacy unit column does: refuse the release, or drop the row (it belongs to no person).
+UNIT_NULLS = ("error", "drop")
+
+__all__ = ["UNIT_NULLS", "Row", "Person", "Unit", "unit_of", "per_row_channel", "epsilon_per_unit", "ROW_UNIT", "MAX_K"]
 
 #: What a release per row records as its unit.
 ROW_UNIT = "row"
@@ -63,11 +66,16 @@ class Person:
     column : str
         The column naming the person a row belongs to (integers or strings).
     k : int
-        Rows kept per person, 1–10^6 (default 1); each kept row runs at ε/k.
+        Reports per person, 1–10^6 (default 1), each at ε/k, from min(k, rows) of its rows.
+    nulls : {"error", "drop"}
+        A row whose unit is null belongs to no person: refused (``"error"``, the default), or dropped before
+        anything is released (``"drop"``). Dropping is safe: every person makes exactly k reports, so the number
+        released does not count the dropped rows.
     """
 
     column: str
     k: int = 1
+    nulls: str = "error"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.column, str) and self.column):
@@ -76,6 +84,9 @@ class Person:
             raise LdpDaskError(f"The 'privacy_unit' parameter names a column; {ROW_UNIT!r} is the per-row unit "
                                "(leave privacy_unit unset for it).")
         check_int(self.k, "max_contributions", 1, MAX_K)
+        if self.nulls not in UNIT_NULLS:
+            raise LdpDaskError(f"The 'unit_nulls' parameter must be one of {', '.join(UNIT_NULLS)}. "
+                               f"Got {self.nulls!r} instead.")
 
     @property
     def name(self) -> str:
@@ -85,16 +96,19 @@ class Person:
 Unit = Row | Person
 
 
-def unit_of(privacy_unit: Any = None, max_contributions: Any = 1) -> Unit:
-    """The unit for the public spelling ``privacy_unit=`` (a column, or None for rows) and ``max_contributions=``."""
+def unit_of(privacy_unit: Any = None, max_contributions: Any = 1, unit_nulls: Any = "error") -> Unit:
+    """The unit for the public spelling ``privacy_unit=`` (a column, or None for rows), ``max_contributions=`` and
+    ``unit_nulls=``."""
     if isinstance(privacy_unit, (Row, Person)):
         return privacy_unit
     if privacy_unit is None:
         check_int(max_contributions, "max_contributions", 1, MAX_K)
         if max_contributions != 1:
             raise LdpDaskError("The 'max_contributions' parameter needs 'privacy_unit' (the column naming a person).")
+        if unit_nulls != "error":
+            raise LdpDaskError("The 'unit_nulls' parameter needs 'privacy_unit' (the column naming a person).")
         return Row()
-    return Person(privacy_unit, max_contributions)
+    return Person(privacy_unit, max_contributions, unit_nulls)
 
 
 def per_row_channel(channel: Channel, k: int) -> Channel:

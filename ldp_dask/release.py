@@ -99,7 +99,7 @@ class Released(Generic[R]):
 def plan(source: Any, column: str | None, value_kind: str, options: RunOptions) -> Dataset:
     """Plan ``source`` into partitions (metadata only; a planned :class:`~ldp_dask.source.Dataset` passes through)."""
     return open_source(source, column, options.partition_rows, options.storage_options, value_kind=value_kind,
-                       unit=options.privacy_unit, fill=options.nulls)
+                       unit=options.privacy_unit, fill=options.nulls, unit_nulls=options.unit_nulls)
 
 
 def _dataset_inputs(dataset: Dataset) -> tuple[tuple[str, bool], ...]:

@@ -87,6 +87,8 @@ class Reader:
     unit_values: Any = field(default=None, repr=False, compare=False)
     #: the public value that replaces a null (None: a null fails the read), see :func:`fill_nulls`
     fill: Any = None
+    #: what a null unit does: "error", or "drop" (the row belongs to no person, :data:`ldp_dask.units.NO_PERSON`)
+    unit_nulls: str = "error"
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ class Dataset:
     base: str = ""
     #: tasks never read pieces of two files (a partitioned release: a file is a partition, :mod:`ldp_dask.partitions`)
     by_file: bool = False
+    #: what a null unit does: "error", or "drop" (the row belongs to no person)
+    unit_nulls: str = "error"
 
     def relative(self, path: str) -> str:
         """A file's name relative to :attr:`base` (as the fingerprint and partitioned releases name it)."""
@@ -167,7 +171,7 @@ class Dataset:
     def reader(self) -> Reader:
         """The part of the dataset a worker needs to read its pieces."""
         return Reader(self.kind, self.column, self.value_kind, self.fs, self.unit, self.values, self.unit_values,
-                      self.fill)
+                      self.fill, self.unit_nulls)
 
     @property
     def layout(self) -> str:
@@ -202,6 +206,7 @@ def open_source(
     value_kind: str = "numeric",
     unit: str | None = None,
     fill: Any = None,
+    unit_nulls: str = "error",
 ) -> Dataset:
     """Plan a source into partitions.
 
@@ -226,6 +231,9 @@ def open_source(
         The public value that replaces each null of the column before it is
         privatized (``--nulls value V``); None (default): a column with nulls
         is refused, from the Parquet footers before any work.
+    unit_nulls : {"error", "drop"}
+        A null in the unit column: refused (from the footers, before any
+        work), or the row dropped (it belongs to no person).
 
     Raises
     ------
@@ -244,13 +252,14 @@ def open_source(
     if unit is not None and unit == column:
         raise LdpDaskError(f"The privacy unit {unit!r} cannot be the released column itself.")
     if isinstance(source, (str, os.PathLike)):
-        return _with_fill(_open_parquet(os.fspath(source), column, target, dict(storage_options or {}), value_kind, unit,
-                                        fill is not None), fill)
+        ds = _with_fill(_open_parquet(os.fspath(source), column, target, dict(storage_options or {}), value_kind,
+                                      unit, fill is not None, unit_nulls == "drop"), fill)
+        return ds if unit is None else dataclasses.replace(ds, unit_nulls=unit_nulls)
     ds = _with_fill(_open_memory(source, column, target, value_kind, fill), fill)
     if unit is None:
         return ds
-    units = _memory_units(source, unit, ds.n)
-    return dataclasses.replace(ds, unit=unit, unit_values=units, fingerprint=_fingerprint(
+    units = _memory_units(source, unit, ds.n, unit_nulls == "drop")
+    return dataclasses.replace(ds, unit=unit, unit_values=units, unit_nulls=unit_nulls, fingerprint=_fingerprint(
         {"fingerprint": ds.fingerprint, "unit": unit}))
 
 
@@ -284,7 +293,7 @@ def fill_nulls(col: pa.Array | pa.ChunkedArray, fill: Any, name: str) -> pa.Arra
     return pc.fill_null(col, value)
 
 
-def _memory_units(source: Any, unit: str, n: int) -> pa.Array:
+def _memory_units(source: Any, unit: str, n: int, drop: bool = False) -> pa.Array:
     import pandas as pd
 
     if isinstance(source, pa.Table) and unit in source.column_names:
@@ -297,8 +306,9 @@ def _memory_units(source: Any, unit: str, n: int) -> pa.Array:
     if not _is_unit_type(col.type):
         raise InputDataError(f"the privacy unit column {unit!r} has type {col.type}; an integer or string id is "
                              "required")
-    if col.null_count:
-        raise InputDataError(f"the privacy unit column {unit!r} contains null values; every row needs a person")
+    if col.null_count and not drop:
+        raise InputDataError(f"the privacy unit column {unit!r} contains null values; every row needs a person "
+                             "(--unit-nulls drop, or unit_nulls='drop', drops those rows)")
     assert len(col) == n
     return col
 
@@ -388,7 +398,8 @@ FOOTER_THREADS = 16
 
 
 def _open_parquet(url: str, column: str | None, target: int, storage_options: dict[str, Any],
-                  value_kind: str = "numeric", unit: str | None = None, filled: bool = False) -> Dataset:
+                  value_kind: str = "numeric", unit: str | None = None, filled: bool = False,
+                  drop_null_units: bool = False) -> Dataset:
     """Plan Parquet files with ``pyarrow.dataset``: discovery (directories, hive partitions, globs, any fsspec
     file system), then one footer per file (row groups, schema, statistics), read by threads where remote."""
     if column is None:
@@ -442,7 +453,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
             if not _is_unit_type(schema.field(unit).type):
                 raise InputDataError(f"the privacy unit column {unit!r} in file {f!r} has type "
                                      f"{schema.field(unit).type}; an integer or string id is required")
-        footer_statistics(meta, wanted, value_kind == "numeric", stats, f)
+        footer_statistics(meta, wanted[:1] if drop_null_units else wanted, value_kind == "numeric", stats, f)
         raw = footer_bytes(meta)
         stats.stamps[f] = stamp(meta, listed[f], raw)
         stats.facts[f] = file_facts(fs, f, listed[f], raw)
@@ -459,8 +470,10 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         if rows:
             pieces.append(Piece(len(pieces), rows, f, tuple(group)))
     if stats.nulls is not None and not filled:
+        hint = "" if unit is None else (f"; a row whose {unit!r} is null belongs to no person: --unit-nulls drop "
+                                        "(unit_nulls='drop') drops such rows")
         raise InputDataError(f"column {column!r}{'' if unit is None else f' or {unit!r}'} contains null values "
-                             f"(the Parquet statistics of {stats.nulls!r} show it); {NULLS_HINT}")
+                             f"(the Parquet statistics of {stats.nulls!r} show it); {NULLS_HINT}{hint}")
     n = sum(p.num_rows for p in pieces)
     if n == 0:
         raise InputDataError(f"the dataset at {url!r} is empty (0 rows)")

@@ -206,7 +206,7 @@ def tag_task(task: Any, job: Tagging, groups: int) -> list[dict[str, np.ndarray]
     def tagged(piece: Piece) -> Any:  # the piece's values; its persons' ids straight into the task's array
         values, units = read_with_units(job.reader, piece)
         i = piece.index - task.start  # a piece's index is its place in the plan
-        person_ids(units, out=person[ends[i]:ends[i + 1]])
+        person_ids(units, out=person[ends[i]:ends[i + 1]], nulls=job.reader.unit_nulls)
         return values
 
     read = each_piece(job.pieces, task, tagged)

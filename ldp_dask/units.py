@@ -50,7 +50,7 @@ from .privacy import per_row_channel
 
 __all__ = ["UnitKeys", "unit_keys", "Cells", "plan_cells", "person_ids", "cells_of", "ranks",
            "keep_contributions", "per_row_channel", "tag_rows", "kept_index", "bucket_values", "concat_rows", "COLUMNS",
-           "KERNEL_MAX_K", "CELL_ROWS", "scratch", "pad_index"]
+           "KERNEL_MAX_K", "CELL_ROWS", "scratch", "pad_index", "NO_PERSON"]
 
 #: The arrays of a tagged part: person id, rank, value (in cell order; the cell is a function of the person).
 COLUMNS = ("person", "rank", "value")
@@ -88,17 +88,28 @@ def _mix(x: np.ndarray, key: int) -> np.ndarray:
     return z
 
 
-def person_ids(units: Any, out: np.ndarray | None = None) -> np.ndarray:
+#: The id of a row whose unit is null, when such rows are dropped (``unit_nulls="drop"``): it belongs to no person,
+#: and :func:`bucket_values` removes it before anything is released.
+NO_PERSON = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def person_ids(units: Any, out: np.ndarray | None = None, nulls: str = "error") -> np.ndarray:
     """A 64-bit id per row from its unit value: integers by a mixing bijection (distinct integers, distinct ids,
     whatever their width), strings and other values by pandas' hash (``pd.util.hash_array``). With ``out`` (uint64,
-    one per row) the ids are written there."""
+    one per row) the ids are written there. A null unit is refused, or with ``nulls="drop"`` gets
+    :data:`NO_PERSON`."""
+    missing = None
     if isinstance(units, (pa.Array, pa.ChunkedArray)):
         if isinstance(units, pa.ChunkedArray):
             units = units.combine_chunks()
         if pa.types.is_dictionary(units.type):
             units = units.dictionary_decode()
         if units.null_count:
-            raise InputDataError("the privacy unit column contains null values; every row needs a person")
+            if nulls != "drop":
+                raise InputDataError("the privacy unit column contains null values; every row needs a person "
+                                     "(--unit-nulls drop, or unit_nulls='drop', drops those rows)")
+            missing = units.is_null().to_numpy(zero_copy_only=False)
+            units = units.fill_null(pa.scalar(0 if pa.types.is_integer(units.type) else "", units.type))
         units = units.to_numpy(zero_copy_only=False)
     values = np.asarray(units)
     if values.dtype.kind == "f":
@@ -110,6 +121,8 @@ def person_ids(units: Any, out: np.ndarray | None = None) -> np.ndarray:
         integer_ids(values.astype(np.int64, copy=False), ids)
     else:
         ids[:] = pd.util.hash_array(values, categorize=False)
+    if missing is not None:
+        ids[missing] = NO_PERSON
     return ids
 
 
@@ -322,7 +335,12 @@ def bucket_values(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, firs
     however many map tasks cut the rows and whatever order the parts completed in."""
     per = cells.per_bucket
     rows, keep, starts = kept_index(parts, k, cells, first * per, stop * per, reuse=True)
-    index, starts = pad_index(rows["person"][keep], starts, k)
+    person = rows["person"][keep]
+    someone = person != NO_PERSON
+    if not someone.all():  # rows of no person (a null unit, dropped): out before anything is released
+        starts = np.concatenate([[0], np.cumsum(someone)])[starts]
+        keep, person = keep[someone], person[someone]
+    index, starts = pad_index(person, starts, k)
     if index is not None:
         keep = keep[index]
     values = rows["value"][keep]  # a copy: the rows and positions are scratch

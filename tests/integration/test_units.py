@@ -331,3 +331,33 @@ def test_a_parameter_chosen_from_the_row_count_is_refused_with_a_unit(tmp_path, 
     assert "bins cannot be chosen from the number of rows" in capsys.readouterr().err
     assert not (tmp_path / "s.parquet").exists()
     assert main([*base, "--bins", "8"]) == 0  # given explicitly: released
+
+
+def test_rows_whose_unit_is_null_are_refused_or_dropped(tmp_path, capsys):
+    # 343 rows of no person (a null unit) beside 300 persons: refused by default, from the footers; dropped with
+    # --unit-nulls drop, when nothing released depends on them — two tables that differ only in those rows' values
+    # give bit-identical releases, and n = k × the 300 persons
+    rng = np.random.default_rng(21)
+    user = pa.array([None if i % 7 == 0 else int(i % 300) for i in range(2_400)], pa.int64())
+    x = rng.random(2_400)
+    for name, fill in (("a", 0.05), ("b", 0.95)):
+        xs = np.where(np.arange(2_400) % 7 == 0, fill, x)
+        (tmp_path / name).mkdir()  # one file name in two directories: the same plan, the same keys
+        pq.write_table(pa.table({"x": xs, "user": user}), tmp_path / name / "d.parquet")
+    base = ["privatize", "--column", "x", "--channel", "histogram", "--bins", "8", "--domain", "0", "1",
+            "--epsilon", "1", "--local", "--seed", "1", "--privacy-unit", "user", "--max-contributions", "2",
+            "--no-ledger"]
+    assert main([*base[:1], str(tmp_path / "a"), *base[1:], "--out", str(tmp_path / "r.parquet")]) == 2
+    assert "--unit-nulls drop" in capsys.readouterr().err and not (tmp_path / "r.parquet").exists()
+    for name in "ab":
+        assert main([*base[:1], str(tmp_path / name), *base[1:], "--unit-nulls", "drop", "--out",
+                     str(tmp_path / f"{name}-s.parquet")]) == 0
+    a, b = (ldp_dask.read_summary(tmp_path / f"{n}-s.parquet") for n in "ab")
+    assert a.same_release(b) and a.n == 2 * 300
+    # in memory, the same rule
+    df = pd.DataFrame({"x": x, "user": pd.array(user.to_pylist(), dtype="Int64")})
+    with pytest.raises(ldp_dask.InputDataError, match="unit-nulls drop"):
+        ldp_dask.privatize(df, "x", build_channel("mean", 1.0, (0, 1)), seed=1, privacy_unit="user", ledger=False)
+    s = ldp_dask.privatize(df, "x", build_channel("mean", 1.0, (0, 1)), seed=1, privacy_unit="user",
+                           unit_nulls="drop", ledger=False)
+    assert s.n == 300

@@ -97,6 +97,21 @@ def plan_column(source: Any, column: str, request: ChannelRequest,
     return dataset, request.build(dataset.n), request
 
 
+def predict_units(dataset: Dataset, channel: Channel, options: RunOptions) -> float:
+    """Before a release with a privacy unit spends anything: count the persons (a sketch, one pass over the unit
+    column), predict the estimate's standard error from k reports each at ε/k, and warn when it would be mostly
+    noise (:func:`ldp_dask.predict.unit_warning`). Returns the persons counted."""
+    from .pipeline import estimate_persons
+    from .policy import warn
+    from .predict import unit_warning
+
+    persons = estimate_persons(dataset, options)
+    message = unit_warning(channel, persons, options.max_contributions)
+    if message:
+        warn(message)
+    return persons
+
+
 def release_column(dataset: Dataset, channel: Channel, request: ChannelRequest, options: RunOptions, *,
                    out: str | os.PathLike[str] | None = None, rows_out: str | os.PathLike[str] | None = None,
                    overwrite: bool = False, incremental: bool = False, since: Any = None,
@@ -106,6 +121,8 @@ def release_column(dataset: Dataset, channel: Channel, request: ChannelRequest, 
     receipt and the outputs written."""
     if incremental or since is not None or window is not None:
         follows_n(request.build, dataset.n)
+    if dataset.unit is not None:
+        predict_units(dataset, channel, options)
     return privatize(dataset, column=dataset.column, channel=channel, mode=request.mode, out=out,
                      rows_path=rows_out, overwrite=overwrite, options=options, incremental=incremental,
                      since=since, window=window, skip_changed=skip_changed)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import engine, exactsum
-from ._validation import InputDataError, LdpDaskError
+from ._validation import InputDataError, LdpDaskError, TaskError
 from .channels import Channel
 from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
 from .ledger import BudgetExceeded
@@ -168,6 +168,38 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
                    partial(_group_plan, count, dataset.n), combine,
                    options, in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person",
                    large=large, direct_rows=engine.SHUFFLE_DIRECT_ROWS if direct_rows is None else direct_rows)
+
+
+def _sketch_task(task: Any, reader: Any) -> dict[str, Any] | Any:
+    """A task's persons as a HyperLogLog sketch (worker side): only the unit column is read."""
+    from .reading import read_units
+    from .tasks import each_piece
+    from .units import person_ids, person_sketch
+
+    sketches = each_piece(reader[1], task, lambda p: person_sketch(person_ids(read_units(reader[0], p),
+                                                                              nulls=reader[0].unit_nulls)))
+    if isinstance(sketches, TaskError):
+        return sketches
+    return {"sketch": np.maximum.reduce(sketches) if sketches else np.zeros(1 << 12, np.uint8)}
+
+
+def _sketch_combine(*parts: dict[str, Any]) -> dict[str, Any]:
+    return {"sketch": np.maximum.reduce([p["sketch"] for p in parts])}
+
+
+def estimate_persons(dataset: Dataset, options: RunOptions) -> float:
+    """About how many persons a privacy-unit dataset holds (a HyperLogLog sketch, about 1.6% relative error; one
+    pass over the unit column, nothing released). Under the unit's neighbouring relation the number of persons is
+    public (docs/privacy.md), so a prediction made from it reveals nothing a release does not."""
+    from .units import sketch_count
+
+    if dataset.unit is None:
+        raise LdpDaskError("estimate_persons needs a dataset planned with a privacy unit")
+    tasks = tasks_of(dataset)
+    res = run(tasks, _sketch_task, (dataset.reader, dataset.pieces), _sketch_combine, options,
+              rows=[task_rows(dataset.pieces, t) for t in tasks], in_process=dataset.kind == "memory",
+              prefix="ldp-persons", desc="count persons")
+    return sketch_count(res["sketch"])
 
 
 def _release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",

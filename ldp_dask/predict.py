@@ -1,0 +1,87 @@
+"""Predicted errors before anything is spent: what a release of ``n`` reports will give, from public quantities.
+
+With a privacy unit the number of reports is k × the persons (each person makes exactly k reports, each at ε/k),
+so a larger k divides ε and the persons do not grow: "choose k near the typical rows per person" can turn a release
+of a few thousand persons into noise. :func:`predict` gives the standard error of the channel's default estimate
+from its closed-form noise variance (the same variances ``--channel auto`` compares, :mod:`ldp_dask.channels.auto`)
+plus the sampling variance's bound, and says when it passes what the estimate can mean:
+
+* a mean (``mean``, ``hybrid-mean``): its 95% interval, ±1.96 SE, wider than the domain;
+* a share (a ``histogram`` bin, an ``rr`` or ``hadamard`` category): ±1.96 SE wider than the typical share 1/K
+  (K bins or categories), so a typical bin cannot be told from an empty one.
+
+Channels without a closed form (wavelets, square wave: smoothed estimates) get no prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .channels import Channel
+from .channels.auto import frequency_variances
+
+__all__ = ["Prediction", "predict", "unit_warning"]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predicted standard error of a release's default estimate, and whether it is beyond use."""
+
+    what: str
+    se: float
+    limit: float
+    n: float
+
+    @property
+    def useless(self) -> bool:
+        """The 95% half-width 1.96·SE passes :attr:`limit` (half the domain, or the typical share)."""
+        return 1.96 * self.se > self.limit
+
+    def line(self) -> str:
+        return f"predicted standard error of {self.what}: {self.se:.3g} (from about {self.n:,.0f} reports)"
+
+
+def predict(channel: Channel, n: float) -> Prediction | None:
+    """The predicted standard error of ``channel``'s default estimate from ``n`` reports, or None (no closed form)."""
+    if n <= 0:
+        return None
+    name = channel.name
+    if name in ("mean", "hybrid-mean"):
+        lo, hi = channel.domain  # type: ignore[attr-defined]
+        half = (hi - lo) / 2
+        if name == "mean":
+            noise = channel.noise_variance  # type: ignore[attr-defined]
+        else:
+            noise = channel.worst_variance() * half**2  # type: ignore[attr-defined]
+        return Prediction("the mean", math.sqrt((noise + half**2) / n), half, n)
+    if name == "histogram":
+        bins = channel.bins  # type: ignore[attr-defined]
+        noise = channel.noise_variance  # type: ignore[attr-defined]
+        return Prediction("a bin's share (before smoothing)", math.sqrt((noise + 0.25) / n), 1 / bins, n)
+    if name in ("rr", "hadamard"):
+        d = len(channel.labels)  # type: ignore[attr-defined]
+        if name == "rr":
+            p_in, p_out = channel.p_in, channel.p_out  # type: ignore[attr-defined]
+            n_var = p_out * (1 - p_out) / (p_in - p_out) ** 2
+        else:
+            n_var = frequency_variances(channel.epsilon, d)["hadamard"]
+        return Prediction("a category's share", math.sqrt((n_var + 0.25) / n), 1 / d, n)
+    return None
+
+
+def unit_warning(channel: Channel, persons: float, k: int) -> str | None:
+    """The warning for a release with a privacy unit whose k reports per person at ε/k predict an estimate beyond
+    use, with what k = 1 would predict; None when it is usable or has no prediction. ``channel`` is the channel
+    as asked for (ε per person)."""
+    from .privacy import per_row_channel
+
+    p = predict(per_row_channel(channel, k), persons * k)
+    if p is None or not p.useless:
+        return None
+    one = predict(channel, persons) if k > 1 else None
+    helps = "A larger ε helps" if one is None else \
+        f"A smaller --max-contributions (k = 1 predicts {one.se:.3g}) or a larger ε helps"
+    return (f"{p.line()}: about {persons:,.0f} persons × k = {k} reports at ε/k = {channel.epsilon / k:.3g}. Its 95% "
+            f"interval (±{1.96 * p.se:.3g}) is wider than {'half the domain' if 'mean' in p.what else 'a typical share'}"
+            f" ({p.limit:.3g}): the estimate would be mostly noise. {helps}; nothing has been spent yet")

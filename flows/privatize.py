@@ -16,7 +16,7 @@ from prefect.cache_policies import NONE
 import ldp_dask
 from ldp_dask.commands import ChannelRequest, plan_column, release_column
 from ldp_dask.estimators import estimator_for
-from ldp_dask.flows._outputs import headline, publish_markdown, publish_plot, retry_on_io
+from ldp_dask.flows._outputs import budget_facts, headline, publish_markdown, publish_plot, retry_on_io
 from ldp_dask.flows._run import logged_warnings, run_options, with_run_options
 from ldp_dask.options import RunOptions
 
@@ -104,6 +104,7 @@ def privatize_flow(
         "key_id": meta["key_id"], "key_source": meta["key_source"], "reproducible": meta["reproducible"],
         "rows_out": rows_out, "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
         "choice": summary.metadata.get("choice"), "partitions": partitions,
+        "budget": dict(budget_facts(summary.receipt)),
     }
     ledger_line = summary.receipt.line() if summary.receipt else "ledger: not recorded"
     reading = () if partitions is None else (("partitions", f"{partitions['read']} read, {partitions['reused']} "

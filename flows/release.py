@@ -137,7 +137,8 @@ def release_flow(
     estimated = ldp_dask.estimate(s) if has_estimate else None  # one estimate for the report and the table
     written["report"] = write_report(s, f"{stem}.html", overwrite=True, result=estimated)
     reused = "Reused the existing release (no ε spent by this run)." if release["reused"] else "New release."
+    budget = tuple(release.get("budget", {}).items())  # spent, remaining, nights left (a new release only)
     publish_markdown(s, "ldp-nightly-release", "Where the day's release, estimate and report are",
-                     ("this run", reused), ("estimate", headline(estimated)), *written.items(),
+                     ("this run", reused), ("estimate", headline(estimated)), *budget, *written.items(),
                      title=f"Release of {column} for {day}")
     return {"date": day, "release": release, "written": written}

@@ -199,3 +199,7 @@ def test_the_nightly_release_is_incremental_over_three_days(stack, nightly):
     md = next(a for r in stack.subflow_runs(runs[1]["id"]) for a in stack.artifacts(r["id"])
               if a["key"] == "ldp-release")["data"]
     assert "1 read, 5 reused" in md
+    # the nightly artifact shows the budget: spent per row on the dataset, what remains, the nights left
+    nightly_md = next(a for a in stack.artifacts(runs[1]["id"]) if a["key"] == "ldp-nightly-release")["data"]
+    assert "| ε per row spent on income | 0.5 of budget 10 |" in nightly_md
+    assert "| ε per row remaining | 9.5 |" in nightly_md and "| nights left at this night's rate | 19 |" in nightly_md

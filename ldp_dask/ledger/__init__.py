@@ -570,8 +570,8 @@ class Ledger:
             ids = {r["id"] for r in mine}
             own = [c for c in charges if _release_of(c[2]) in ids]
             item["spent"] = spent_per_person(own, item["root"], unit, follow)
-            item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow)
-            item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow)
+            item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow, own)
+            item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow, own)
             item["groups"] = person_groups(own, item["root"]) if follow else {}
             # a nightly series: the newest partitioned release's charge here is the rate at which nights are spent
             night = max((r["id"] for r in mine if r.get("parts")), default=None)

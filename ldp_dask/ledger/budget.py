@@ -117,12 +117,20 @@ def _increments(charges: Sequence[Charge]) -> dict[str, float]:
     exceeds that one by, so that summing along a row's ancestors takes each release's largest covering charge."""
     out: dict[str, float] = {}
     for mine in _by_release(charges).values():
+        own: dict[str, float] = {}
+        for loc, e in mine:
+            own[loc] = max(own.get(loc, 0.0), e)
+        above_of = {loc: [a for a in list(_ancestors(loc))[1:] if a in own] for loc in own} if len(own) > 1 else {}
+        if not any(above_of.values()):  # no charge of this release lies inside another (the usual case)
+            for loc, e in own.items():
+                out[loc] = out.get(loc, 0.0) + e
+            continue
         total: dict[str, float] = {}
-        for loc, e in sorted(mine, key=lambda c: c[0].count("/")):
-            above = max((total[a] for a in list(_ancestors(loc))[1:] if a in total), default=0.0)
-            total[loc] = max(total.get(loc, 0.0), e, above)
+        for loc in sorted(own, key=lambda c: c.count("/")):
+            above = max((total[a] for a in above_of[loc]), default=0.0)
+            total[loc] = max(own[loc], above)
         for loc, t in total.items():
-            above = max((total[a] for a in list(_ancestors(loc))[1:] if a in total), default=0.0)
+            above = max((total[a] for a in above_of[loc]), default=0.0)
             if t > above:
                 out[loc] = out.get(loc, 0.0) + (t - above)
     return out
@@ -172,11 +180,17 @@ def person_groups(charges: Sequence[Charge], root: str) -> dict[str, float]:
     return {c: best[c] for c in sorted(points)}
 
 
-def spent_view(rows: list[dict[str, Any]], key: str, root: str, unit: str,
-               follow_locations: bool = False) -> dict[str, float]:
-    """ε per person on ``root`` from the releases of each value of ``key`` (a column, a scope)."""
-    return {v: spent_per_person(charges_of([r for r in rows if r[key] == v]), root, unit, follow_locations)
-            for v in sorted({r[key] for r in rows})}
+def spent_view(rows: list[dict[str, Any]], key: str, root: str, unit: str, follow_locations: bool = False,
+               charges: Sequence[tuple[str, float, Any]] | None = None) -> dict[str, float]:
+    """ε per person on ``root`` from the releases of each value of ``key`` (a column, a scope); ``charges``:
+    :func:`charges_of` the rows, when already at hand."""
+    every = charges_of(rows) if charges is None else charges
+    out = {}
+    for v in sorted({r[key] for r in rows}):
+        ids = {r["id"] for r in rows if r[key] == v}
+        mine = [c for c in every if (c[2][0] if isinstance(c[2], tuple) else c[2]) in ids]
+        out[v] = spent_per_person(mine, root, unit, follow_locations)
+    return out
 
 
 def check_scope(scope: str) -> None:

@@ -35,7 +35,7 @@ from ._io import resolve_root
 from ._validation import InputDataError
 from .footers import VERSION_FIELDS
 
-__all__ = ["FileFacts", "file_facts", "ledger_files", "listing", "list_files"]
+__all__ = ["FileFacts", "file_facts", "ledger_files", "listing", "list_files", "file_identity", "read_identities"]
 
 @dataclass(frozen=True)
 class FileFacts:
@@ -90,6 +90,21 @@ def _keyed(secret: Any, label: str, value: bytes | None) -> str | None:
     from .noise import keyed_digest
 
     return None if value is None else keyed_digest(secret, label, value)[:32]
+
+
+def file_identity(secret: Any, facts: FileFacts | None) -> str:
+    """A keyed digest of a file's Parquet footer alone, wherever it lies: equal for a link or a byte copy (what
+    :func:`ldp_dask.partitions.merge` compares); empty without a footer."""
+    return "" if facts is None or facts.footer is None else str(_keyed(secret, "partition-identity", facts.footer))
+
+
+def read_identities(secret: Any, dataset: Any) -> list[str]:
+    """The :func:`file_identity` of every file a planned Parquet dataset reads, sorted."""
+    stats = getattr(dataset, "footer_statistics", None)
+    if dataset.kind != "parquet" or stats is None:
+        return []
+    paths = {p.path for p in dataset.pieces if p.path is not None}
+    return sorted({file_identity(secret, f) for p, f in stats.facts.items() if p in paths} - {""})
 
 
 def ledger_files(secret: Any, facts: Mapping[str, FileFacts]) -> list[dict[str, Any]]:

@@ -46,6 +46,7 @@ from typing import Any
 
 from ._validation import LdpDaskError
 from .ledger import ROW_UNIT, Part, overlaps
+from .locations import file_identity
 from .noise import Secret, keyed_digest
 from .policy import warn
 from .source import Dataset, Piece
@@ -151,7 +152,7 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
         root = resolve_root(dataset.fs.unstrip_protocol(path))
         stamp = keyed_digest(secret, "partition-stamp", context_id.encode(), root.encode(), material)
         facts = dataset.footer_statistics.facts.get(path) if dataset.footer_statistics is not None else None
-        identity = keyed_digest(secret, "partition-identity", facts.footer)[:32] if facts and facts.footer else ""
+        identity = file_identity(secret, facts)
         files.append(FilePlan(path, name, dataset.pieces[start:stop], (groups,), stamp, root, identity=identity))
     release = json.dumps([scope, channel.name, channel.params(), secret.key_id, context_id, dataset.unit or ROW_UNIT],
                          sort_keys=True, default=str)
@@ -336,13 +337,15 @@ def merge(summaries: Sequence[Summary]) -> Summary:
     # keyed identities meet, whatever their paths (comparable under one key)
     held: dict[tuple[str, str], int] = {}
     for i, s in enumerate(summaries, 1):
-        for p in s.partitions:
-            if not p.identity:
+        kept = [(p.identity, p.path) for p in s.partitions] if s.partitions else \
+            [(x, "a file") for x in s.metadata.get("file_identities") or () if isinstance(x, str)]
+        for identity, what in kept:
+            if not identity:
                 continue
-            j = held.setdefault((str(s.metadata.get("key_id")), p.identity), i)
+            j = held.setdefault((str(s.metadata.get("key_id")), identity), i)
             if j != i:
                 raise LdpDaskError(f"summaries {j} and {i} overlap: both hold a file with the same content "
-                                   f"({p.path!r} in summary {i}: a link or a copy of a file of summary {j}); only "
+                                   f"({what!r} in summary {i}: a link or a copy of a file of summary {j}); only "
                                    "summaries of disjoint data merge (the same rows twice would be counted twice)")
     key_ids = sorted({str(s.metadata.get("key_id")) for s in summaries})
     roots = [str(s.metadata["root"]).rstrip("/") for s in summaries]
@@ -359,6 +362,8 @@ def merge(summaries: Sequence[Summary]) -> Summary:
                 else sum(int(s.metadata["partitions"]) for s in summaries))
     if len(key_ids) > 1 or len({s.metadata.get("partition_context") for s in summaries}) > 1:
         meta.pop("partition_context", None)
+    if len(key_ids) == 1:  # comparable under one key: a later merge still sees every file
+        meta["file_identities"] = sorted({x for s in summaries for x in s.metadata.get("file_identities") or ()})
     integrity = next((s.integrity for s in summaries if not s.verified), "released here")
     if all(s.partitions for s in summaries):
         parts = tuple(dataclasses.replace(p, path=_under(f"{r}/{p.path}", root))

@@ -27,6 +27,7 @@ from ._validation import InputDataError, LdpDaskError, TaskError
 from .channels import Channel
 from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
 from .ledger import BudgetExceeded
+from .locations import read_identities
 from .noise import TAG_MODULUS, Secret, keyed_digest, named_base_keys, partition_base_keys
 from .options import RunOptions
 from .policy import warn_cells
@@ -464,4 +465,7 @@ def _metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, row
         "clip": bool(options.clip),
         "nulls": None if dataset.fill is None else {"policy": "value", "value": dataset.fill},
         "rows_path": os.fspath(rows_path) if rows_path is not None else None,
+        # keyed footer digests of the files read: merge refuses the same file under another name (not with a unit:
+        # a footer holds row counts, which one person's rows move)
+        "file_identities": read_identities(sec, dataset) if dataset.unit is None else None,
     }

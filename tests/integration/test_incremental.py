@@ -327,12 +327,15 @@ def test_merge_refuses_the_same_file_under_another_name(tmp_path, table):
     other.mkdir()
     os.link(table / "date=2026-11-01" / "part.parquet", other / "linked.parquet")
     shutil.copy(table / "date=2026-11-01" / "part.parquet", tmp_path / "copied.parquet")
-    def release(source):
-        return ldp_dask.privatize(str(source), "x", HIST, seed=7, client="local", ledger=False, incremental=True)
+    for incremental in (True, False):  # kept partitions, or a release of the whole source
+        def release(source, incremental=incremental):
+            return ldp_dask.privatize(str(source), "x", HIST, seed=7, client="local", ledger=False,
+                                      incremental=incremental)
 
-    a = release(table)
-    for twin in (other, tmp_path / "copied.parquet"):
-        with pytest.raises(LdpDaskError, match="same content"):
-            ldp_dask.merge_summaries([a, release(twin)])
-    _day(tmp_path / "fresh", 2)  # other rows: merged
-    assert ldp_dask.merge_summaries([a, release(tmp_path / "fresh")]).n == 2 * ROWS
+        a = release(table)
+        for twin in (other, tmp_path / "copied.parquet"):
+            with pytest.raises(LdpDaskError, match="same content"):
+                ldp_dask.merge_summaries([a, release(twin)])
+        fresh = tmp_path / f"fresh-{incremental}"
+        _day(fresh, 2)  # other rows: merged
+        assert ldp_dask.merge_summaries([a, release(fresh)]).n == 2 * ROWS

@@ -62,6 +62,7 @@ def test_task_payload_is_the_same_at_10_and_10000_pieces(tmp_path: Path, name: s
     assert sizes[10_000] - sizes[10] <= 6 and sizes[10_000] < MAX_TASK_BYTES, sizes
 
 
+@pytest.mark.slow  # 9 s on the 2-core machine
 def test_small_pieces_are_released_together_with_noise_for_all_their_rows(tmp_path: Path) -> None:
     """Consecutive small pieces form one task, released as one partition: its noise is drawn once, for all its
     rows (the law of the summary is that of a sum of one noise per row, whatever the grouping)."""
@@ -269,6 +270,7 @@ def test_small_sources_run_in_process_by_default(tmp_path: Path, monkeypatch) ->
     assert not RunOptions().runs_in_process(1)
 
 
+@pytest.mark.slow  # waits out the connect timeout: 10 s
 def test_an_unreachable_scheduler_fails_in_one_line(capsys, tmp_path: Path) -> None:
     from ldp_dask.cli import main
 

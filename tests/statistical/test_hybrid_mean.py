@@ -111,6 +111,7 @@ def _datasets(rng: np.random.Generator, n: int):
     yield "gamma", np.minimum(rng.gamma(2.0, 8.0, n), 100.0), None
 
 
+@pytest.mark.slow  # a coverage sweep: 10 s each on the 2-core machine
 @pytest.mark.parametrize("mech", MECHS)
 def test_mean_intervals_cover(mech):
     # 95% intervals over 300 data sets per shape (n = 3000, ε = 1): the true mean is the data's own mean (the
@@ -127,6 +128,7 @@ def test_mean_intervals_cover(mech):
     assert hits / total >= 0.95 - 3.3 * math.sqrt(0.95 * 0.05 / total), hits / total
 
 
+@pytest.mark.slow  # an accuracy sweep: 8 s on the 2-core machine
 def test_more_accurate_than_the_laplace_mean():
     # the measured spread of 400 releases of one data set (ε = 2): the hybrid's noise variance is 1.042/2.0 of the
     # Laplace mean's, so the F statistic stays below 0.52 × its upper 10⁻³ quantile (0.71 < 1: a Laplace-sized

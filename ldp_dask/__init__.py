@@ -22,7 +22,7 @@ from ._version import __version__
 _PUBLIC = {
     "privatize": "pipeline", "connect": "engine", "RunOptions": "options", "Row": "privacy", "Person": "privacy",
     "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
-    "merge_summaries": "partitions",
+    "merge_summaries": "partitions", "Plan": "plans", "check_plan": "plans",
     "Ledger": "ledger", "BudgetExceeded": "ledger",
     "Channel": "channels", "LaplaceHistogram": "channels", "LaplaceMean": "channels", "WaveletLaplace": "channels",
     "HaarLaplace": "channels", "HaarAdaptive": "channels", "HybridMean": "channels", "RandomizedResponse": "channels",
@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .options import RunOptions
     from .partitions import merge_summaries
     from .pipeline import privatize
+    from .plans import Plan, check_plan
     from .privacy import Person, Row
     from .summary import Summary, read_summary, verify_summary
 
@@ -96,6 +97,8 @@ __all__ = [
     "read_summary",
     "verify_summary",
     "merge_summaries",
+    "Plan",
+    "check_plan",
     "Ledger",
     "BudgetExceeded",
     "Channel",

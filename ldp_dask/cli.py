@@ -64,6 +64,22 @@ def _report_receipt(receipt: Any) -> None:
         print(receipt.line(), file=sys.stderr)
 
 
+def _cmd_plan(a: argparse.Namespace) -> int:
+    from ldp_dask.plans import Plan, check_plan
+
+    result = check_plan(Plan.from_toml(a.plan), a.source, a.epsilon)
+    if a.json:
+        print(json.dumps({"design": result.design, "epsilon": result.epsilon, "objective": result.objective,
+                          "other_objective": result.other_objective,
+                          "statistics": [{"name": p.statistic.label, "column": p.statistic.column,
+                                          "channel": p.channel.name, "params": p.channel.params(),
+                                          "epsilon": p.epsilon, "rows": p.rows, "predicted_se": p.se,
+                                          "of": p.what} for p in result.statistics]}, default=str))
+    else:
+        print("\n".join(result.lines()))
+    return 0
+
+
 def _cmd_budget(a: argparse.Namespace) -> int:
     from ldp_dask.ledger import open_ledger
     from ldp_dask.source import source_root
@@ -416,7 +432,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
                                 "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget,
                                 "report": _cmd_report, "verify": _cmd_verify, "bounds": _cmd_bounds,
-                                "merge": _cmd_merge}
+                                "merge": _cmd_merge, "plan": _cmd_plan}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error

@@ -184,6 +184,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--overwrite", action="store_true", help="replace an existing output")
     m.add_argument("--json", action="store_true", help="print the result as JSON")
 
+    pl = sub.add_parser("plan", help="check a release plan: each statistic's ε, rows and predicted error",
+                        description="Split the total ε per row among a plan's statistics (a TOML file of "
+                                    "[[statistic]] tables) and predict each one's standard error, from the Parquet "
+                                    "footers only: nothing is read beyond them, nothing is spent.")
+    pl.add_argument("action", choices=["check"])
+    pl.add_argument("plan", help="the plan: a TOML file of [[statistic]] tables")
+    pl.add_argument("source", help="the Parquet file, directory, glob or URL")
+    pl.add_argument("--epsilon", type=float, required=True, help="the total ε per row the plan may spend")
+    pl.add_argument("--json", action="store_true", help="print as JSON")
+
     b = sub.add_parser("budget", help="show the privacy budget ledger, or declare a dataset and its budget",
                        description="Every release is recorded in the ledger and charged, per person, against the "
                                    "dataset it reads: a declared dataset whose root contains (or is inside) the "

@@ -43,7 +43,12 @@ class Prediction:
 
 
 def predict(channel: Channel, n: float) -> Prediction | None:
-    """The predicted standard error of ``channel``'s default estimate from ``n`` reports, or None (no closed form)."""
+    """The predicted standard error of ``channel``'s raw estimate from ``n`` reports, or None (no closed form).
+
+    Shares are predicted at the typical share 1/K (K bins or categories), whose sampling variance is
+    (1/K)(1 − 1/K); a mean at the largest sampling variance its domain allows, half its width squared — the
+    data's own variance is not public — so a mean's prediction is an upper bound, tight where the noise
+    dominates (small ε per report)."""
     if n <= 0:
         return None
     name = channel.name
@@ -54,19 +59,22 @@ def predict(channel: Channel, n: float) -> Prediction | None:
             noise = channel.noise_variance  # type: ignore[attr-defined]
         else:
             noise = channel.worst_variance() * half**2  # type: ignore[attr-defined]
-        return Prediction("the mean", math.sqrt((noise + half**2) / n), half, n)
+        return Prediction("the mean (at most)", math.sqrt((noise + half**2) / n), half, n)
     if name == "histogram":
         bins = channel.bins  # type: ignore[attr-defined]
+        share = 1 / bins
         noise = channel.noise_variance  # type: ignore[attr-defined]
-        return Prediction("a bin's share (before smoothing)", math.sqrt((noise + 0.25) / n), 1 / bins, n)
+        return Prediction("a typical bin's share (before smoothing)", math.sqrt((noise + share * (1 - share)) / n),
+                          share, n)
     if name in ("rr", "hadamard"):
         d = len(channel.labels)  # type: ignore[attr-defined]
-        if name == "rr":
+        if name == "rr":  # a report's indicator of category c: π = p_out + (p_in − p_out)θ, θ = 1/d
             p_in, p_out = channel.p_in, channel.p_out  # type: ignore[attr-defined]
-            n_var = p_out * (1 - p_out) / (p_in - p_out) ** 2
-        else:
+            pi = p_out + (p_in - p_out) / d
+            n_var = pi * (1 - pi) / (p_in - p_out) ** 2
+        else:  # a ±1 indicator of variance at most 1, over (p − q)²: the rare category's
             n_var = frequency_variances(channel.epsilon, d)["hadamard"]
-        return Prediction("a category's share", math.sqrt((n_var + 0.25) / n), 1 / d, n)
+        return Prediction("a typical category's share", math.sqrt(n_var / n), 1 / d, n)
     return None
 
 

@@ -137,8 +137,10 @@ def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys
         "budget": ["budget"],
         "report": ["report", str(summaries["mean"]), "--out", str(tmp_path / "m.html")],
         "merge": ["merge", *halves, "--out", str(tmp_path / "merged.parquet"), "--seed", "1"],
+        "plan": ["plan", "check", str(tmp_path / "plan.toml"), x, "--epsilon", "1"],
         "demo": ["demo", "--out", str(tmp_path / "demo"), "--rows", "200000", "--files", "2"],  # last: its paths
     }
+    (tmp_path / "plan.toml").write_text('[[statistic]]\ncolumn = "x"\nchannel = "mean"\ndomain = [0, 1]\n')
     from ldp_dask.cli_parser import build_parser as _parser
 
     sub = next(a for a in _parser()._actions if a.dest == "command")

@@ -82,6 +82,7 @@ def test_the_epsilon_split_is_the_best_on_a_grid():
     assert np.allclose(rho, np.array([2.0, 8.0, 2.0]) ** 0.5 / sum(np.array([2.0, 8.0, 2.0]) ** 0.5))
 
 
+@pytest.mark.slow  # 2 × 900 releases
 @pytest.mark.parametrize("epsilon", [1.0, 8.0])
 def test_plan_check_predicts_the_measured_error_of_each_statistic(tmp_path, capsys, epsilon):
     # `plan check` splits ε among three statistics and predicts each one's SE; each statistic is then released on

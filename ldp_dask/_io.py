@@ -19,7 +19,7 @@ import fsspec
 from ._validation import LdpDaskError
 
 __all__ = ["check_output", "atomic_write", "remove_quietly", "StagedOutputs", "temp_name", "resolve_root",
-           "check_not_input"]
+           "check_not_input", "is_local"]
 
 
 def resolve_root(url: str) -> str:
@@ -91,7 +91,7 @@ def temp_name(p: str, token: str) -> str:
 
 
 def _move_into_place(fs: Any, tmp: str, p: str, directory: bool) -> None:
-    if _local(fs) and not directory:
+    if is_local(fs) and not directory:
         os.replace(tmp, p)
         return
     if fs.exists(p):
@@ -179,5 +179,7 @@ class StagedOutputs:
             del self._staged[label]
 
 
-def _local(fs: Any) -> bool:
-    return type(fs).__name__ == "LocalFileSystem"
+def is_local(fs: Any) -> bool:
+    """Whether an fsspec file system is the local disk."""
+    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    return "file" in protocol and type(fs).__name__ == "LocalFileSystem"

@@ -26,7 +26,7 @@ from typing import Any
 from ._validation import LdpDaskError
 from .channels import AUTO, Channel, build_channel, value_kind_of
 from .options import RunOptions
-from .partitions import follows_n
+from .partitions import follows_n, params_following_n
 from .pipeline import privatize
 from .release import plan
 from .source import Dataset
@@ -85,15 +85,12 @@ def plan_column(source: Any, column: str, request: ChannelRequest,
         typed = typed_categories(list(request.options["categories"]), dataset)
         request = ChannelRequest(request.name, request.epsilon, request.domain,
                                  {**request.options, "categories": typed}, request.mode)
-    if dataset.unit is not None:
-        now, later = request.build(dataset.n), request.build(4 * dataset.n)
-        if now.name != later.name or now.params() != later.params():
-            changed = sorted(k for k in set(now.params()) | set(later.params())
-                             if now.params().get(k) != later.params().get(k)) or ["the channel"]
-            raise LdpDaskError(
-                f"with a privacy unit, {', '.join(changed)} cannot be chosen from the number of rows: it is not "
-                "public when ε counts per person (one person's rows move it), and a parameter chosen from it "
-                f"would publish it. Give {', '.join(changed)} explicitly (e.g. --bins 32, or a named --channel)")
+    changed = params_following_n(request.build, dataset.n) if dataset.unit is not None else []
+    if changed:
+        raise LdpDaskError(
+            f"with a privacy unit, {', '.join(changed)} cannot be chosen from the number of rows: it is not "
+            "public when ε counts per person (one person's rows move it), and a parameter chosen from it "
+            f"would publish it. Give {', '.join(changed)} explicitly (e.g. --bins 32, or a named --channel)")
     return dataset, request.build(dataset.n), request
 
 

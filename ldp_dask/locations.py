@@ -31,7 +31,7 @@ from typing import Any
 
 import fsspec
 
-from ._io import resolve_root
+from ._io import is_local, resolve_root
 from ._validation import InputDataError
 from .footers import VERSION_FIELDS
 
@@ -66,16 +66,11 @@ def list_files(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     return {f: found[f] for f in files}
 
 
-def _local(fs: Any) -> bool:
-    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    return "file" in protocol and type(fs).__name__ == "LocalFileSystem"
-
-
 def file_facts(fs: Any, path: str, info: Mapping[str, Any], footer: bytes | None = None) -> FileFacts:
     """The facts of one file: ``info`` is what the file system's listing said of it, ``footer`` its serialized
     Parquet footer (None where it was not read)."""
     ident = None
-    if _local(fs):
+    if is_local(fs):
         st = os.stat(path)  # follows links: the file the rows are in
         ident = f"{st.st_dev}:{st.st_ino}"
         version: dict[str, Any] = {"size": st.st_size, "mtime": st.st_mtime_ns}

@@ -53,7 +53,7 @@ from .source import Dataset, Piece
 from .summary import Partition, Summary, sum_partitions
 
 __all__ = ["FilePlan", "PartitionPlan", "plan_partitions", "in_window", "window_of", "merge", "merge_summaries",
-           "parse_window", "windowed"]
+           "parse_window", "windowed", "params_following_n", "follows_n"]
 
 
 @dataclass(frozen=True)
@@ -447,13 +447,21 @@ FOLLOWS_N = ("the channel's parameters are chosen from n ({params}) and will cha
              "later --since release will then be refused: fix them (e.g. --bins, --levels) for an incremental series")
 
 
-def follows_n(build: Any, n: int) -> str | None:
-    """The warning :data:`FOLLOWS_N` when ``build(n)`` (a channel built for n rows) changes with n, else None."""
+def params_following_n(build: Any, n: int) -> list[str]:
+    """The parameters of ``build(n)`` (a channel built for n rows) that change with n (``["the channel"]`` when the
+    channel itself does), or ``[]``."""
     now, later = build(n), build(4 * n)
     if now.name == later.name and now.params() == later.params():
+        return []
+    return sorted(k for k in set(now.params()) | set(later.params())
+                  if now.params().get(k) != later.params().get(k)) or ["the channel"]
+
+
+def follows_n(build: Any, n: int) -> str | None:
+    """The warning :data:`FOLLOWS_N` when ``build(n)`` (a channel built for n rows) changes with n, else None."""
+    changed = params_following_n(build, n)
+    if not changed:
         return None
-    changed = sorted(k for k in set(now.params()) | set(later.params())
-                     if now.params().get(k) != later.params().get(k)) or ["the channel"]
     message = FOLLOWS_N.format(params=", ".join(changed))
     warn(message)
     return message

@@ -171,17 +171,19 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
                    large=large, direct_rows=engine.SHUFFLE_DIRECT_ROWS if direct_rows is None else direct_rows)
 
 
-def _sketch_task(task: Any, reader: Any) -> dict[str, Any] | Any:
-    """A task's persons as a HyperLogLog sketch (worker side): only the unit column is read."""
+def _sketch_task(task: Any, job: tuple[Any, tuple[Piece, ...]]) -> dict[str, Any] | TaskError:
+    """A task's persons as a HyperLogLog sketch (worker side): only the unit column is read. ``job`` is the
+    dataset's reader and pieces."""
     from .reading import read_units
     from .tasks import each_piece
     from .units import person_ids, person_sketch
 
-    sketches = each_piece(reader[1], task, lambda p: person_sketch(person_ids(read_units(reader[0], p),
-                                                                              nulls=reader[0].unit_nulls)))
+    reader, pieces = job
+    sketches = each_piece(pieces, task, lambda p: person_sketch(person_ids(read_units(reader, p),
+                                                                           nulls=reader.unit_nulls)))
     if isinstance(sketches, TaskError):
         return sketches
-    return {"sketch": np.maximum.reduce(sketches) if sketches else np.zeros(1 << 12, np.uint8)}
+    return {"sketch": np.maximum.reduce(sketches) if sketches else person_sketch(np.empty(0, np.uint64))}
 
 
 def _sketch_combine(*parts: dict[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import LdpDaskError, check_epsilon
-from .channels import Channel, build_channel
+from .channels import Channel, build_channel, value_kind_of
 from .predict import predict
 
 __all__ = ["Statistic", "Plan", "PlannedStatistic", "PlanCheck", "check", "check_plan", "split_epsilon",
@@ -255,6 +255,6 @@ def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None) -> 
         raise LdpDaskError("a plan's budget split counts ε per row: plans with a privacy unit are not offered yet")
     rows: dict[str, int] = {}
     for s in plan.statistics:
-        kind = s.build(1.0, 1_000_000).value_kind
+        kind = value_kind_of(s.channel, s.options.get("categories"))
         rows[s.column] = plan_source(source, s.column, kind, opts).n
     return check(plan, rows, epsilon)

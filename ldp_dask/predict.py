@@ -2,9 +2,10 @@
 
 With a privacy unit the number of reports is k × the persons (each person makes exactly k reports, each at ε/k),
 so a larger k divides ε and the persons do not grow: "choose k near the typical rows per person" can turn a release
-of a few thousand persons into noise. :func:`predict` gives the standard error of the channel's default estimate
+of a few thousand persons into noise. :func:`predict` gives the standard error of the channel's raw estimate
 from its closed-form noise variance (the same variances ``--channel auto`` compares, :mod:`ldp_dask.channels.auto`)
-plus the sampling variance's bound, and says when it passes what the estimate can mean:
+plus the sampling variance (at the typical share, or a bound for a mean), and says when it passes what the
+estimate can mean:
 
 * a mean (``mean``, ``hybrid-mean``): its 95% interval, ±1.96 SE, wider than the domain;
 * a share (a ``histogram`` bin, an ``rr`` or ``hadamard`` category): ±1.96 SE wider than the typical share 1/K
@@ -26,7 +27,7 @@ __all__ = ["Prediction", "predict", "unit_warning"]
 
 @dataclass(frozen=True)
 class Prediction:
-    """The predicted standard error of a release's default estimate, and whether it is beyond use."""
+    """The predicted standard error of a release's raw estimate, and whether it is beyond use."""
 
     what: str
     se: float

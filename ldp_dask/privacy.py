@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the budget rules import this module: it stays free of the c
 #: What a null in the privacy unit column does: refuse the release, or drop the row (it belongs to no person).
 UNIT_NULLS = ("error", "drop")
 
-__all__ = ["UNIT_NULLS", "Row", "Person", "Unit", "unit_of", "per_row_channel", "epsilon_per_unit", "ROW_UNIT", "MAX_K"]
+__all__ = ["UNIT_NULLS", "Row", "Person", "Unit", "unit_of", "central_unit_details", "per_row_channel", "epsilon_per_unit", "ROW_UNIT", "MAX_K"]
 
 #: What a release per row records as its unit.
 ROW_UNIT = "row"
@@ -109,6 +109,17 @@ def unit_of(privacy_unit: Any = None, max_contributions: Any = 1, unit_nulls: An
             raise LdpDaskError("The 'unit_nulls' parameter needs 'privacy_unit' (the column naming a person).")
         return Row()
     return Person(privacy_unit, max_contributions, unit_nulls)
+
+
+def central_unit_details(unit: str | None, k: int, epsilon: float) -> dict[str, Any]:
+    """What a central release says of its privacy unit: the unit, its neighbours and, with a person, the k records
+    each person is (bounded and padded) and the ε/k each runs at (group privacy), and the population estimated."""
+    if unit is None:
+        return {"privacy_unit": ROW_UNIT, "neighbours": "one record replaced, n public"}
+    return {"privacy_unit": unit, "max_contributions": k, "epsilon_per_record": epsilon / k,
+            "neighbours": f"one {unit}'s rows replaced, how many included ({k} records each, from rows chosen at "
+                          "random; ε/k per record by group privacy), persons public",
+            "population": f"each {unit} weighted equally"}
 
 
 def per_row_channel(channel: Channel, k: int) -> Channel:

@@ -13,8 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._io import is_local
 from ._validation import InputDataError
-from .source import Piece, Reader, _is_local, fill_nulls
+from .source import Piece, Reader, fill_nulls
 
 __all__ = ["read_piece", "read_units", "read_with_units"]
 
@@ -37,7 +38,7 @@ def read_with_units(reader: Reader, piece: Piece) -> tuple[Any, Any]:
 def _read_columns(reader: Reader, piece: Piece, *columns: str | None) -> pa.Table:
     fs = reader.fs
     try:
-        if _is_local(fs):
+        if is_local(fs):
             # local: no read coalescing, which pays on object storage only (0.37 -> 0.31 ms per small file)
             pf = pq.ParquetFile(piece.path, memory_map=False, pre_buffer=False)
             return pf.read_row_groups(list(piece.row_groups), columns=list(columns), use_threads=False)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from .ledger.budget import nights_left
 from .privacy import ROW_UNIT
 
 __all__ = ["Receipt", "Receipted", "attach"]
@@ -78,7 +79,7 @@ class Receipt:
         left = self.remaining
         if self.partitions is None or left is None or self.epsilon <= 0:
             return None
-        return int(left / self.epsilon + 1e-9)
+        return nights_left(left, self.epsilon)
 
     def line(self) -> str:
         """One line for the operator, e.g. ``ledger: ε 1 per row spent; dataset d now 2 of budget 3 (path)``."""

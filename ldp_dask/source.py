@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._io import resolve_root
+from ._io import is_local, resolve_root
 from ._validation import InputDataError, LdpDaskError, check_int
 from .footers import FooterStatistics, footer_bytes, footer_statistics, stamp
 from .locations import file_facts, list_files
@@ -425,7 +425,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError) as exc:
             raise InputDataError(f"{fragment.path!r} is not a readable Parquet file ({exc})") from None
 
-    if _is_local(fs) or len(fragments) < 2:  # local footers: threads measured no faster
+    if is_local(fs) or len(fragments) < 2:  # local footers: threads measured no faster
         footers = list(map(footer, fragments))
     else:
         from concurrent.futures import ThreadPoolExecutor
@@ -488,7 +488,7 @@ def _arrow_filesystem(fs: Any) -> Any:
     """The pyarrow file system for an fsspec one: Arrow's own for local files, else a wrapper of ``fs``."""
     import pyarrow.fs as pafs
 
-    if _is_local(fs):
+    if is_local(fs):
         return pafs.LocalFileSystem()
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
 
@@ -507,7 +507,7 @@ def _population_root(fs: Any, path: str) -> str:
     if glob is not None:
         head = path[:glob]
         path = head.rstrip("/") if head.endswith("/") else os.path.dirname(head)
-    if _is_local(fs):
+    if is_local(fs):
         path = os.path.realpath(path)
     return resolve_root(fs.unstrip_protocol(path.rstrip("/") or "/"))
 
@@ -535,8 +535,3 @@ def _fingerprint(structure: dict[str, Any]) -> str:
 
 
 # --- worker side --------------------------------------------------------------------
-
-
-def _is_local(fs: Any) -> bool:
-    protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    return "file" in protocol and type(fs).__name__ == "LocalFileSystem"

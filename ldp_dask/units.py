@@ -359,18 +359,18 @@ def person_sketch(person: np.ndarray) -> np.ndarray:
     disjoint or overlapping parts combine by ``np.maximum``; :func:`sketch_count` estimates the count. Rows of no
     person (:data:`NO_PERSON`) are left out."""
     b = SKETCH_BITS
-    registers = np.zeros(1 << b, np.uint8)
     person = np.asarray(person, np.uint64)
     person = person[person != NO_PERSON]
     if len(person) == 0:
-        return registers
+        return np.zeros(1 << b, np.uint8)
     h = _mix(person, 0x2545F4914F6CDD1D)
     index = (h >> np.uint64(64 - b)).astype(np.intp)
     rest = (h << np.uint64(b)) | np.uint64(1 << (b - 1))  # never 0: at most 64 - b leading zeros
     _, exponent = np.frexp(rest.astype(np.float64))  # 2^(exponent-1) <= rest < 2^exponent (to float precision)
-    rank = (65 - exponent).astype(np.uint8)
-    np.maximum.at(registers, index, rank)
-    return registers
+    rank = (65 - exponent).astype(np.intp)  # 1 .. 65 - b
+    seen = np.zeros((1 << b, 66), bool)  # which ranks each register saw: one scatter, no per-row maximum
+    seen[index, rank] = True
+    return np.where(seen.any(axis=1), 65 - np.argmax(seen[:, ::-1], axis=1), 0).astype(np.uint8)
 
 
 def sketch_count(registers: np.ndarray) -> float:

@@ -31,6 +31,7 @@ from .._validation import DECILES, LdpDaskError, check_domain, check_epsilon, ch
 from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
 from ..options import RunOptions
 from ..outputs import write_result_files
+from ..privacy import central_unit_details
 from ..release import Charge, Outputs, Released, plan, release
 from . import mechanisms
 from .bounds import BoundsRelease, bounds
@@ -190,15 +191,9 @@ def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon:
     t2 = time.perf_counter()
     details: dict[str, Any] = {
         "data_path": data.kind, "reduction_seconds": t1 - t0, "mechanism_seconds": t2 - t1,
-        "key_id": sec.key_id, "key_source": sec.source, "neighbours": "one record replaced, n public",
-        "privacy_unit": dataset.unit or "row",
-        "ledger": opts.ledger_note,
+        "key_id": sec.key_id, "key_source": sec.source, "ledger": opts.ledger_note,
+        **central_unit_details(dataset.unit, k, epsilon),
     }
-    if dataset.unit is not None:
-        details.update(max_contributions=k, epsilon_per_record=epsilon / k,
-                       neighbours=f"one {dataset.unit}'s rows replaced, how many included ({k} records each, "
-                                  "from rows chosen at random; ε/k per record by group privacy), persons public",
-                       population=f"each {dataset.unit} weighted equally")
     if data.kind == "grid":
         details["grid_cells"] = cells
     if resolved == "inverse-sensitivity":

@@ -37,6 +37,7 @@ from ..engine import run, task_rows, tasks_of
 from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
 from ..options import RunOptions
 from ..outputs import Described, Description, fmt, jsonable, save_json
+from ..privacy import central_unit_details
 from ..reading import read_piece
 from ..receipts import Receipted
 from ..release import Charge, Outputs, Released, plan, release
@@ -189,14 +190,8 @@ def _release_bounds(source: Any, column: str | None = None, epsilon: float = 0.1
                               fraction * n, epsilon / per, rng)
         k = None if hit is None else LOWEST_EXPONENT + hit
         b = None if k is None else (-math.ldexp(1.0, k), math.ldexp(1.0, k))
-        details: dict[str, Any] = {"key_id": secret.key_id, "neighbours": "one record replaced, n public",
-                                   "privacy_unit": dataset.unit or "row"}
-        if dataset.unit is not None:
-            details.update(max_contributions=per, epsilon_per_record=epsilon / per,
-                           neighbours=f"one {dataset.unit}'s rows replaced, how many included ({per} records each, "
-                                      "from rows chosen at random; ε/k per record by group privacy), persons public",
-                           population=f"each {dataset.unit} weighted equally")
-        return BoundsRelease(b, k, fraction, epsilon, n, dataset.column, details)
+        return BoundsRelease(b, k, fraction, epsilon, n, dataset.column,
+                             {"key_id": secret.key_id, **central_unit_details(dataset.unit, per, epsilon)})
 
     def write(result: BoundsRelease, outputs: Outputs) -> None:
         if "json" in outputs:

@@ -67,8 +67,10 @@ from .budget import (
     Part,
     charges_of,
     check_scope,
+    nights_left,
     overlaps,
     person_groups,
+    release_of,
     spent_per_person,
     spent_view,
 )
@@ -123,9 +125,12 @@ def _recorded_parts(tx: Tx, exclude: int | None = None) -> dict[str, set[str | N
 _PENDING = -1
 
 
-def _release_of(rid: Any) -> Any:
-    """The release a charge belongs to (a part of a release with a privacy unit is charged as ``(id, part)``)."""
-    return rid[0] if isinstance(rid, tuple) else rid
+def _touching(active: list[dict[str, Any]], pending: dict[str, Any], root: str,
+              datasets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The datasets a release not recorded yet (``pending``, id :data:`_PENDING`) touches: those overlapping its
+    root or any location its charges lie at (the real locations of the files it reads, their hard links)."""
+    where = {loc for loc, _, rid in charges_of([*active, pending]) if release_of(rid) == _PENDING} | {root}
+    return [d for d in datasets if any(overlaps(d["root"], w) for w in where)]
 
 
 def _alive(pid: int) -> bool:
@@ -345,9 +350,8 @@ class Ledger:
 
             new = pending(charges)
             # every location the release's rows really lie at (links resolved): each dataset overlapping one
-            where = {loc for loc, _, rid in charges_of([*active, new]) if _release_of(rid) == _PENDING} | {root}
             everything = tx.all("SELECT * FROM datasets")
-            declared = [d for d in everything if any(overlaps(d["root"], w) for w in where)]
+            declared = _touching(active, new, root, everything)
             for d in declared:
                 if d["privacy_unit"] != privacy_unit:
                     raise LdpDaskError(f"the dataset {d['name']!r} ({d['root']}) is declared with privacy unit "
@@ -462,17 +466,15 @@ class Ledger:
             mine["epsilon"] = max((e for _, e in charges), default=0.0)
         mine["id"] = _PENDING
         active = [r for r in self._active(tx) if r["id"] != reservation.id]
-        where = {loc for loc, _, rid in charges_of([*active, mine]) if _release_of(rid) == _PENDING} | {root}
         everything = tx.all("SELECT * FROM datasets")
-        for d in everything:
-            if any(overlaps(d["root"], w) for w in where):
-                s = self._spent_on(active, d["root"], everything)
-                if self._spent_on(active, d["root"], everything, mine) > float(d["epsilon_limit"]) * (1 + 1e-12):
-                    tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
-                    raise BudgetExceeded(
-                        f"the data changed since the recorded release, so this is a new release needing "
-                        f"ε = {reservation.requested:g}, but the dataset {d['name']!r} has spent {s:g} of its "
-                        f"budget {float(d['epsilon_limit']):g}; nothing was published")
+        for d in _touching(active, mine, root, everything):
+            s = self._spent_on(active, d["root"], everything)
+            if self._spent_on(active, d["root"], everything, mine) > float(d["epsilon_limit"]) * (1 + 1e-12):
+                tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
+                raise BudgetExceeded(
+                    f"the data changed since the recorded release, so this is a new release needing "
+                    f"ε = {reservation.requested:g}, but the dataset {d['name']!r} has spent {s:g} of its "
+                    f"budget {float(d['epsilon_limit']):g}; nothing was published")
 
     def commit(self, reservation: Reservation) -> None:
         """The outputs are published: the charge is final."""
@@ -556,7 +558,7 @@ class Ledger:
         charges = charges_of(rows)
         touches: dict[Any, set[str]] = {}
         for loc, _, rid in charges:
-            touches.setdefault(_release_of(rid), set()).add(loc)
+            touches.setdefault(release_of(rid), set()).add(loc)
         for r in rows:
             if not any(overlaps(loc, d["root"]) for d in declared for loc in touches.get(r["id"], {r["root"]})) \
                     and not any(i["root"] == r["root"] for i in items):
@@ -568,17 +570,17 @@ class Ledger:
             follow = self._follows(declared, item["root"])
             item["follows_locations"] = follow
             ids = {r["id"] for r in mine}
-            own = [c for c in charges if _release_of(c[2]) in ids]
+            own = [c for c in charges if release_of(c[2]) in ids]
             item["spent"] = spent_per_person(own, item["root"], unit, follow)
             item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow, own)
             item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow, own)
             item["groups"] = person_groups(own, item["root"]) if follow else {}
             # a nightly series: the newest partitioned release's charge here is the rate at which nights are spent
             night = max((r["id"] for r in mine if r.get("parts")), default=None)
-            rate = 0.0 if night is None else spent_per_person([c for c in own if _release_of(c[2]) == night],
+            rate = 0.0 if night is None else spent_per_person([c for c in own if release_of(c[2]) == night],
                                                                  item["root"], unit, follow)
             item["night_rate"] = rate if rate > 0 else None
-            item["nights_left"] = (int(max(0.0, item["budget"] - item["spent"]) / rate + 1e-9)
+            item["nights_left"] = (nights_left(item["budget"] - item["spent"], rate)
                                    if rate > 0 and item["budget"] is not None else None)
         return items
 

@@ -17,7 +17,7 @@ from typing import Any
 from .._validation import LdpDaskError
 from ..privacy import ROW_UNIT
 
-__all__ = ["SCOPES", "ROW_UNIT", "BudgetExceeded", "Part", "overlaps", "spent_per_person", "charges_of",
+__all__ = ["SCOPES", "ROW_UNIT", "BudgetExceeded", "Part", "overlaps", "spent_per_person", "charges_of", "release_of", "nights_left",
            "person_groups", "spent_view", "check_scope"]
 
 SCOPES = ("local", "central")
@@ -93,6 +93,11 @@ def charges_of(active: list[dict[str, Any]]) -> list[tuple[str, float, Any]]:
                     mine.append((other, e, who))
         out += mine
     return out
+
+
+def release_of(rid: Any) -> Any:
+    """The release a charge belongs to (a part of a release with a privacy unit is charged as ``(id, part)``)."""
+    return rid[0] if isinstance(rid, tuple) else rid
 
 
 def _ancestors(path: str) -> Iterator[str]:
@@ -188,9 +193,14 @@ def spent_view(rows: list[dict[str, Any]], key: str, root: str, unit: str, follo
     out = {}
     for v in sorted({r[key] for r in rows}):
         ids = {r["id"] for r in rows if r[key] == v}
-        mine = [c for c in every if (c[2][0] if isinstance(c[2], tuple) else c[2]) in ids]
+        mine = [c for c in every if release_of(c[2]) in ids]
         out[v] = spent_per_person(mine, root, unit, follow_locations)
     return out
+
+
+def nights_left(remaining: float, rate: float) -> int:
+    """How many more nights at ``rate`` ε per person (> 0) fit in ``remaining`` (rounding error forgiven)."""
+    return int(max(0.0, remaining) / rate + 1e-9)
 
 
 def check_scope(scope: str) -> None:

@@ -80,6 +80,24 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_release(a: argparse.Namespace) -> int:
+    from ldp_dask.plan_release import release_plan
+    from ldp_dask.plans import Plan
+
+    plan = Plan.from_toml(a.plan)
+    result = release_plan(plan, a.source, a.epsilon, out=a.out, overwrite=a.overwrite, level=a.confidence,
+                          design=a.design, options=_run_options(a))
+    if a.json:
+        print(json.dumps(result.to_dict(), default=str))
+    else:
+        print(result)
+        if a.out:
+            print(f"wrote {result.written['index']} (the report), a summary and a page per statistic, and "
+                  f"{result.written['estimates']}")
+    _report_receipt(result.receipt)
+    return 0
+
+
 def _cmd_budget(a: argparse.Namespace) -> int:
     from ldp_dask.ledger import open_ledger
     from ldp_dask.source import source_root
@@ -432,7 +450,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Any] = {"demo": _cmd_demo, "privatize": _cmd_privatize, "estimate": _cmd_estimate,
                                 "gof": _cmd_gof, "quantiles": _cmd_quantiles, "budget": _cmd_budget,
                                 "report": _cmd_report, "verify": _cmd_verify, "bounds": _cmd_bounds,
-                                "merge": _cmd_merge, "plan": _cmd_plan}
+                                "merge": _cmd_merge, "plan": _cmd_plan,
+                                "release": _cmd_release}
     try:
         return handlers[args.command](args)
     except BrokenPipeError:  # e.g. `ldp-dask estimate s.parquet | head`: not an error

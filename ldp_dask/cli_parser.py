@@ -194,6 +194,22 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--epsilon", type=float, required=True, help="the total ε per row the plan may spend")
     pl.add_argument("--json", action="store_true", help="print as JSON")
 
+    rl = sub.add_parser("release", help="release a plan: every statistic of a report from one pass, one release",
+                        description="Run a plan (a TOML file of [[statistic]] tables) over a table: its ε split as "
+                                    "'plan check' shows, every statistic from one read of the data, one ledger "
+                                    "entry, and with --out a directory of summaries, a report (index.html and a "
+                                    "page per statistic) and estimates.json.")
+    rl.add_argument("plan", help="the plan: a TOML file of [[statistic]] tables")
+    rl.add_argument("source", help="the Parquet file, directory, glob or URL")
+    rl.add_argument("--epsilon", type=float, required=True, help="the total ε per row the plan spends")
+    rl.add_argument("--out", default=None, help="directory to write the summaries, the report and estimates.json")
+    rl.add_argument("--design", choices=["split-epsilon", "split-rows"], default=None,
+                    help="force a design (default: the one predicting less error, as 'plan check' prints)")
+    _confidence_arg(rl)
+    rl.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    rl.add_argument("--json", action="store_true", help="print every estimate as JSON")
+    run_flags(rl)
+
     b = sub.add_parser("budget", help="show the privacy budget ledger, or declare a dataset and its budget",
                        description="Every release is recorded in the ledger and charged, per person, against the "
                                    "dataset it reads: a declared dataset whose root contains (or is inside) the "

@@ -17,7 +17,9 @@ A plan lists statistics (a TOML file, or :class:`Plan` in Python)::
 Given the total ε per row, :func:`check` chooses how to share it, before anything is spent and from the Parquet
 footers only (the row counts): every statistic's predicted variance is a closed form of its ε and n
 (:mod:`ldp_dask.predict`), and of two designs the one with the smaller weighted sum of predicted variances is
-chosen:
+chosen. Statistics of different units (a mean in km, a share) add up once each variance is counted in units of the
+error at which its estimate would be beyond use — half the domain for a mean, the typical share 1/K for a histogram
+bin or a category (:attr:`ldp_dask.predict.Prediction.limit`): v_i = (SE_i / limit_i)².
 
 * **split ε** — every row reports every statistic, statistic i at ε_i, Σ ε_i = ε (basic composition). With
   variances v_i(ε_i) the weighted sum Σ w_i v_i(ε_i) is minimised numerically (SLSQP), started from
@@ -42,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import LdpDaskError, check_epsilon
+from ._validation import LdpDaskError, check_epsilon, check_probability, check_q
 from .channels import Channel, build_channel, value_kind_of
 from .predict import predict
 
@@ -51,7 +53,18 @@ __all__ = ["Statistic", "Plan", "PlannedStatistic", "PlanCheck", "check", "check
 
 #: What a statistic may say besides its column, channel or target, and weight.
 _KEYS = {"column", "channel", "target", "weight", "name", "domain", "bins", "categories", "other", "noise",
-         "mechanism", "encoding", "group_by"}
+         "mechanism", "encoding", "group_by", "q", "null", "alpha", "haar_level", "nulls"}
+#: The channel a plan runs for each target: one whose estimate has a closed-form variance (``auto`` chooses among
+#: several by their predicted errors, :func:`ldp_dask.channels.choose_channel`). A distribution and its quantiles
+#: come from the Laplace histogram (the square wave, ``auto``'s choice for a distribution alone, has no closed form);
+#: a goodness-of-fit test from the Haar channel it is calibrated for.
+TARGET_CHANNELS = {"distribution": "histogram", "quantiles": "histogram", "mean": "auto", "frequencies": "auto",
+                   "gof": "haar"}
+#: What each channel a plan may run estimates, when the statistic names the channel rather than a target.
+_CHANNEL_TARGETS = {"histogram": "distribution", "mean": "mean", "hybrid-mean": "mean", "rr": "frequencies",
+                    "hadamard": "frequencies", "haar": "gof"}
+#: A statistic's keys that are not its channel's options: what its estimate or test takes, and its null policy.
+_NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level")
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,20 @@ class Statistic:
     def __post_init__(self) -> None:
         if not (isinstance(self.column, str) and self.column):
             raise LdpDaskError(f"The 'column' of a statistic must be a column name. Got {self.column!r} instead.")
+        if "q" in self.options:
+            if self.target != "quantiles":
+                raise LdpDaskError(f"statistic {self.label!r} gives 'q', the levels of a 'quantiles' target only")
+            check_q(self.options["q"])
+        if self.target == "gof":
+            from .gof.nulls import parse_null
+
+            if "null" not in self.options:
+                raise LdpDaskError(f"statistic {self.label!r} is a goodness-of-fit test: it needs its 'null' "
+                                   "distribution (e.g. null = \"beta(2,2)\" or \"uniform\")")
+            parse_null(self.options["null"])
+            check_probability(self.options.get("alpha", 0.05), "alpha")
+        elif "null" in self.options or "alpha" in self.options:
+            raise LdpDaskError(f"statistic {self.label!r} gives 'null' or 'alpha', which only a 'gof' target takes")
         if not (isinstance(self.weight, (int, float)) and not isinstance(self.weight, bool)
                 and 0 < self.weight < math.inf):
             raise LdpDaskError(f"The 'weight' of statistic {self.label!r} must be a number > 0. "
@@ -88,11 +115,31 @@ class Statistic:
 
     @property
     def label(self) -> str:
-        return self.name or f"{self.column}.{self.options.get('target', self.channel) if self.channel == 'auto' else self.channel}"
+        return self.name or f"{self.column}.{self.options.get('target') or self.channel}"
+
+    @property
+    def target(self) -> str:
+        """What the statistic estimates: ``distribution``, ``quantiles``, ``mean``, ``frequencies`` or ``gof``."""
+        return str(self.options.get("target") or _CHANNEL_TARGETS.get(self.channel, "distribution"))
+
+    @property
+    def fill(self) -> Any:
+        """The statistic's null policy: the public value that replaces a null (``nulls = 0``), or None (the
+        run's own ``--nulls``)."""
+        return self.options.get("nulls")
+
+    def channel_options(self) -> dict[str, Any]:
+        """The options its channel is built with (the plan's own keys removed)."""
+        opts = {k: v for k, v in self.options.items() if k not in _NOT_CHANNEL}
+        if self.channel == "auto":
+            opts["target"] = self.options.get("target")
+        if "haar_level" in self.options:
+            opts["level"] = self.options["haar_level"]
+        return opts
 
     def build(self, epsilon: float, n: int) -> Channel:
         """The statistic's channel at ``epsilon`` for ``n`` rows."""
-        opts = dict(self.options)
+        opts = self.channel_options()
         domain = opts.pop("domain", None)
         bins = opts.pop("bins", None)
         return build_channel(self.channel, epsilon, tuple(domain) if domain is not None else None, bins=bins, n=n,
@@ -129,9 +176,13 @@ class Plan:
                                    "yet; release each group's rows separately.")
             if ("channel" in item) == ("target" in item):
                 raise LdpDaskError(f"statistic {i} of {where} must name either a 'channel' or a 'target'.")
+            target = item.get("target")
+            if target is not None and target not in TARGET_CHANNELS:
+                raise LdpDaskError(f"statistic {i} of {where} has target {target!r}; the targets are "
+                                   f"{', '.join(TARGET_CHANNELS)}.")
+            channel = item.get("channel") or TARGET_CHANNELS[target]
             opts = {k: v for k, v in item.items() if k not in ("column", "channel", "weight", "name")}
-            out.append(Statistic(item.get("column", ""), item.get("channel", "auto"), opts,
-                                 item.get("weight", 1.0), item.get("name")))
+            out.append(Statistic(item.get("column", ""), channel, opts, item.get("weight", 1.0), item.get("name")))
         return cls(tuple(out))
 
     @classmethod
@@ -171,7 +222,7 @@ class PlanCheck:
     def lines(self) -> list[str]:
         how = ("each row reports every statistic, at the ε shown (their sum is ε)" if self.design == "split-epsilon"
                else "each row reports one statistic, chosen by a keyed hash, at the full ε")
-        out = [f"plan: ε {self.epsilon:g} per row; {how}. Weighted sum of predicted variances {self.objective:.4g} "
+        out = [f"plan: ε {self.epsilon:g} per row; {how}. Weighted sum of relative variances {self.objective:.4g} "
                f"(the other design: {self.other_objective:.4g})"]
         for p in self.statistics:
             out.append(f"  {p.statistic.label:<28} {p.channel.name:<12} ε {p.epsilon:<8.4g} rows {p.rows:>14,.0f}  "
@@ -179,14 +230,17 @@ class PlanCheck:
         return out
 
 
-def _variance(stat: Statistic, epsilon: float, n: float) -> tuple[float, Channel, str]:
+def _variance(stat: Statistic, epsilon: float, n: float) -> tuple[float, Channel, str, float]:
+    """A statistic's predicted variance at ``epsilon`` from ``n`` reports, in units of the error at which it would
+    be beyond use (a mean's half-width, a typical share: :attr:`~ldp_dask.predict.Prediction.limit`), so that
+    statistics of different units add up; with its channel, what it predicts, and its SE in the data's units."""
     ch = stat.build(epsilon, max(1, int(n)))
     p = predict(ch, n)
     if p is None:
         raise LdpDaskError(f"statistic {stat.label!r} uses the {ch.name!r} channel, whose estimate has no closed-form "
                            "variance: a plan splits its budget by predicted variances, so name a channel with one "
-                           "(histogram, mean, hybrid-mean, rr, hadamard) or a target that chooses one")
-    return p.se**2, ch, p.what
+                           "(histogram, mean, hybrid-mean, rr, hadamard, haar) or a target that chooses one")
+    return (p.se / p.limit) ** 2, ch, p.what, p.se
 
 
 def split_epsilon(variance: Sequence[Any], weights: Sequence[float], epsilon: float) -> np.ndarray:
@@ -217,9 +271,11 @@ def split_rows(unit_variances: Sequence[float], weights: Sequence[float]) -> np.
     return r / r.sum()
 
 
-def check(plan: Plan, rows: Mapping[str, int], epsilon: float) -> PlanCheck:
+def check(plan: Plan, rows: Mapping[str, int], epsilon: float, design: str | None = None) -> PlanCheck:
     """Split ``epsilon`` (per row) among the plan's statistics and predict each one's standard error, from the public
-    row count of each column (``rows``: column → n). Nothing is read but those counts; nothing is spent."""
+    row count of each column (``rows``: column → n). Nothing is read but those counts; nothing is spent.
+    ``design`` (``"split-epsilon"`` or ``"split-rows"``) forces a design; by default the one predicting the smaller
+    weighted sum of variances is chosen."""
     epsilon = check_epsilon(epsilon)
     stats = plan.statistics
     w = [s.weight for s in stats]
@@ -230,17 +286,20 @@ def check(plan: Plan, rows: Mapping[str, int], epsilon: float) -> PlanCheck:
 
     eps = split_epsilon([var_of(i) for i in range(len(stats))], w, epsilon)
     by_eps = [_variance(s, e, ni) for s, e, ni in zip(stats, eps, n)]
-    obj_eps = float(sum(wi * v for wi, (v, _, _) in zip(w, by_eps)))
+    obj_eps = float(sum(wi * v[0] for wi, v in zip(w, by_eps)))
     unit = [_variance(s, epsilon, ni)[0] * ni for s, ni in zip(stats, n)]  # variance × reports: one report's share
     rho = split_rows(unit, w)
     by_rows = [_variance(s, epsilon, max(1.0, r * ni)) for s, r, ni in zip(stats, rho, n)]
-    obj_rows = float(sum(wi * v for wi, (v, _, _) in zip(w, by_rows)))
-    if obj_eps <= obj_rows:
-        planned = tuple(PlannedStatistic(s, ch, float(e), ni, math.sqrt(v), what)
-                        for s, e, ni, (v, ch, what) in zip(stats, eps, n, by_eps))
+    obj_rows = float(sum(wi * v[0] for wi, v in zip(w, by_rows)))
+    if design not in (None, "split-epsilon", "split-rows"):
+        raise LdpDaskError(f"The 'design' parameter must be 'split-epsilon' or 'split-rows' (or None: the one "
+                           f"predicting less error). Got {design!r} instead.")
+    if design == "split-epsilon" or (design is None and obj_eps <= obj_rows):
+        planned = tuple(PlannedStatistic(s, ch, float(e), ni, se, what)
+                        for s, e, ni, (_, ch, what, se) in zip(stats, eps, n, by_eps))
         return PlanCheck("split-epsilon", epsilon, planned, obj_eps, obj_rows)
-    planned = tuple(PlannedStatistic(s, ch, epsilon, r * ni, math.sqrt(v), what)
-                    for s, r, ni, (v, ch, what) in zip(stats, rho, n, by_rows))
+    planned = tuple(PlannedStatistic(s, ch, epsilon, r * ni, se, what)
+                    for s, r, ni, (_, ch, what, se) in zip(stats, rho, n, by_rows))
     return PlanCheck("split-rows", epsilon, planned, obj_rows, obj_eps)
 
 

@@ -61,10 +61,10 @@ def predict(channel: Channel, n: float) -> Prediction | None:
         else:
             noise = channel.worst_variance() * half**2  # type: ignore[attr-defined]
         return Prediction("the mean (at most)", math.sqrt((noise + half**2) / n), half, n)
-    if name == "histogram":
+    if name in ("histogram", "haar"):  # a Haar view is a histogram's one-hot scaled by c = 2^(J/2), noise and all
         bins = channel.bins  # type: ignore[attr-defined]
         share = 1 / bins
-        noise = channel.noise_variance  # type: ignore[attr-defined]
+        noise = channel.noise_variance / getattr(channel, "c", 1.0) ** 2  # type: ignore[attr-defined]
         return Prediction("a typical bin's share (before smoothing)", math.sqrt((noise + share * (1 - share)) / n),
                           share, n)
     if name in ("rr", "hadamard"):

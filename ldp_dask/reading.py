@@ -17,7 +17,7 @@ from ._io import is_local
 from ._validation import InputDataError
 from .source import Piece, Reader, fill_nulls
 
-__all__ = ["read_piece", "read_units", "read_with_units"]
+__all__ = ["read_piece", "read_units", "read_with_units", "read_columns"]
 
 
 def read_units(reader: Reader, piece: Piece) -> pa.Array:
@@ -33,6 +33,19 @@ def read_with_units(reader: Reader, piece: Piece) -> tuple[Any, Any]:
         return read_piece(reader, piece), read_units(reader, piece)
     table = _read_columns(reader, piece, reader.column, reader.unit)
     return _values(reader, table.column(0)), table.column(1).combine_chunks()
+
+
+def read_columns(readers: tuple[Reader, ...], piece: Piece) -> list[Any]:
+    """:func:`read_piece` of one piece for several readers of the same source (a plan's statistics), from one read
+    of the file: each distinct column is read once, and each reader takes its values with its own null policy and
+    value kind."""
+    if not readers:
+        return []
+    if readers[0].kind == "memory":
+        return [read_piece(r, piece) for r in readers]
+    names = list(dict.fromkeys(r.column for r in readers))
+    table = _read_columns(readers[0], piece, *names)
+    return [_values(r, table.column(names.index(r.column))) for r in readers]
 
 
 def _read_columns(reader: Reader, piece: Piece, *columns: str | None) -> pa.Table:

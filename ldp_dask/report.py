@@ -16,7 +16,7 @@ from .estimators import estimate, estimator_for, has_local_quantiles
 from .outputs import page, png_base64, render_result
 from .summary import Summary, read_summary
 
-__all__ = ["write_report", "render_report", "render_result", "default_report_path"]  # render_result: outputs.py
+__all__ = ["write_report", "render_report", "render_result", "default_report_path", "plan_pages"]  # render_result: outputs.py
 
 def default_report_path(summary_path: str | os.PathLike[str]) -> str:
     """``x.summary.parquet`` → ``x.summary.html`` (any other name: ``+ .html``)."""
@@ -25,7 +25,7 @@ def default_report_path(summary_path: str | os.PathLike[str]) -> str:
 
 
 def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95, result: Any = None, *,
-                  allow_unverified: bool = False, **options: Any) -> str:
+                  allow_unverified: bool = False, quantiles: Any = None, **options: Any) -> str:
     """The HTML page of ``summary`` as a string (see :func:`write_report`).
 
     The estimate's and the release's rows come from their :meth:`describe`, the
@@ -44,7 +44,8 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
         if has_local_quantiles(s.channel):  # assumption-free quantile intervals
             from .estimators import local_quantiles
 
-            body += "\n<h2>Quantiles</h2>\n" + local_quantiles(s, level=level).to_html(heading="")
+            q = quantiles if quantiles is not None else local_quantiles(s, level=level)
+            body += "\n<h2>Quantiles</h2>\n" + q.to_html(heading="")
     title = f"Private release of {s.metadata.get('column', 'a column')}"
     unit = html.escape(s.privacy_unit)
     counted = "rows" if unit == "row" else f"reports ({s.metadata.get('max_contributions', 1)} per {unit}; each {unit} weighted equally)"
@@ -98,3 +99,27 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
     inputs = [] if isinstance(summary, Summary) else [summary]
     return publish({"report": path}, produce, overwrite=overwrite, inputs=inputs)[1]["report"]
 
+
+
+def plan_pages(result: Any, files: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The pages of a released plan (:class:`~ldp_dask.plan_release.PlanRelease`): an index page (the plan, its
+    ε, and each statistic's result linking to its page, named by ``files``) and a page per statistic."""
+    pages = {}
+    for s in result.statistics:
+        if s.statistic.target == "gof":
+            pages[s.label] = render_result(s.result)
+        else:
+            pages[s.label] = render_report(s.summary, level=result.level, result=s.result, quantiles=s.quantiles)
+    d = result.describe()
+    rows = "\n".join(
+        f"<tr><td><a href=\"{html.escape(files[s.label])}\">{html.escape(s.label)}</a></td>"
+        f"<td>{html.escape(s.statistic.target)}</td><td><code>{html.escape(s.summary.channel.name)}</code></td>"
+        f"<td class=num>{s.epsilon:.4g}</td><td class=num>{s.summary.n:,}</td>"
+        f"<td>{html.escape(row[-1])}</td></tr>" for s, row in zip(result.statistics, d.table.rows))
+    table = ("<table><tr><th>statistic</th><th>target</th><th>channel</th><th>ε per row</th><th>reports</th>"
+             f"<th>result</th></tr>\n{rows}</table>")
+    facts = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in d.facts)
+    index = page(d.title, html.escape(d.headline), (("Statistics", table), ("The release", f"<table>{facts}</table>")),
+                 "Every number on these pages is computed from the plan's summaries: post-processing of one release, "
+                 "which spends no further privacy budget. Intervals account for sampling and for the privacy noise.")
+    return index, pages

@@ -35,12 +35,13 @@ from . import exactsum
 from ._validation import InputDataError, TaskError, error_value
 from .channels import Channel
 from .noise import TAG_MODULUS, bind_key, content_tag, digest_arrays, generator
-from .reading import read_piece, read_with_units
+from .reading import read_columns, read_piece, read_with_units
 from .source import Piece, Reader
 from .units import Cells, UnitKeys, bucket_values, person_ids, scratch, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
-           "release_values", "Tagging", "tag_task", "BucketRelease", "release_group", "ROWS_BLOCK_VALUES"]
+           "release_values", "PlanJob", "assign_rows", "plan_sums", "combine_plan", "Tagging", "tag_task",
+           "BucketRelease", "release_group", "ROWS_BLOCK_VALUES"]
 
 #: Rows mode privatizes a partition in blocks of about this many values.
 ROWS_BLOCK_VALUES = 1 << 22
@@ -157,6 +158,71 @@ def combine_sums(*accs: dict[str, Any]) -> dict[str, Any]:
         "tag": sum(a["tag"] for a in accs) % TAG_MODULUS,
         "stats": {k: exactsum.add(*(a["stats"][k] for a in accs)) for k in keys},
     }
+
+
+# --- a plan: many statistics from one read of each piece (ldp_dask.plan_release) -------------------------------
+@dataclass(frozen=True)
+class PlanJob:
+    """What every task of a plan's release shares (sent once): one reader per statistic (the same source; a piece's
+    columns are read once for all of them), the pieces, each statistic's channel and its tasks' noise keys, and,
+    when the rows are split among the statistics, each statistic's share of the rows and the key that assigns
+    them."""
+
+    readers: tuple[Reader, ...]
+    pieces: tuple[Piece, ...]
+    channels: tuple[Channel, ...]
+    keys: tuple[tuple[bytes, ...], ...]  # keys[statistic][task]
+    clip: bool
+    shares: tuple[float, ...] | None = None
+    assign_key: bytes = b""
+
+
+def assign_rows(key: bytes, piece: Piece, m: int, shares: tuple[float, ...]) -> np.ndarray:
+    """Which statistic each of a piece's ``m`` rows reports to: statistic i with probability ``shares[i]``,
+    independently of the data, from a generator keyed by the plan's assignment key and the piece's place in the
+    plan (so a retried task, or the same plan on another cluster, assigns the same rows)."""
+    u = generator(bind_key(key, b"assign:%d" % piece.index)).random(m)
+    return np.searchsorted(np.cumsum(shares)[:-1], u, side="right")
+
+
+def _take(values: Any, index: np.ndarray) -> Any:
+    return values[index] if isinstance(values, np.ndarray) else values.take(pa.array(index))
+
+
+def _plan_piece(job: PlanJob, piece: Piece) -> list[tuple[np.ndarray, int]]:
+    """A piece's columns read once, then each statistic's values validated by its channel: all the rows, or, when
+    the rows are split, the rows assigned to it."""
+    columns = read_columns(job.readers, piece)
+    if job.shares is None:
+        return [ch.prepare(v, clip=job.clip) for ch, v in zip(job.channels, columns)]
+    to = assign_rows(job.assign_key, piece, piece.num_rows, job.shares)
+    return [ch.prepare(_take(v, np.flatnonzero(to == i)), clip=job.clip)
+            for i, (ch, v) in enumerate(zip(job.channels, columns))]
+
+
+def plan_sums(task: Any, job: PlanJob) -> dict[str, Any] | TaskError:
+    """One task of a plan: its pieces read once, every statistic's noisy sums drawn under its own key (each as
+    :func:`noisy_sums` draws them for its rows); returns one accumulator per statistic."""
+    parts = each_piece(job.pieces, task, lambda p: _plan_piece(job, p))
+    if isinstance(parts, TaskError):
+        return parts
+    out = []
+    for i, channel in enumerate(job.channels):
+        xs = [piece[i] for piece in parts]
+        x = xs[0][0] if len(xs) == 1 else np.concatenate([v for v, _ in xs])
+        one = ChannelJob(job.readers[i], (), (), channel, job.clip, "summary")
+        try:
+            out.append(_release_prepared(x, sum(c for _, c in xs), one, job.keys[i][task.index], task.index))
+        except (OSError, MemoryError):
+            raise
+        except Exception as exc:
+            return error_value(_where(job.pieces[task.start]), exc)
+    return {"plan": out}
+
+
+def combine_plan(*accs: dict[str, Any]) -> dict[str, Any]:
+    """Combine plan accumulators: statistic by statistic, exactly (:func:`combine_sums`)."""
+    return {"plan": [combine_sums(*parts) for parts in zip(*(a["plan"] for a in accs))]}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Real fsspec filesystems that fail on purpose: the first read of each Parquet file on a worker
-(FlakyFileSystem), or every write (FailingWritesFileSystem).
+(FlakyFileSystem), or every write (FailingWritesFileSystem); and one that counts the workers' reads
+(CountingFileSystem).
 
 Used to prove that a retried task reproduces the undisturbed release. The
 first failure per file is recorded as a marker file, so it works across
@@ -53,4 +54,29 @@ class FailingWritesFileSystem(LocalFileSystem):
     def _open(self, path, mode="rb", **kwargs):
         if "w" in mode or "a" in mode:
             raise OSError(f"injected write failure: {path}")
+        return super()._open(path, mode, **kwargs)
+
+
+class CountingFileSystem(LocalFileSystem):
+    """A real local filesystem that records every read of a Parquet file on a worker (``counting://``): one marker
+    file per open, in ``marker_dir``, so reads are counted across worker processes; the driver's (planning) are
+    not counted."""
+
+    protocol = ("counting",)
+
+    def __init__(self, marker_dir: str, driver_pid: int, **kwargs):
+        super().__init__(**kwargs)
+        self.marker_dir = marker_dir
+        self.driver_pid = driver_pid
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        path = path[len("counting://"):] if str(path).startswith("counting://") else path
+        return LocalFileSystem._strip_protocol(path)
+
+    def _open(self, path, mode="rb", **kwargs):
+        if "r" in mode and str(path).endswith(".parquet") and os.getpid() != self.driver_pid:
+            import uuid
+
+            open(os.path.join(self.marker_dir, uuid.uuid4().hex), "w").close()
         return super()._open(path, mode, **kwargs)

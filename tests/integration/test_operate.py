@@ -138,6 +138,7 @@ def test_every_command_has_json_output(summaries, beta_dataset, tmp_path, capsys
         "report": ["report", str(summaries["mean"]), "--out", str(tmp_path / "m.html")],
         "merge": ["merge", *halves, "--out", str(tmp_path / "merged.parquet"), "--seed", "1"],
         "plan": ["plan", "check", str(tmp_path / "plan.toml"), x, "--epsilon", "1"],
+        "release": ["release", str(tmp_path / "plan.toml"), x, "--epsilon", "1", "--seed", "3", "--no-ledger"],
         "demo": ["demo", "--out", str(tmp_path / "demo"), "--rows", "200000", "--files", "2"],  # last: its paths
     }
     (tmp_path / "plan.toml").write_text('[[statistic]]\ncolumn = "x"\nchannel = "mean"\ndomain = [0, 1]\n')

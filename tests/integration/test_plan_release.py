@@ -1,0 +1,174 @@
+"""Running a plan: one read of each piece for all its statistics on a real LocalCluster, one release (one ledger
+entry, outputs published together, a re-run free, a budget refusal before any read), the report's pages, and the
+refusals of what a plan cannot run yet."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import ldp_dask
+from ldp_dask import BudgetExceeded, LdpDaskError
+from ldp_dask.cli import main
+from ldp_dask.ledger import open_ledger
+
+PLAN = """
+[[statistic]]
+column = "distance"
+target = "distribution"
+domain = [0, 5000]
+bins = 20
+
+[[statistic]]
+column = "distance"
+target = "mean"
+domain = [0, 5000]
+weight = 2
+
+[[statistic]]
+column = "carrier"
+target = "frequencies"
+categories = ["AA", "B6", "DL", "UA"]
+
+[[statistic]]
+column = "air_time"
+target = "quantiles"
+domain = [0, 700]
+bins = 35
+q = [0.25, 0.5, 0.75]
+
+[[statistic]]
+column = "dep_delay"
+target = "mean"
+domain = [-60, 300]
+nulls = 0
+name = "delay"
+"""
+LABELS = ["distance.distribution", "distance.mean", "carrier.frequencies", "air_time.quantiles", "delay"]
+
+
+def _table(path, files=3, rows=30_000, seed=0):
+    rng = np.random.default_rng(seed)
+    path.mkdir()
+    for i in range(files):
+        delay = np.clip(rng.normal(10, 30, rows), -60, 300)
+        pq.write_table(pa.table({
+            "distance": np.clip(rng.gamma(2.0, 500.0, rows), 0, 5000),
+            "carrier": rng.choice(["AA", "B6", "DL", "UA"], rows),
+            "air_time": rng.uniform(20, 600, rows),
+            "dep_delay": pa.array(np.where(rng.random(rows) < 0.1, np.nan, delay), from_pandas=True),
+            **{f"unused_{j}": rng.random(rows) for j in range(4)},
+        }), path / f"part-{i}.parquet", row_group_size=rows // 2)
+    return path
+
+
+@pytest.mark.cluster
+def test_a_plan_reads_each_piece_once_for_all_its_statistics(cluster, tmp_path):
+    # every read of a Parquet file on a worker leaves a marker: five statistics over four columns read the table
+    # exactly as often as one statistic of one column does (once per piece), not five times
+    from flaky_fs import CountingFileSystem
+
+    fsspec.register_implementation("counting", CountingFileSystem, clobber=True)
+    data = _table(tmp_path / "flights")
+    (tmp_path / "plan.toml").write_text(PLAN)
+
+    def reads(run):
+        markers = tmp_path / f"markers-{len(os.listdir(tmp_path))}"
+        markers.mkdir()
+        run({"marker_dir": str(markers), "driver_pid": os.getpid()})
+        return len(os.listdir(markers))
+
+    one = reads(lambda so: ldp_dask.privatize(f"counting://{data}", column="distance",
+                                              channel=ldp_dask.LaplaceHistogram(1.0, 20, (0, 5000)), client=cluster,
+                                              seed=1, ledger=False, storage_options=so, partition_rows=15_000))
+    plan = ldp_dask.Plan.from_toml(tmp_path / "plan.toml")
+    out = {}
+    whole = reads(lambda so: out.update(r=ldp_dask.release_plan(plan, f"counting://{data}", 2.0, client=cluster,
+                                                                seed=1, ledger=False, storage_options=so,
+                                                                partition_rows=15_000)))
+    assert one == 6 and whole == one  # 3 files × 2 row groups, each read once
+    r = out["r"]
+    assert [s.label for s in r.statistics] == LABELS
+    # the same plan in this process is the same release, bit for bit (keyed noise, exact sums)
+    here = ldp_dask.release_plan(plan, str(data), 2.0, seed=1, ledger=False, partition_rows=15_000)
+    for a, b in zip(r.statistics, here.statistics):
+        assert a.summary.n == b.summary.n and all(np.array_equal(a.summary.sums[k], b.summary.sums[k])
+                                                   for k in a.summary.sums)
+
+
+def test_release_writes_one_report_and_charges_one_entry(tmp_path, capsys):
+    data = _table(tmp_path / "flights", files=2, rows=20_000)
+    (tmp_path / "plan.toml").write_text(PLAN)
+    led = str(tmp_path / "ledger.sqlite")
+    out = tmp_path / "report"
+    assert main(["release", str(tmp_path / "plan.toml"), str(data), "--epsilon", "2", "--out", str(out),
+                 "--seed", "5", "--ledger", led, "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in res["statistics"]] == LABELS
+    stats = {s["name"]: s for s in res["statistics"]}
+    if res["design"] == "split-epsilon":
+        assert abs(sum(s["epsilon"] for s in res["statistics"]) - 2.0) < 1e-9
+        assert all(s["n"] == 40_000 for s in res["statistics"])
+    else:
+        assert sum(s["n"] for s in res["statistics"]) == 40_000
+    assert stats["air_time.quantiles"]["quantiles"]["q"] == [0.25, 0.5, 0.75]
+    assert stats["delay"]["result"]["kind"] == "mean"
+    # one ledger entry for the plan, charged what the receipt says, each statistic's part in its parameters
+    entries = open_ledger(led).entries()
+    assert len(entries) == 1 and entries[0]["channel"] == "plan"
+    assert abs(entries[0]["epsilon"] - res["charged"]) < 1e-12 and res["receipt"]["epsilon"] == res["charged"]
+    params = json.loads(entries[0]["params"]) if isinstance(entries[0]["params"], str) else entries[0]["params"]
+    assert sorted(params) == sorted(LABELS)
+    # the outputs: a signed summary per statistic, a page per statistic linked from the index, the estimates
+    names = sorted(os.listdir(out))
+    assert "index.html" in names and "estimates.json" in names
+    index = (out / "index.html").read_text()
+    for label in LABELS:
+        assert (out / f"{label}.html").exists() and f'href="{label}.html"' in index
+        assert main(["verify", str(out / f"{label}.summary.parquet"), "--seed", "5"]) == 0
+    saved = json.loads((out / "estimates.json").read_text())
+    assert [s["name"] for s in saved["statistics"]] == LABELS
+    capsys.readouterr()
+    # the same plan, key and data again: recorded without a new charge
+    assert main(["release", str(tmp_path / "plan.toml"), str(data), "--epsilon", "2", "--seed", "5", "--ledger",
+                 led]) == 0
+    assert "identical to a recorded release" in capsys.readouterr().err
+    # over budget: refused before anything is read or written
+    assert main(["budget", "set", "flights", "--source", str(data), "--limit", "3", "--ledger", led]) == 0
+    with pytest.raises(BudgetExceeded):
+        ldp_dask.release_plan(ldp_dask.Plan.from_toml(tmp_path / "plan.toml"), str(data), 2.0, seed=6, ledger=led,
+                              out=tmp_path / "refused")
+    assert not (tmp_path / "refused").exists() or not os.listdir(tmp_path / "refused")
+    assert len(open_ledger(led).entries()) == 2
+
+
+def test_what_a_plan_cannot_run_is_refused_with_its_reason(tmp_path):
+    data = _table(tmp_path / "flights", files=1, rows=5_000)
+    plan = ldp_dask.Plan.from_dict({"statistic": [{"column": "distance", "target": "mean", "domain": [0, 5000]}]})
+    cases = [
+        (lambda: ldp_dask.release_plan(plan, str(data), 1.0, seed=1, ledger=False, privacy_unit="carrier"),
+         "privacy unit"),
+        (lambda: ldp_dask.release_plan(plan, str(data), 1.0, seed=1, ledger=False, design="both"), "'design'"),
+        (lambda: ldp_dask.release_plan(ldp_dask.Plan.from_dict({"statistic": [
+            {"column": "nope", "target": "mean", "domain": [0, 1]}]}), str(data), 1.0, seed=1, ledger=False),
+         "nope"),
+        (lambda: ldp_dask.release_plan(plan, str(data), 0.0, seed=1, ledger=False), "epsilon"),
+        (lambda: ldp_dask.Plan.from_dict({"statistic": [{"column": "x", "target": "gof", "domain": [0, 1]}]}),
+         "'null'"),
+        (lambda: ldp_dask.Plan.from_dict({"statistic": [{"column": "x", "target": "mean", "domain": [0, 1],
+                                                         "q": [0.5]}]}), "'q'"),
+        (lambda: ldp_dask.Plan.from_dict({"statistic": [{"column": "x", "target": "median"}]}), "targets are"),
+    ]
+    for run, match in cases:
+        with pytest.raises(LdpDaskError, match=match):
+            run()
+    # a null without a policy is refused, naming the column; the plan's own `nulls` releases it
+    delay = ldp_dask.Plan.from_dict({"statistic": [{"column": "dep_delay", "target": "mean", "domain": [-60, 300]}]})
+    with pytest.raises(ldp_dask.InputDataError, match="dep_delay"):
+        ldp_dask.release_plan(delay, str(data), 1.0, seed=1, ledger=False)

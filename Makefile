@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/incremental.py
+	$(PY) benchmarks/plans.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

@@ -38,7 +38,7 @@ from .receipts import Receipted
 from .release import Charge, Outputs, plan, release
 from .source import Dataset
 from .summary import Summary, summary_mac_key
-from .tasks import PlanJob, combine_plan, plan_sums
+from .tasks import ASSIGN_BITS, PlanJob, combine_plan, plan_sums, row_lots
 
 __all__ = ["release_plan", "PlanRelease", "StatisticRelease"]
 
@@ -190,9 +190,10 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         if getattr(ch, "domain", None) is not None:
             d.check_range(ch.domain, opts.clip)  # type: ignore[attr-defined]
         warn_cells(ch, max(1, int(p.rows)))
-    shares = None
+    shares = lots = None
     if checked.design == "split-rows":
-        shares = tuple(p.rows / max(1, d.n) for p, d in zip(checked.statistics, datasets))
+        lots = tuple(int(x) for x in row_lots([p.rows / max(1, d.n) for p, d in zip(checked.statistics, datasets)]))
+        shares = tuple(x / (1 << ASSIGN_BITS) for x in lots)  # exactly the probabilities the rows are drawn with
     base = datasets[0].for_noise_cells(max(ch.dim for ch in channels))
     secret, opts = _with_key(opts)
     spent = [epsilon_per_unit(ch, 1) for ch in channels]
@@ -210,7 +211,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
                     for s, d, ch in zip(plan_.statistics, datasets, channels)]
         keys = tuple(tuple(partition_base_keys(sec, c, len(tasks))) for c in contexts)
         assign = named_base_keys(sec, {"plan": sorted(params), "shares": shares}, ["assign"])[0]
-        job = PlanJob(tuple(d.reader for d in datasets), base.pieces, channels, keys, opts.clip, shares, assign)
+        job = PlanJob(tuple(d.reader for d in datasets), base.pieces, channels, keys, opts.clip, lots, assign)
         acc = run(tasks, plan_sums, job, combine_plan, opts, rows=[task_rows(base.pieces, t) for t in tasks],
                   in_process=base.kind == "memory", desc=f"plan of {len(channels)}")
         if sum(a["n"] for a in acc["plan"]) != (base.n if shares else base.n * len(channels)):  # pragma: no cover

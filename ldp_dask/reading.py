@@ -31,7 +31,7 @@ def read_with_units(reader: Reader, piece: Piece) -> tuple[Any, Any]:
     """:func:`read_piece` and :func:`read_units` of one piece, from one read of the file (both columns)."""
     if reader.kind == "memory":
         return read_piece(reader, piece), read_units(reader, piece)
-    table = _read_columns(reader, piece, reader.column, reader.unit)
+    table = _read_columns(reader, piece, reader.column, reader.unit, dictionary=_dictionary((reader,)))
     return _values(reader, table.column(0)), table.column(1).combine_chunks()
 
 
@@ -44,19 +44,27 @@ def read_columns(readers: tuple[Reader, ...], piece: Piece) -> list[Any]:
     if readers[0].kind == "memory":
         return [read_piece(r, piece) for r in readers]
     names = list(dict.fromkeys(r.column for r in readers))
-    table = _read_columns(readers[0], piece, *names)
+    table = _read_columns(readers[0], piece, *names, dictionary=_dictionary(readers))
     return [_values(r, table.column(names.index(r.column))) for r in readers]
 
 
-def _read_columns(reader: Reader, piece: Piece, *columns: str | None) -> pa.Table:
+def _dictionary(readers: tuple[Reader, ...]) -> tuple[str, ...]:
+    """The columns read as categories: read as dictionaries (string columns; ignored for others), which decodes a
+    column of 8 distinct strings about 5 times faster than as strings (benchmarks/plans.py) and maps each
+    distinct value to its category once."""
+    return tuple(r.column for r in readers if r.value_kind == "categorical")
+
+
+def _read_columns(reader: Reader, piece: Piece, *columns: str | None, dictionary: tuple[str, ...] = ()) -> pa.Table:
     fs = reader.fs
+    as_dict = list(dictionary) or None
     try:
         if is_local(fs):
             # local: no read coalescing, which pays on object storage only (0.37 -> 0.31 ms per small file)
-            pf = pq.ParquetFile(piece.path, memory_map=False, pre_buffer=False)
+            pf = pq.ParquetFile(piece.path, memory_map=False, pre_buffer=False, read_dictionary=as_dict)
             return pf.read_row_groups(list(piece.row_groups), columns=list(columns), use_threads=False)
         with fs.open(piece.path, "rb") as fh:
-            pf = pq.ParquetFile(fh)
+            pf = pq.ParquetFile(fh, read_dictionary=as_dict)
             return pf.read_row_groups(list(piece.row_groups), columns=list(columns), use_threads=False)
     except pa.ArrowInvalid as exc:  # corrupt content: deterministic, not worth a retry
         raise InputDataError(f"{piece.path!r} could not be read as Parquet ({_no_values(exc)})") from None
@@ -76,7 +84,7 @@ def read_piece(reader: Reader, piece: Piece) -> Any:
         assert reader.values is not None
         return reader.values[piece.start : piece.stop]
     # OSError (a transient I/O failure) propagates, so Dask retries the task
-    return _values(reader, _read_columns(reader, piece, reader.column).column(0))
+    return _values(reader, _read_columns(reader, piece, reader.column, dictionary=_dictionary((reader,))).column(0))
 
 
 def _values(reader: Reader, col: pa.ChunkedArray) -> Any:

@@ -40,7 +40,7 @@ from .source import Piece, Reader
 from .units import Cells, UnitKeys, bucket_values, person_ids, scratch, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
-           "release_values", "PlanJob", "assign_rows", "plan_sums", "combine_plan", "Tagging", "tag_task",
+           "release_values", "PlanJob", "row_lots", "assign_rows", "plan_sums", "combine_plan", "Tagging", "tag_task",
            "BucketRelease", "release_group", "ROWS_BLOCK_VALUES"]
 
 #: Rows mode privatizes a partition in blocks of about this many values.
@@ -173,16 +173,36 @@ class PlanJob:
     channels: tuple[Channel, ...]
     keys: tuple[tuple[bytes, ...], ...]  # keys[statistic][task]
     clip: bool
-    shares: tuple[float, ...] | None = None
+    #: a row split: each statistic's lots of the 2^16 draws (:func:`row_lots`); None: every row reports every one
+    shares: tuple[int, ...] | None = None
     assign_key: bytes = b""
 
 
-def assign_rows(key: bytes, piece: Piece, m: int, shares: tuple[float, ...]) -> np.ndarray:
-    """Which statistic each of a piece's ``m`` rows reports to: statistic i with probability ``shares[i]``,
-    independently of the data, from a generator keyed by the plan's assignment key and the piece's place in the
-    plan (so a retried task, or the same plan on another cluster, assigns the same rows)."""
-    u = generator(bind_key(key, b"assign:%d" % piece.index)).random(m)
-    return np.searchsorted(np.cumsum(shares)[:-1], u, side="right")
+#: A row split draws each row's statistic as a 16-bit keyed integer: a statistic's share of the rows is a multiple
+#: of 2^-16 (:func:`row_lots`), exactly as recorded.
+ASSIGN_BITS = 16
+
+
+def row_lots(shares: Any) -> np.ndarray:
+    """Shares of the rows as whole numbers of the 2^16 equally likely draws (largest remainders; at least one each):
+    statistic i gets a row with probability ``lots[i] / 2^16``."""
+    total = 1 << ASSIGN_BITS
+    raw = np.asarray(shares, float) * total / float(np.sum(shares))
+    lots = np.maximum(np.floor(raw).astype(np.int64), 1)
+    while lots.sum() < total:
+        lots[np.argmax(raw - lots)] += 1
+    while lots.sum() > total:
+        lots[np.argmax(np.where(lots > 1, lots - raw, -np.inf))] -= 1
+    return lots
+
+
+def assign_rows(key: bytes, piece: Piece, m: int, lots: tuple[int, ...]) -> np.ndarray:
+    """Which statistic each of a piece's ``m`` rows reports to: statistic i with probability ``lots[i] / 2^16``
+    (:func:`row_lots`), independently of the data, from a generator keyed by the plan's assignment key and the
+    piece's place in the plan (so a retried task, or the same plan on another cluster, assigns the same rows)."""
+    table = np.repeat(np.arange(len(lots), dtype=np.uint8 if len(lots) < 256 else np.uint16), lots)
+    draws = generator(bind_key(key, b"assign:%d" % piece.index)).integers(0, 1 << ASSIGN_BITS, m, dtype=np.uint16)
+    return table[draws]
 
 
 def _take(values: Any, index: np.ndarray) -> Any:
@@ -191,12 +211,14 @@ def _take(values: Any, index: np.ndarray) -> Any:
 
 def _plan_piece(job: PlanJob, piece: Piece) -> list[tuple[np.ndarray, int]]:
     """A piece's columns read once, then each statistic's values validated by its channel: all the rows, or, when
-    the rows are split, the rows assigned to it."""
+    the rows are split, the rows assigned to it (grouped by one stable sort of the assignment)."""
     columns = read_columns(job.readers, piece)
     if job.shares is None:
         return [ch.prepare(v, clip=job.clip) for ch, v in zip(job.channels, columns)]
     to = assign_rows(job.assign_key, piece, piece.num_rows, job.shares)
-    return [ch.prepare(_take(v, np.flatnonzero(to == i)), clip=job.clip)
+    order = np.argsort(to, kind="stable")
+    cuts = np.concatenate([[0], np.cumsum(np.bincount(to, minlength=len(job.channels)))])
+    return [ch.prepare(_take(v, order[cuts[i]:cuts[i + 1]]), clip=job.clip)
             for i, (ch, v) in enumerate(zip(job.channels, columns))]
 
 

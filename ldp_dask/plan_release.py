@@ -4,7 +4,7 @@
 
     plan each statistic's column (footers only) ─► split ε (:func:`ldp_dask.plans.check`) ─► build the channels
         ─► one map/reduce: each task reads its pieces' columns once and feeds every statistic
-           (:func:`ldp_dask.tasks.plan_sums`); one tree combines them all ─► one summary per statistic
+           (:func:`ldp_dask.plan_tasks.plan_sums`); one tree combines them all ─► one summary per statistic
         ─► estimates, tests and quantiles from the summaries (post-processing)
         ─► one release: one ledger entry charged Σ ε_i per row (split ε) or max ε_i (split rows), every
            output published together
@@ -12,123 +12,70 @@
 The statistics of a plan are independent releases sharing a read: statistic i's noise is keyed by the release key,
 its own context (column, channel, parameters, its place in the plan) and the task, so it is exactly the noise a
 release of that statistic alone would draw from those rows, under another key. When the rows are split, the row
-each statistic gets is chosen by a keyed draw from the row's place in the plan (:func:`ldp_dask.tasks.assign_rows`),
+each statistic gets is chosen by a keyed draw from the row's place in the plan (:func:`ldp_dask.plan_tasks.assign_rows`),
 never from its values: the choice is independent of the data, so each row is released once, at its statistic's ε
 (parallel composition), and each statistic's number of rows is a public function of n and the key.
+
+Groups (docs/how-to/plans.md): a *public* group releases the statistic on each declared key's rows (and the
+"other" rows) apart, each under its own key: a row is in one group, so ε per row is unchanged (parallel
+composition), and each group's number of rows is released. A *private* group runs the ``group-mean`` channel over
+(group, value) pairs (:class:`ldp_dask.channels.GroupMean`): no row's group and no group's size is released.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from . import exactsum
 from ._validation import LdpDaskError, check_probability
 from .channels import value_kind_of
+from .channels.categorical import OTHER
 from .engine import run, task_rows, tasks_of
 from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
 from .options import RunOptions
-from .outputs import Described, Description, Table, json_bytes
+from .outputs import json_bytes
+from .plan_results import GroupRelease, PlanRelease, PublicGroups, StatisticRelease
+from .plan_tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
 from .plans import Plan, Statistic, check
 from .policy import warn_cells
 from .privacy import ROW_UNIT, epsilon_per_unit
-from .receipts import Receipted
 from .release import Charge, Outputs, plan, release
 from .source import Dataset
 from .summary import Summary, summary_mac_key
-from .tasks import ASSIGN_BITS, PlanJob, combine_plan, plan_sums, row_lots
 
 __all__ = ["release_plan", "PlanRelease", "StatisticRelease"]
 
-@dataclass(frozen=True)
-class StatisticRelease:
-    """One statistic of a released plan: its summary, its ε and share of the rows, and what was computed from it
-    (an estimate, local quantiles, a goodness-of-fit test)."""
 
-    statistic: Statistic
-    summary: Summary
-    epsilon: float
-    share: float | None
-    predicted_se: float
-    result: Any
-    quantiles: Any = None
-
-    @property
-    def label(self) -> str:
-        return self.statistic.label
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.label, "column": self.statistic.column, "target": self.statistic.target,
-                "channel": self.summary.channel.name, "params": self.summary.channel.params(),
-                "epsilon": self.epsilon, "share_of_rows": self.share, "n": self.summary.n,
-                "predicted_se": self.predicted_se, "result": self.result.to_dict(),
-                "quantiles": None if self.quantiles is None else self.quantiles.to_dict()}
-
-
-@dataclass(frozen=True)
-class PlanRelease(Described, Receipted):
-    """A released plan: the design chosen, the total ε per row charged, and each statistic's release.
-
-    ``receipt`` is the ledger's one entry for the whole plan; ``written`` the outputs published (a summary, a page
-    per statistic, the index page and ``estimates.json``)."""
-
-    design: str
-    epsilon: float
-    charged: float
-    statistics: tuple[StatisticRelease, ...]
-    level: float
-
-    def __getitem__(self, label: str) -> StatisticRelease:
-        for s in self.statistics:
-            if s.label == label:
-                return s
-        raise KeyError(f"the plan has no statistic {label!r}; it has {', '.join(s.label for s in self.statistics)}")
-
-    def to_dict(self) -> dict[str, Any]:
-        r = self.receipt
-        return {"design": self.design, "epsilon": self.epsilon, "charged": self.charged, "level": self.level,
-                "statistics": [s.to_dict() for s in self.statistics],
-                "receipt": None if r is None else dataclasses.asdict(r), "written": dict(self.written)}
-
-    def describe(self) -> Description:
-        how = ("every row reports every statistic, at the ε shown (their sum is charged)"
-               if self.design == "split-epsilon" else
-               "every row reports one statistic, chosen by a keyed draw, at the ε shown (the largest is charged)")
-        rows = tuple((s.label, s.summary.channel.name, f"{s.epsilon:.4g}", f"{s.summary.n:,}",
-                      _headline(s)) for s in self.statistics)
-        return Description(f"Plan of {len(self.statistics)} statistics", f"ε {self.charged:g} per row; {how}",
-                           (("design", self.design), ("confidence", f"{self.level:g}")),
-                           Table(("statistic", "channel", "ε", "reports", "result"), rows))
-
-
-def _headline(s: StatisticRelease) -> str:
-    d = s.result.describe()
-    return d.headline or d.title
-
-
-def _plan_datasets(plan_: Plan, source: Any, options: RunOptions) -> tuple[list[Dataset], Plan]:
-    """Each statistic's column planned (metadata only) with its own null policy; the pieces must be one plan."""
+def _plan_datasets(plan_: Plan, source: Any, options: RunOptions) -> tuple[list[Dataset], dict[str, Dataset], Plan]:
+    """Each statistic's column planned (metadata only) with its own null policy, and each group column as
+    categories; the pieces must be one plan. Categories and group keys are typed as their columns."""
     from .commands import typed_categories
 
     out = []
     for s in plan_.statistics:
-        kind = value_kind_of(s.channel, s.options.get("categories"))
+        kind = value_kind_of(s.channel if s.group is None or s.group[2] else "mean", s.options.get("categories"))
         opts = options if s.fill is None else dataclasses.replace(options, nulls=s.fill)
         out.append(plan(source, s.column, kind, opts))
+    by = {}
+    for s in plan_.statistics:
+        if s.group is not None and s.group[0] not in by:  # a null label is "other": nulls are not refused
+            by[s.group[0]] = plan(source, s.group[0], "categorical", dataclasses.replace(options, nulls=OTHER))
     first = [(p.path, p.row_groups, p.start, p.stop, p.num_rows) for p in out[0].pieces]
-    for d in out[1:]:
+    for d in [*out[1:], *by.values()]:
         if [(p.path, p.row_groups, p.start, p.stop, p.num_rows) for p in d.pieces] != first:  # pragma: no cover
             raise LdpDaskError(f"column {d.column!r} was planned in other pieces than {out[0].column!r}: a plan "
                                "reads the columns of one table")
     typed = []
     for s, d in zip(plan_.statistics, out):
-        if "categories" in s.options:
-            s = dataclasses.replace(s, options={**s.options,
-                                                "categories": typed_categories(list(s.options["categories"]), d)})
-        typed.append(s)
-    return out, Plan(tuple(typed))
+        options_ = dict(s.options)
+        if "categories" in options_:
+            options_["categories"] = typed_categories(list(options_["categories"]), d)
+        if s.group is not None:
+            options_["groups"] = typed_categories(list(options_["groups"]), by[s.group[0]])
+        typed.append(dataclasses.replace(s, options=options_))
+    return out, by, Plan(tuple(typed))
 
 
 def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: float, *,
@@ -182,7 +129,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     if opts.privacy_unit is not None:
         raise LdpDaskError("a plan splits ε per row: plans with a privacy unit are not offered yet; release each "
                            "statistic on its own with --privacy-unit")
-    datasets, plan_ = _plan_datasets(plan_, source, opts)
+    datasets, by, plan_ = _plan_datasets(plan_, source, opts)
     rows = {s.column: d.n for s, d in zip(plan_.statistics, datasets)}
     checked = check(plan_, rows, epsilon, design)
     channels = tuple(p.channel for p in checked.statistics)
@@ -199,22 +146,31 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     spent = [epsilon_per_unit(ch, 1) for ch in channels]
     charged = sum(spent) if shares is None else max(spent)
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e,
-                        **({} if shares is None else {"share": r})}
+                        **({} if shares is None else {"share": r}),
+                        **({} if s.group is None else {"group_by": s.group[0], "groups": list(s.group[1]),
+                                                        "group_kind": "public" if s.group[2] else "private"})}
               for s, ch, e, r in zip(plan_.statistics, channels, spent, shares or [None] * len(spent))}
     charge = Charge("local", "plan", params, charged, context={"mode": "summary", "design": checked.design})
     whole = dataclasses.replace(base, column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
+    group_columns = list(by)
+    groupings = tuple(None if s.group is None else Grouping(len(datasets) + group_columns.index(s.group[0]),
+                                                            s.group[1], s.group[2]) for s in plan_.statistics)
 
     def compute(sec: Secret, _: Outputs) -> PlanRelease:
         tasks = tasks_of(base)
         contexts = [{"v": 1, "fingerprint": d.fingerprint, "column": d.column, "channel": ch.name,
-                     "params": ch.params(), "mode": "summary", "plan": s.label, "design": checked.design}
+                     "params": ch.params(), "mode": "summary", "plan": s.label, "design": checked.design,
+                     **({} if s.group is None else {"group": [s.group[0], list(map(str, s.group[1])), s.group[2]]})}
                     for s, d, ch in zip(plan_.statistics, datasets, channels)]
         keys = tuple(tuple(partition_base_keys(sec, c, len(tasks))) for c in contexts)
         assign = named_base_keys(sec, {"plan": sorted(params), "shares": shares}, ["assign"])[0]
-        job = PlanJob(tuple(d.reader for d in datasets), base.pieces, channels, keys, opts.clip, lots, assign)
+        labels = (dataclasses.replace(by[c].reader, value_kind="labels", fill=None) for c in group_columns)
+        readers = (*(d.reader for d in datasets), *labels)
+        job = PlanJob(readers, base.pieces, channels, keys, opts.clip, lots, assign, groupings)
         acc = run(tasks, plan_sums, job, combine_plan, opts, rows=[task_rows(base.pieces, t) for t in tasks],
                   in_process=base.kind == "memory", desc=f"plan of {len(channels)}")
-        if sum(a["n"] for a in acc["plan"]) != (base.n if shares else base.n * len(channels)):  # pragma: no cover
+        read = [sum(g["n"] for g in a["groups"]) if "groups" in a else a["n"] for a in acc["plan"]]
+        if sum(read) != (base.n if shares else base.n * len(channels)):  # pragma: no cover - a planning bug
             raise RuntimeError("a plan's statistics did not read the planned rows")
         released = []
         for s, d, ch, a, p, e, r in zip(plan_.statistics, datasets, channels, acc["plan"], checked.statistics,
@@ -223,15 +179,38 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
             metadata.update(privacy_unit=ROW_UNIT, max_contributions=1, epsilon_per_unit=e,
                             plan={"statistic": s.label, "target": s.target, "design": checked.design,
                                   "share_of_rows": r, "statistics": len(channels), "epsilon_charged": charged})
-            summary = Summary(ch, int(a["n"]), {k: exactsum.to_float(v) for k, v in a["stats"].items()}, metadata,
-                              n_clipped=int(a["clipped"]) if opts.clip else None, content_tag=f"{a['tag']:064x}")
-            released.append(_post_process(s, summary, e, r, p.se, level))
+            if s.group is None or not s.group[2]:
+                if s.group is not None:
+                    metadata["group"] = {"column": s.group[0], "kind": "private",
+                                         "labels": [*s.group[1], OTHER]}
+                released.append(_post_process(s, _summary(ch, a, metadata, opts.clip), e, r, p.se, level))
+                continue
+            groups = []
+            for k, key in enumerate([*s.group[1], OTHER]):
+                meta = {**metadata, "group": {"column": s.group[0], "kind": "public", "key": key,
+                                              "labels": [*s.group[1], OTHER]}}
+                summary = _summary(ch, a["groups"][k], meta, opts.clip)
+                one = _post_process(s, summary, e, r, p.se, level)
+                groups.append(GroupRelease(key, summary, one.result, one.quantiles))
+            released.append(StatisticRelease(s, None, e, r, p.se, PublicGroups(s.column, s.group[0], tuple(groups)),
+                                             groups=tuple(groups)))
         return PlanRelease(checked.design, float(epsilon), charged, tuple(released), level)
 
     targets = _targets(plan_, out)
     done = release(whole, charge, compute, opts, targets=targets, write=_writer(secret), overwrite=overwrite,
-                   content_tag=lambda r: f"{sum(int(s.summary.content_tag, 16) for s in r.statistics) % TAG_MODULUS:064x}")
+                   content_tag=_content_tag)
     return done.attach()
+
+
+def _summary(ch: Any, acc: dict[str, Any], metadata: dict[str, Any], clip: bool) -> Summary:
+    return Summary(ch, int(acc["n"]), {k: exactsum.to_float(v) for k, v in acc["stats"].items()}, metadata,
+                   n_clipped=int(acc["clipped"]) if clip else None, content_tag=f"{acc['tag']:064x}")
+
+
+def _content_tag(result: PlanRelease) -> str:
+    """The plan's keyed content tag: its summaries' tags, added (re-running the same plan on the same data is free)."""
+    tags = [int(x.content_tag or "0", 16) for s in result.statistics for _, x in s.summaries]
+    return f"{sum(tags) % TAG_MODULUS:064x}"
 
 
 def _post_process(s: Statistic, summary: Summary, epsilon: float, share: float | None, predicted: float,
@@ -263,7 +242,9 @@ def _targets(plan_: Plan, out: str | os.PathLike[str] | None) -> dict[str, str |
     d = os.fspath(out).rstrip("/")
     targets: dict[str, str | None] = {"index": f"{d}/index.html", "estimates": f"{d}/estimates.json"}
     for s in plan_.statistics:
-        targets[f"summary:{s.label}"] = f"{d}/{_safe(s.label)}.summary.parquet"
+        suffixes = [""] if s.group is None or not s.group[2] else [f".{k}" for k in (*s.group[1], OTHER)]
+        for suffix in suffixes:
+            targets[f"summary:{s.label}{suffix}"] = f"{d}/{_safe(s.label + suffix)}.summary.parquet"
         targets[f"page:{s.label}"] = f"{d}/{_safe(s.label)}.html"
     return targets
 
@@ -283,7 +264,8 @@ def _writer(secret: Secret) -> Any:
         if "index" not in outputs:
             return
         for s in result.statistics:
-            outputs.write(f"summary:{s.label}", _summary_bytes(s.summary, mac))
+            for suffix, summary in s.summaries:
+                outputs.write(f"summary:{s.label}{suffix}", _summary_bytes(summary, mac))
         index, pages = plan_pages(result, {s.label: f"{_safe(s.label)}.html" for s in result.statistics})
         for label, html in pages.items():
             outputs.write(f"page:{label}", html.encode())
@@ -292,4 +274,3 @@ def _writer(secret: Secret) -> Any:
         outputs.write("estimates", json_bytes(body))
 
     return write
-

@@ -53,7 +53,7 @@ __all__ = ["Statistic", "Plan", "PlannedStatistic", "PlanCheck", "check", "check
 
 #: What a statistic may say besides its column, channel or target, and weight.
 _KEYS = {"column", "channel", "target", "weight", "name", "domain", "bins", "categories", "other", "noise",
-         "mechanism", "encoding", "group_by", "q", "null", "alpha", "haar_level", "nulls"}
+         "mechanism", "encoding", "group_by", "q", "null", "alpha", "haar_level", "nulls", "groups", "group_kind"}
 #: The channel a plan runs for each target: one whose estimate has a closed-form variance (``auto`` chooses among
 #: several by their predicted errors, :func:`ldp_dask.channels.choose_channel`). A distribution and its quantiles
 #: come from the Laplace histogram (the square wave, ``auto``'s choice for a distribution alone, has no closed form);
@@ -64,7 +64,12 @@ TARGET_CHANNELS = {"distribution": "histogram", "quantiles": "histogram", "mean"
 _CHANNEL_TARGETS = {"histogram": "distribution", "mean": "mean", "hybrid-mean": "mean", "rr": "frequencies",
                     "hadamard": "frequencies", "haar": "gof"}
 #: A statistic's keys that are not its channel's options: what its estimate or test takes, and its null policy.
-_NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level")
+_NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level", "group_by", "groups", "group_kind")
+#: What a group may be: "private" (the label is privatized with the value) or "public" (declared public by the
+#: operator: each group released on its own rows, group sizes released).
+GROUP_KINDS = ("private", "public")
+#: The most keys a group may declare (besides "other").
+MAX_GROUP_KEYS = 4095
 
 
 @dataclass(frozen=True)
@@ -108,10 +113,51 @@ class Statistic:
             check_probability(self.options.get("alpha", 0.05), "alpha")
         elif "null" in self.options or "alpha" in self.options:
             raise LdpDaskError(f"statistic {self.label!r} gives 'null' or 'alpha', which only a 'gof' target takes")
+        self._check_group()
         if not (isinstance(self.weight, (int, float)) and not isinstance(self.weight, bool)
                 and 0 < self.weight < math.inf):
             raise LdpDaskError(f"The 'weight' of statistic {self.label!r} must be a number > 0. "
                                f"Got {self.weight!r} instead.")
+
+    def _check_group(self) -> None:
+        o = self.options
+        if "group_by" not in o:
+            if "groups" in o or "group_kind" in o:
+                raise LdpDaskError(f"statistic {self.label!r} gives 'groups' or 'group_kind' without a 'group_by'")
+            return
+        if not (isinstance(o["group_by"], str) and o["group_by"]):
+            raise LdpDaskError(f"the 'group_by' of statistic {self.label!r} must be a column name. Got "
+                               f"{o['group_by']!r} instead.")
+        keys = o.get("groups")
+        if not (isinstance(keys, list) and 1 <= len(keys) <= MAX_GROUP_KEYS and len(set(map(str, keys))) == len(keys)):
+            raise LdpDaskError(f"statistic {self.label!r} groups by {o['group_by']!r}: it needs 'groups', the list of "
+                               f"its keys (1 to {MAX_GROUP_KEYS}, distinct), declared in the plan and never read from "
+                               "the data; rows with any other label, or none, form the group 'other'")
+        kind = o.get("group_kind", "private")
+        if kind not in GROUP_KINDS:
+            raise LdpDaskError(f"the 'group_kind' of statistic {self.label!r} must be one of {', '.join(GROUP_KINDS)}."
+                               f" Got {kind!r} instead.")
+        if kind == "private" and self.target != "mean":
+            raise LdpDaskError(f"statistic {self.label!r}: a private group_by is offered for means (a channel over "
+                               "the group and the value together); for its frequencies or distribution per group, "
+                               "declare group_kind = \"public\" if the group label is public")
+        if kind == "private" and self.channel not in ("auto", "mean", "group-mean"):
+            raise LdpDaskError(f"statistic {self.label!r}: a mean per private group runs the 'group-mean' channel; "
+                               f"give target = \"mean\" instead of channel {self.channel!r}")
+
+    @property
+    def group(self) -> tuple[str, tuple[Any, ...], bool] | None:
+        """``(column, keys, public)`` of a grouped statistic, or None."""
+        if "group_by" not in self.options:
+            return None
+        return (self.options["group_by"], tuple(self.options["groups"]),
+                self.options.get("group_kind", "private") == "public")
+
+    @property
+    def groups(self) -> int:
+        """How many groups its estimates come in: the declared keys and "other" (1 without a group)."""
+        g = self.group
+        return 1 if g is None else len(g[1]) + 1
 
     @property
     def label(self) -> str:
@@ -138,10 +184,15 @@ class Statistic:
         return opts
 
     def build(self, epsilon: float, n: int) -> Channel:
-        """The statistic's channel at ``epsilon`` for ``n`` rows."""
+        """The statistic's channel at ``epsilon`` for ``n`` rows (a public group's: for a typical group's rows)."""
         opts = self.channel_options()
         domain = opts.pop("domain", None)
         bins = opts.pop("bins", None)
+        group = self.group
+        if group is not None and not group[2]:  # a private group: the channel over (group, value)
+            return build_channel("group-mean", epsilon, tuple(domain) if domain is not None else None,
+                                 groups=self.groups, **({"noise": opts["noise"]} if "noise" in opts else {}))
+        n = max(1, n // self.groups)
         return build_channel(self.channel, epsilon, tuple(domain) if domain is not None else None, bins=bins, n=n,
                              **opts)
 
@@ -171,9 +222,6 @@ class Plan:
             if unknown:
                 raise LdpDaskError(f"statistic {i} of {where} has unknown key(s) {', '.join(map(repr, unknown))}; "
                                    f"the keys are {', '.join(sorted(_KEYS))}.")
-            if "group_by" in item:
-                raise LdpDaskError(f"statistic {i} of {where} has a group_by: grouped statistics are not offered "
-                                   "yet; release each group's rows separately.")
             if ("channel" in item) == ("target" in item):
                 raise LdpDaskError(f"statistic {i} of {where} must name either a 'channel' or a 'target'.")
             target = item.get("target")
@@ -225,17 +273,21 @@ class PlanCheck:
         out = [f"plan: ε {self.epsilon:g} per row; {how}. Weighted sum of relative variances {self.objective:.4g} "
                f"(the other design: {self.other_objective:.4g})"]
         for p in self.statistics:
+            g = p.statistic.group
+            per = "" if g is None else f" per {'public' if g[2] else 'private'} group of {g[0]} ({len(g[1]) + 1} groups)"
             out.append(f"  {p.statistic.label:<28} {p.channel.name:<12} ε {p.epsilon:<8.4g} rows {p.rows:>14,.0f}  "
-                       f"predicted SE of {p.what} {p.se:.3g}")
+                       f"predicted SE of {p.what}{per} {p.se:.3g}")
         return out
 
 
 def _variance(stat: Statistic, epsilon: float, n: float) -> tuple[float, Channel, str, float]:
     """A statistic's predicted variance at ``epsilon`` from ``n`` reports, in units of the error at which it would
     be beyond use (a mean's half-width, a typical share: :attr:`~ldp_dask.predict.Prediction.limit`), so that
-    statistics of different units add up; with its channel, what it predicts, and its SE in the data's units."""
+    statistics of different units add up; with its channel, what it predicts, and its SE in the data's units. A
+    public group's is a typical group's, from n/G reports (G groups with "other")."""
     ch = stat.build(epsilon, max(1, int(n)))
-    p = predict(ch, n)
+    group = stat.group
+    p = predict(ch, n / stat.groups if group is not None and group[2] else n)
     if p is None:
         raise LdpDaskError(f"statistic {stat.label!r} uses the {ch.name!r} channel, whose estimate has no closed-form "
                            "variance: a plan splits its budget by predicted variances, so name a channel with one "
@@ -314,6 +366,9 @@ def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None) -> 
         raise LdpDaskError("a plan's budget split counts ε per row: plans with a privacy unit are not offered yet")
     rows: dict[str, int] = {}
     for s in plan.statistics:
-        kind = value_kind_of(s.channel, s.options.get("categories"))
+        private = s.group is not None and not s.group[2]
+        kind = value_kind_of("mean" if private else s.channel, s.options.get("categories"))
         rows[s.column] = plan_source(source, s.column, kind, opts).n
+        if s.group is not None:  # the group column must be there too (its labels are not read)
+            plan_source(source, s.group[0], "categorical", opts)
     return check(plan, rows, epsilon)

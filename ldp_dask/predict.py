@@ -61,6 +61,10 @@ def predict(channel: Channel, n: float) -> Prediction | None:
         else:
             noise = channel.worst_variance() * half**2  # type: ignore[attr-defined]
         return Prediction("the mean (at most)", math.sqrt((noise + half**2) / n), half, n)
+    if name == "group-mean":  # a typical group (share 1/G) at the worst value of its mean and spread
+        p, v = 1 / channel.groups, channel.noise_variance  # type: ignore[attr-defined]
+        half = channel.half  # type: ignore[attr-defined]
+        return Prediction("a typical group's mean (at most)", half * math.sqrt(max(p + v, 2 * v) / (n * p * p)), half, n)
     if name in ("histogram", "haar"):  # a Haar view is a histogram's one-hot scaled by c = 2^(J/2), noise and all
         bins = channel.bins  # type: ignore[attr-defined]
         share = 1 / bins

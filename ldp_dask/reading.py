@@ -52,7 +52,7 @@ def _dictionary(readers: tuple[Reader, ...]) -> tuple[str, ...]:
     """The columns read as categories: read as dictionaries (string columns; ignored for others), which decodes a
     column of 8 distinct strings about 5 times faster than as strings (benchmarks/plans.py) and maps each
     distinct value to its category once."""
-    return tuple(r.column for r in readers if r.value_kind == "categorical")
+    return tuple(r.column for r in readers if r.value_kind in ("categorical", "labels"))
 
 
 def _read_columns(reader: Reader, piece: Piece, *columns: str | None, dictionary: tuple[str, ...] = ()) -> pa.Table:
@@ -88,7 +88,10 @@ def read_piece(reader: Reader, piece: Piece) -> Any:
 
 
 def _values(reader: Reader, col: pa.ChunkedArray) -> Any:
-    """The column as read_piece returns it: nulls filled by the policy; numpy, or pyarrow for categories."""
+    """The column as read_piece returns it: nulls filled by the policy; numpy, or pyarrow for categories; a plan's
+    group labels (value kind ``"labels"``) as they are, nulls included (a null label is the group "other")."""
+    if reader.value_kind == "labels":
+        return col.combine_chunks()
     col = fill_nulls(col, reader.fill, reader.column)
     if reader.value_kind == "categorical":
         return col.combine_chunks()

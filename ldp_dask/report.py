@@ -106,15 +106,15 @@ def plan_pages(result: Any, files: dict[str, str]) -> tuple[str, dict[str, str]]
     ε, and each statistic's result linking to its page, named by ``files``) and a page per statistic."""
     pages = {}
     for s in result.statistics:
-        if s.statistic.target == "gof":
+        if s.statistic.target == "gof" or s.statistic.group is not None:  # a test, or results per group
             pages[s.label] = render_result(s.result)
         else:
             pages[s.label] = render_report(s.summary, level=result.level, result=s.result, quantiles=s.quantiles)
     d = result.describe()
     rows = "\n".join(
         f"<tr><td><a href=\"{html.escape(files[s.label])}\">{html.escape(s.label)}</a></td>"
-        f"<td>{html.escape(s.statistic.target)}</td><td><code>{html.escape(s.summary.channel.name)}</code></td>"
-        f"<td class=num>{s.epsilon:.4g}</td><td class=num>{s.summary.n:,}</td>"
+        f"<td>{html.escape(s.statistic.target)}</td><td><code>{html.escape(s.channel_name)}</code></td>"
+        f"<td class=num>{s.epsilon:.4g}</td><td class=num>{s.n:,}</td>"
         f"<td>{html.escape(row[-1])}</td></tr>" for s, row in zip(result.statistics, d.table.rows))
     table = ("<table><tr><th>statistic</th><th>target</th><th>channel</th><th>ε per row</th><th>reports</th>"
              f"<th>result</th></tr>\n{rows}</table>")

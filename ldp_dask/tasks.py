@@ -35,13 +35,13 @@ from . import exactsum
 from ._validation import InputDataError, TaskError, error_value
 from .channels import Channel
 from .noise import TAG_MODULUS, bind_key, content_tag, digest_arrays, generator
-from .reading import read_columns, read_piece, read_with_units
+from .reading import read_piece, read_with_units
 from .source import Piece, Reader
 from .units import Cells, UnitKeys, bucket_values, person_ids, scratch, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
-           "release_values", "PlanJob", "row_lots", "assign_rows", "plan_sums", "combine_plan", "Tagging", "tag_task",
-           "BucketRelease", "release_group", "ROWS_BLOCK_VALUES"]
+           "release_values", "release_prepared", "Tagging", "tag_task", "BucketRelease", "release_group",
+           "ROWS_BLOCK_VALUES", "piece_name"]
 
 #: Rows mode privatizes a partition in blocks of about this many values.
 ROWS_BLOCK_VALUES = 1 << 22
@@ -62,7 +62,7 @@ class ChannelJob:
     rows_fs: Any = None
 
 
-def _where(piece: Piece) -> str:
+def piece_name(piece: Piece) -> str:
     return piece.path or f"rows {piece.start}..{piece.stop}"
 
 
@@ -77,7 +77,7 @@ def each_piece(pieces: tuple[Piece, ...], task: Any, fn: Callable[[Piece], Any])
         except (OSError, MemoryError):
             raise
         except Exception as exc:
-            return error_value(_where(piece), exc)
+            return error_value(piece_name(piece), exc)
     return out
 
 
@@ -91,11 +91,11 @@ def noisy_sums(task: Any, job: ChannelJob) -> dict[str, Any] | TaskError:
     clipped = sum(c for _, c in parts)
     del parts
     try:
-        return _release_prepared(x, clipped, job, job.keys[task.index], task.index)
+        return release_prepared(x, clipped, job, job.keys[task.index], task.index)
     except (OSError, MemoryError):
         raise
     except Exception as exc:
-        return error_value(_where(job.pieces[task.start]), exc)
+        return error_value(piece_name(job.pieces[task.start]), exc)
 
 
 def release_values(x: Any, job: ChannelJob, key: bytes, index: int, where: str) -> dict[str, Any] | TaskError:
@@ -104,10 +104,10 @@ def release_values(x: Any, job: ChannelJob, key: bytes, index: int, where: str) 
         x, n_clipped = job.channel.prepare(x, clip=job.clip)
     except InputDataError as exc:
         return error_value(where, exc)
-    return _release_prepared(x, n_clipped, job, key, index)
+    return release_prepared(x, n_clipped, job, key, index)
 
 
-def _release_prepared(x: np.ndarray, n_clipped: int, job: ChannelJob, key: bytes, index: int) -> dict[str, Any]:
+def release_prepared(x: np.ndarray, n_clipped: int, job: ChannelJob, key: bytes, index: int) -> dict[str, Any]:
     """A partition's validated values → noisy sums drawn once for its ``len(x)`` rows (or privatized rows)."""
     m = len(x)
     if job.mode == "summary":
@@ -158,93 +158,6 @@ def combine_sums(*accs: dict[str, Any]) -> dict[str, Any]:
         "tag": sum(a["tag"] for a in accs) % TAG_MODULUS,
         "stats": {k: exactsum.add(*(a["stats"][k] for a in accs)) for k in keys},
     }
-
-
-# --- a plan: many statistics from one read of each piece (ldp_dask.plan_release) -------------------------------
-@dataclass(frozen=True)
-class PlanJob:
-    """What every task of a plan's release shares (sent once): one reader per statistic (the same source; a piece's
-    columns are read once for all of them), the pieces, each statistic's channel and its tasks' noise keys, and,
-    when the rows are split among the statistics, each statistic's share of the rows and the key that assigns
-    them."""
-
-    readers: tuple[Reader, ...]
-    pieces: tuple[Piece, ...]
-    channels: tuple[Channel, ...]
-    keys: tuple[tuple[bytes, ...], ...]  # keys[statistic][task]
-    clip: bool
-    #: a row split: each statistic's lots of the 2^16 draws (:func:`row_lots`); None: every row reports every one
-    shares: tuple[int, ...] | None = None
-    assign_key: bytes = b""
-
-
-#: A row split draws each row's statistic as a 16-bit keyed integer: a statistic's share of the rows is a multiple
-#: of 2^-16 (:func:`row_lots`), exactly as recorded.
-ASSIGN_BITS = 16
-
-
-def row_lots(shares: Any) -> np.ndarray:
-    """Shares of the rows as whole numbers of the 2^16 equally likely draws (largest remainders; at least one each):
-    statistic i gets a row with probability ``lots[i] / 2^16``."""
-    total = 1 << ASSIGN_BITS
-    raw = np.asarray(shares, float) * total / float(np.sum(shares))
-    lots = np.maximum(np.floor(raw).astype(np.int64), 1)
-    while lots.sum() < total:
-        lots[np.argmax(raw - lots)] += 1
-    while lots.sum() > total:
-        lots[np.argmax(np.where(lots > 1, lots - raw, -np.inf))] -= 1
-    return lots
-
-
-def assign_rows(key: bytes, piece: Piece, m: int, lots: tuple[int, ...]) -> np.ndarray:
-    """Which statistic each of a piece's ``m`` rows reports to: statistic i with probability ``lots[i] / 2^16``
-    (:func:`row_lots`), independently of the data, from a generator keyed by the plan's assignment key and the
-    piece's place in the plan (so a retried task, or the same plan on another cluster, assigns the same rows)."""
-    table = np.repeat(np.arange(len(lots), dtype=np.uint8 if len(lots) < 256 else np.uint16), lots)
-    draws = generator(bind_key(key, b"assign:%d" % piece.index)).integers(0, 1 << ASSIGN_BITS, m, dtype=np.uint16)
-    return table[draws]
-
-
-def _take(values: Any, index: np.ndarray) -> Any:
-    return values[index] if isinstance(values, np.ndarray) else values.take(pa.array(index))
-
-
-def _plan_piece(job: PlanJob, piece: Piece) -> list[tuple[np.ndarray, int]]:
-    """A piece's columns read once, then each statistic's values validated by its channel: all the rows, or, when
-    the rows are split, the rows assigned to it (grouped by one stable sort of the assignment)."""
-    columns = read_columns(job.readers, piece)
-    if job.shares is None:
-        return [ch.prepare(v, clip=job.clip) for ch, v in zip(job.channels, columns)]
-    to = assign_rows(job.assign_key, piece, piece.num_rows, job.shares)
-    order = np.argsort(to, kind="stable")
-    cuts = np.concatenate([[0], np.cumsum(np.bincount(to, minlength=len(job.channels)))])
-    return [ch.prepare(_take(v, order[cuts[i]:cuts[i + 1]]), clip=job.clip)
-            for i, (ch, v) in enumerate(zip(job.channels, columns))]
-
-
-def plan_sums(task: Any, job: PlanJob) -> dict[str, Any] | TaskError:
-    """One task of a plan: its pieces read once, every statistic's noisy sums drawn under its own key (each as
-    :func:`noisy_sums` draws them for its rows); returns one accumulator per statistic."""
-    parts = each_piece(job.pieces, task, lambda p: _plan_piece(job, p))
-    if isinstance(parts, TaskError):
-        return parts
-    out = []
-    for i, channel in enumerate(job.channels):
-        xs = [piece[i] for piece in parts]
-        x = xs[0][0] if len(xs) == 1 else np.concatenate([v for v, _ in xs])
-        one = ChannelJob(job.readers[i], (), (), channel, job.clip, "summary")
-        try:
-            out.append(_release_prepared(x, sum(c for _, c in xs), one, job.keys[i][task.index], task.index))
-        except (OSError, MemoryError):
-            raise
-        except Exception as exc:
-            return error_value(_where(job.pieces[task.start]), exc)
-    return {"plan": out}
-
-
-def combine_plan(*accs: dict[str, Any]) -> dict[str, Any]:
-    """Combine plan accumulators: statistic by statistic, exactly (:func:`combine_sums`)."""
-    return {"plan": [combine_sums(*parts) for parts in zip(*(a["plan"] for a in accs))]}
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from .._validation import LdpDaskError
 from .auto import AUTO, TARGETS, choose_channel
 from .base import Channel, NumericChannel, Option, noise_scale_for
 from .categorical import CategoricalChannel
+from .group_mean import GroupMean
 from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .hadamard import HadamardResponse
 from .histogram import LaplaceHistogram, default_bins
@@ -49,6 +50,8 @@ __all__ = [
     "TARGETS",
     "channel_options",
     "Option",
+    "GroupMean",
+    "PLAN_CHANNELS",
 ]
 
 #: Registry of channels by their public name (used by summaries and the CLI).
@@ -65,10 +68,14 @@ CHANNELS: dict[str, type[Channel]] = {
 }
 
 
+#: Channels that release a pair of columns (a group and a value): run by plans only, not offered on one column.
+PLAN_CHANNELS: dict[str, type[Channel]] = {GroupMean.name: GroupMean}
+
+
 def channel_class(name: str) -> type[Channel]:
     """The channel class registered under ``name`` (``histogram``, ``mean``, ``wavelet``, ...)."""
     try:
-        return CHANNELS[name]
+        return CHANNELS[name] if name in CHANNELS else PLAN_CHANNELS[name]
     except (KeyError, TypeError):
         raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.") from None
 

@@ -10,6 +10,7 @@ from .._validation import LdpDaskError
 from ..channels import Channel
 from ..summary import Summary, read_summary
 from .frequencies import FrequencyEstimate, frequencies
+from .groups import GroupMeansEstimate, group_means
 from .histogram import histogram_density, project_simplex
 from .local_quantiles import QuantileEstimate, local_quantiles
 from .mean import mean
@@ -21,7 +22,7 @@ __all__ = [
     "estimate", "histogram_density", "wavelet_density", "wavelet_thresholds", "mean", "project_simplex",
     "DensityEstimate", "MeanEstimate", "DEFAULT_GAMMA", "THRESHOLDS", "frequencies", "FrequencyEstimate",
     "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS", "square_wave_density",
-    "square_wave_cdf_bounds", "QUANTILE_CHANNELS", "has_local_quantiles",
+    "square_wave_cdf_bounds", "QUANTILE_CHANNELS", "has_local_quantiles", "group_means", "GroupMeansEstimate",
 ]
 
 
@@ -30,7 +31,7 @@ __all__ = [
 ESTIMATORS: dict[str, Callable[..., Any]] = {
     "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "mean": mean,
     "hybrid-mean": mean, "square-wave": square_wave_density,
-    "rr": frequencies, "hadamard": frequencies,
+    "rr": frequencies, "hadamard": frequencies, "group-mean": group_means,
 }
 #: ... and the channels whose summaries also give quantiles with assumption-free intervals (:func:`local_quantiles`).
 QUANTILE_CHANNELS = frozenset({"histogram", "haar", "wavelet", "square-wave"})

@@ -172,3 +172,58 @@ def test_what_a_plan_cannot_run_is_refused_with_its_reason(tmp_path):
     delay = ldp_dask.Plan.from_dict({"statistic": [{"column": "dep_delay", "target": "mean", "domain": [-60, 300]}]})
     with pytest.raises(ldp_dask.InputDataError, match="dep_delay"):
         ldp_dask.release_plan(delay, str(data), 1.0, seed=1, ledger=False)
+
+
+def test_groups_from_parquet_public_and_private(tmp_path, capsys):
+    # a string group column (read as a dictionary), a null label and an undeclared one fall into "other"; integer
+    # keys declared as text are typed as the column; the public group's summaries carry their exact rows, the
+    # private group's summary carries no group size at all (its counts are noisy sums)
+    rng = np.random.default_rng(8)
+    n = 30_000
+    origin = rng.choice(["EWR", "JFK", "LGA", "XXX"], n).astype(object)
+    origin[:100] = None
+    month = rng.integers(1, 4, n)
+    (tmp_path / "f").mkdir()
+    pq.write_table(pa.table({"distance": rng.uniform(0, 5000, n), "origin": pa.array(origin, pa.string()),
+                             "month": month}), tmp_path / "f" / "p.parquet", row_group_size=10_000)
+    (tmp_path / "plan.toml").write_text("""
+[[statistic]]
+column = "distance"
+target = "mean"
+domain = [0, 5000]
+group_by = "origin"
+groups = ["EWR", "JFK", "LGA"]
+name = "private"
+
+[[statistic]]
+column = "distance"
+target = "mean"
+domain = [0, 5000]
+group_by = "month"
+groups = ["1", "2"]
+group_kind = "public"
+name = "public"
+""")
+    out = tmp_path / "report"
+    assert main(["release", str(tmp_path / "plan.toml"), str(tmp_path / "f"), "--epsilon", "2", "--out", str(out),
+                 "--seed", "2", "--no-ledger", "--json"]) == 0
+    res = {s["name"]: s for s in json.loads(capsys.readouterr().out)["statistics"]}
+    assert res["private"]["result"]["groups"] == ["EWR", "JFK", "LGA", "__other__"]
+    assert res["private"]["group_kind"] == "private" and res["public"]["group_kind"] == "public"
+    public = res["public"]["result"]["groups"]
+    assert [g["group"] for g in public] == [1, 2, "__other__"]
+    design_rows = res["public"]["n"]
+    assert sum(g["n"] for g in public) == design_rows
+    if res["public"]["share_of_rows"] is None:  # every row reports it: the group sizes are the exact counts
+        assert [g["n"] for g in public] == [int(np.sum(month == 1)), int(np.sum(month == 2)), int(np.sum(month == 3))]
+    private = ldp_dask.read_summary(out / "private.summary.parquet", allow_unverified=True)
+    assert private.channel.name == "group-mean" and private.n == res["private"]["n"]
+    assert res["private"]["share_of_rows"] is not None or private.n == n  # every row, or its share: never a group's
+    assert private.metadata["group"] == {"column": "origin", "kind": "private",
+                                         "labels": ["EWR", "JFK", "LGA", "__other__"]}
+    for g in ("1", "2", "__other__"):
+        s = ldp_dask.read_summary(out / f"public.{g}.summary.parquet", allow_unverified=True)
+        assert s.metadata["group"]["kind"] == "public"
+    index = (out / "index.html").read_text()
+    assert 'href="private.html"' in index and 'href="public.html"' in index
+    assert "per origin (private group)" in (out / "private.html").read_text()

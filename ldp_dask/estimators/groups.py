@@ -1,0 +1,149 @@
+"""Means per private group from a ``group-mean`` summary, with Fieller's intervals (docs/estimators.md, "Groups").
+
+The summary holds, per group g, S_g = Σ t_i 1[g_i = g] + noise and C_g = #{g_i = g} + noise (t the value rescaled
+to [−1, 1]; :class:`~ldp_dask.channels.GroupMean`), each noise a sum of n rows' of variance v. The estimate is
+μ̂_g = S_g / C_g (clipped to [−1, 1]), unbiased to first order.
+
+**Interval.** For the group's true mean μ, S_g − μ C_g = Σ_i (t_i − μ) 1[g_i = g] + N_S − μ N_C has mean 0 and
+variance n p_g σ_g² + n v (1 + μ²), where n p_g is the group's rows and σ_g² the variance of t in it. Bounding
+σ_g² ≤ 1 − μ² (Bhatia–Davis on [−1, 1]) and n p_g by max(C_g, 0), the interval is every μ ∈ [−1, 1] with
+
+    (S_g − μ C_g)² ≤ z² [max(C_g, 0)(1 − μ²) + n v (1 + μ²)]
+
+(Fieller 1954): a quadratic inequality in μ, solved exactly. It stays valid where the delta method fails — a small
+group whose noisy count is near zero gets a wide interval, or the whole domain when its count cannot be told from
+noise, never a falsely narrow one. Coverage is checked on 50 groups in ``tests/statistical/test_groups.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import norm
+
+from .._validation import LdpDaskError, check_probability
+from ..channels import GroupMean
+from ..outputs import Described, Description, Table, fmt, jsonable, save_json, summary_facts, summary_info
+from ..summary import Summary, read_summary
+
+__all__ = ["group_means", "GroupMeansEstimate", "fieller"]
+
+
+def fieller(s: float, c: float, noise: float, z: float) -> tuple[float, float] | None:
+    """The μ ∈ [−1, 1] with (s − μc)² ≤ z²[max(c, 0)(1 − μ²) + noise(1 + μ²)], as an interval; None when that set
+    is not one bounded interval inside [−1, 1] (the count cannot be told from noise: the whole domain)."""
+    cp = max(c, 0.0)
+    a = c * c + z * z * (cp - noise)
+    b = -2.0 * s * c
+    k = s * s - z * z * (cp + noise)
+    if a <= 0:
+        return None
+    disc = b * b - 4 * a * k
+    if disc < 0:  # pragma: no cover - the set holds s/c whenever a > 0
+        return None
+    r = math.sqrt(disc)
+    lo, hi = (-b - r) / (2 * a), (-b + r) / (2 * a)
+    return max(lo, -1.0), min(hi, 1.0)
+
+
+@dataclass(frozen=True)
+class GroupMeansEstimate(Described):
+    """Means per private group, each with its interval; the estimated rows per group are noisy (never exact).
+
+    Attributes
+    ----------
+    labels : list
+        The declared keys and ``"other"``.
+    means, se : ndarray
+        μ̂_g in the column's units (NaN where the group's noisy count is not positive) and its delta-method
+        standard error (shown; the interval is Fieller's).
+    ci_low, ci_high : ndarray
+        Fieller's interval at ``level``, intersected with the domain.
+    rows : ndarray
+        The noisy count C_g: the group's estimated rows.
+    """
+
+    labels: list[Any]
+    means: np.ndarray
+    se: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    rows: np.ndarray
+    level: float
+    n: int
+    epsilon: float
+    domain: tuple[float, float]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable({"kind": "group-means", "groups": self.labels, "means": self.means, "se": self.se,
+                         "ci_low": self.ci_low, "ci_high": self.ci_high, "estimated_rows": self.rows,
+                         "level": self.level, "n": self.n, "epsilon": self.epsilon, "domain": list(self.domain),
+                         **self.info})
+
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        return save_json(self.to_dict(), path, overwrite)
+
+    def describe(self) -> Description:
+        column = self.info.get("column", "value")
+        by = self.info.get("group", {}).get("column", "group")
+        rows = tuple((str(g), fmt(m), fmt(s, 3), f"[{fmt(lo)}, {fmt(hi)}]", f"{r:,.0f}")
+                     for g, m, s, lo, hi, r in zip(self.labels, self.means, self.se, self.ci_low, self.ci_high,
+                                                   self.rows))
+        widest = int(np.nanargmax(self.ci_high - self.ci_low)) if len(self.labels) else 0
+        return Description(
+            f"Locally private mean of {column} per {by} (private group)",
+            f"{len(self.labels)} groups; widest {self.level:.0%} interval: {self.labels[widest]} "
+            f"[{fmt(self.ci_low[widest])}, {fmt(self.ci_high[widest])}]",
+            (("groups", f"{len(self.labels)} ({by}: the declared keys and 'other')"),
+             ("group sizes", "not released exactly: each group's rows are estimated from noisy counts"),
+             ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
+             ("public domain", f"[{fmt(self.domain[0])}, {fmt(self.domain[1])}]"),
+             *summary_facts(self.info)),
+            Table((by, "mean", "se", f"{self.level:.0%} interval (Fieller)", "estimated rows"), rows))
+
+    def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None) -> Any:
+        """Each group's mean and interval, one row per group."""
+        from ..outputs import finish_plot, new_axes
+
+        ax, own = new_axes(ax, (7.0, max(2.5, 0.28 * len(self.labels) + 1)))
+        y = np.arange(len(self.labels))
+        ax.errorbar(self.means, y, xerr=[self.means - self.ci_low, self.ci_high - self.means], fmt="o", ms=3,
+                    capsize=2)
+        ax.set_yticks(y, [str(g) for g in self.labels])
+        ax.invert_yaxis()
+        ax.set_xlim(*self.domain)
+        ax.set_xlabel(f"mean of {self.info.get('column', 'value')} ({self.level:.0%} intervals)")
+        return finish_plot(ax, path, own, False)
+
+
+def group_means(summary: Summary | str, level: float = 0.95) -> GroupMeansEstimate:
+    """Each private group's mean with Fieller's interval at ``level`` (module docstring)."""
+    s = read_summary(summary)
+    ch = s.channel
+    if not isinstance(ch, GroupMean):
+        raise LdpDaskError(f"group_means needs a 'group-mean' summary; got {ch.name!r}.")
+    level = check_probability(level, "level")
+    z = float(norm.ppf(0.5 + level / 2))
+    g = ch.groups
+    sums, counts = s.sums["sum"][:g], s.sums["sum"][g:]
+    noise = s.n * ch.noise_variance
+    means, se, lo, hi = (np.full(g, np.nan) for _ in range(4))
+    for i in range(g):
+        c = float(counts[i])
+        if c > 0:
+            mu = min(max(float(sums[i]) / c, -1.0), 1.0)
+            means[i] = mu
+            se[i] = math.sqrt(c * (1 - mu * mu) + noise * (1 + mu * mu)) / c
+        band = fieller(float(sums[i]), c, noise, z)
+        lo[i], hi[i] = band if band is not None else (-1.0, 1.0)
+    info = summary_info(s)
+    labels = list((s.metadata.get("group") or {}).get("labels") or range(g))
+    info["group"] = s.metadata.get("group") or {}
+    to = lambda t: ch.mid + ch.half * t  # noqa: E731 - t ∈ [−1, 1] back to the column's units
+    return GroupMeansEstimate(labels, to(means), ch.half * se, to(lo), to(hi), counts.astype(float), level, s.n,
+                              ch.epsilon, ch.domain, info)

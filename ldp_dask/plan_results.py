@@ -1,0 +1,141 @@
+"""What a released plan returns: per statistic its summary (or per public group), ε, share of the rows and
+results; for the whole plan the design, ε charged, the ledger's receipt and the outputs published.
+
+Every result here is post-processing of the plan's summaries: printing, saving or rendering them spends nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .outputs import Described, Description, Table, jsonable
+from .plans import Statistic
+from .receipts import Receipted
+from .summary import Summary
+
+__all__ = ["GroupRelease", "PublicGroups", "StatisticRelease", "PlanRelease", "headline"]
+
+
+def headline(result: Any) -> str:
+    """A result's one line (its headline, else its title)."""
+    d = result.describe()
+    return d.headline or d.title
+
+
+@dataclass(frozen=True)
+class GroupRelease:
+    """One public group of a statistic: its key (``"__other__"`` for the rest), its summary, its results."""
+
+    key: Any
+    summary: Summary
+    result: Any
+    quantiles: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable({"group": self.key, "n": self.summary.n, "result": self.result.to_dict(),
+                         "quantiles": None if self.quantiles is None else self.quantiles.to_dict()})
+
+
+@dataclass(frozen=True)
+class PublicGroups(Described):
+    """A statistic's results per public group: each group released on its own rows, whose number is released."""
+
+    column: str
+    by: str
+    groups: tuple[GroupRelease, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "public-groups", "group_by": self.by, "groups": [g.to_dict() for g in self.groups]}
+
+    def describe(self) -> Description:
+        rows = tuple((str(g.key), f"{g.summary.n:,}", headline(g.result)) for g in self.groups)
+        return Description(
+            f"{self.column} per {self.by} (public group)",
+            f"{len(self.groups)} groups, each released on its own rows",
+            (("group sizes", f"released exactly: {self.by} was declared public, so how many rows each key has is "
+                             "published with its estimate"),),
+            Table((self.by, "rows", "result"), rows))
+
+
+@dataclass(frozen=True)
+class StatisticRelease:
+    """One statistic of a released plan: its summary (None for a public group: one per group, in ``groups``), its
+    ε and share of the rows, its predicted SE, and what was computed from it (an estimate, local quantiles, a
+    goodness-of-fit test, group means, or :class:`PublicGroups`)."""
+
+    statistic: Statistic
+    summary: Summary | None
+    epsilon: float
+    share: float | None
+    predicted_se: float
+    result: Any
+    quantiles: Any = None
+    groups: tuple[GroupRelease, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.statistic.label
+
+    @property
+    def summaries(self) -> list[tuple[str, Summary]]:
+        """``(suffix, summary)`` of each summary: ``("", s)``, or one per public group (``"." + key``)."""
+        if self.summary is not None:
+            return [("", self.summary)]
+        return [(f".{g.key}", g.summary) for g in self.groups]
+
+    @property
+    def n(self) -> int:
+        """The rows it was released from (all its groups')."""
+        return sum(s.n for _, s in self.summaries)
+
+    @property
+    def channel_name(self) -> str:
+        return self.summaries[0][1].channel.name
+
+    def to_dict(self) -> dict[str, Any]:
+        ch = self.summaries[0][1].channel
+        return {"name": self.label, "column": self.statistic.column, "target": self.statistic.target,
+                "group_by": None if self.statistic.group is None else self.statistic.group[0],
+                "group_kind": None if self.statistic.group is None else
+                ("public" if self.statistic.group[2] else "private"),
+                "channel": ch.name, "params": ch.params(), "epsilon": self.epsilon, "share_of_rows": self.share,
+                "n": self.n, "predicted_se": self.predicted_se, "result": self.result.to_dict(),
+                "quantiles": None if self.quantiles is None else self.quantiles.to_dict()}
+
+
+@dataclass(frozen=True)
+class PlanRelease(Described, Receipted):
+    """A released plan: the design chosen, the total ε per row charged, and each statistic's release.
+
+    ``receipt`` is the ledger's one entry for the whole plan; ``written`` the outputs published (a summary per
+    statistic or public group, a page per statistic, the index page and ``estimates.json``)."""
+
+    design: str
+    epsilon: float
+    charged: float
+    statistics: tuple[StatisticRelease, ...]
+    level: float
+
+    def __getitem__(self, label: str) -> StatisticRelease:
+        for s in self.statistics:
+            if s.label == label:
+                return s
+        raise KeyError(f"the plan has no statistic {label!r}; it has {', '.join(s.label for s in self.statistics)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.receipt
+        return {"design": self.design, "epsilon": self.epsilon, "charged": self.charged, "level": self.level,
+                "statistics": [s.to_dict() for s in self.statistics],
+                "receipt": None if r is None else dataclasses.asdict(r), "written": dict(self.written)}
+
+    def describe(self) -> Description:
+        how = ("every row reports every statistic, at the ε shown (their sum is charged)"
+               if self.design == "split-epsilon" else
+               "every row reports one statistic, chosen by a keyed draw, at the ε shown (the largest is charged)")
+        rows = tuple((s.label, s.channel_name, f"{s.epsilon:.4g}", f"{s.n:,}", headline(s.result))
+                     for s in self.statistics)
+        return Description(f"Plan of {len(self.statistics)} statistics", f"ε {self.charged:g} per row; {how}",
+                           (("design", self.design), ("confidence", f"{self.level:g}")),
+                           Table(("statistic", "channel", "ε", "reports", "result"), rows))

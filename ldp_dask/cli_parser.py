@@ -205,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--out", default=None, help="directory to write the summaries, the report and estimates.json")
     rl.add_argument("--design", choices=["split-epsilon", "split-rows"], default=None,
                     help="force a design (default: the one predicting less error, as 'plan check' prints)")
+    rl.add_argument("--incremental", action="store_true",
+                    help="a night of a series: each file is a partition kept in every statistic's summary; the ε "
+                         "split (split ε) is chosen on the first night and kept")
+    rl.add_argument("--since", default=None, metavar="DIR",
+                    help="the --out directory of the series' earlier night: only files added or changed since are "
+                         "read and charged (implies --incremental)")
+    rl.add_argument("--skip-changed", action="store_true",
+                    help="with --since: do not release again a file changed since (keep its earlier sums)")
     _confidence_arg(rl)
     rl.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     rl.add_argument("--json", action="store_true", help="print every estimate as JSON")

@@ -80,7 +80,8 @@ def _plan_datasets(plan_: Plan, source: Any, options: RunOptions) -> tuple[list[
 
 def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: float, *,
                  out: str | os.PathLike[str] | None = None, overwrite: bool = False, level: float = 0.95,
-                 design: str | None = None, options: RunOptions | None = None, **run_options: Any) -> PlanRelease:
+                 design: str | None = None, incremental: bool = False, since: str | os.PathLike[str] | None = None,
+                 skip_changed: bool = False, options: RunOptions | None = None, **run_options: Any) -> PlanRelease:
     """Release every statistic of a plan from one pass over ``source``, as one release.
 
     Parameters
@@ -103,6 +104,15 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         Confidence level of every interval and band (a goodness-of-fit statistic uses its own ``alpha``).
     design : {"split-epsilon", "split-rows"}, optional
         Force a design instead of the one predicting less error.
+    incremental : bool
+        A night of a series (:mod:`ldp_dask.plan_series`): every statistic is a partitioned release, each file a
+        partition kept in its summary. The ε split is chosen on the first night (split ε: every row reports
+        every statistic) and kept.
+    since : path, optional
+        The ``out`` directory of the series' earlier night: only the files added or changed since are read (once,
+        for every statistic) and charged; the others' kept sums are reused. Implies ``incremental``.
+    skip_changed : bool
+        With ``since``: a file changed since that night is not released again; its kept sums are used.
     options : RunOptions, optional
         How the release runs (cluster, key, ledger, clipping, ...); ``**run_options`` override its fields.
 
@@ -130,6 +140,11 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         raise LdpDaskError("a plan splits ε per row: plans with a privacy unit are not offered yet; release each "
                            "statistic on its own with --privacy-unit")
     datasets, by, plan_ = _plan_datasets(plan_, source, opts)
+    if incremental or since is not None:
+        if design not in (None, "split-epsilon"):
+            raise LdpDaskError("an incremental plan splits ε (every row reports every statistic, so a file's kept "
+                               f"partition holds its rows); design={design!r} is not offered for a series")
+        return _series(plan_, datasets, by, opts, epsilon, since, skip_changed, out, overwrite, level)
     rows = {s.column: d.n for s, d in zip(plan_.statistics, datasets)}
     checked = check(plan_, rows, epsilon, design)
     channels = tuple(p.channel for p in checked.statistics)
@@ -200,6 +215,27 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     done = release(whole, charge, compute, opts, targets=targets, write=_writer(secret), overwrite=overwrite,
                    content_tag=_content_tag)
     return done.attach()
+
+
+def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,
+            since: Any, skip_changed: bool, out: Any, overwrite: bool, level: float) -> PlanRelease:
+    """A night of an incremental plan (:func:`ldp_dask.plan_series.release_series`)."""
+    from .pipeline import _with_key
+    from .plan_series import release_series
+    from .predict import predict
+
+    secret, opts = _with_key(opts)
+    labels = tuple(dataclasses.replace(d.reader, value_kind="labels", fill=None) for d in by.values())
+
+    def finish(summaries: list[Summary], spent: list[float], charged: float) -> PlanRelease:
+        released = []
+        for s, summary, e in zip(plan_.statistics, summaries, spent):
+            p = predict(summary.channel, summary.n)
+            released.append(_post_process(s, summary, e, None, p.se if p is not None else float("nan"), level))
+        return PlanRelease("split-epsilon", float(epsilon), charged, tuple(released), level)
+
+    return release_series(plan_, datasets, labels, opts, secret, epsilon, since, skip_changed, _targets(plan_, out),
+                          _writer(secret), overwrite, finish, lambda label: f"{_safe(label)}.summary.parquet")
 
 
 def _summary(ch: Any, acc: dict[str, Any], metadata: dict[str, Any], clip: bool) -> Summary:

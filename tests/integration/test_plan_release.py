@@ -227,3 +227,61 @@ name = "public"
     index = (out / "index.html").read_text()
     assert 'href="private.html"' in index and 'href="public.html"' in index
     assert "per origin (private group)" in (out / "private.html").read_text()
+
+
+def test_an_incremental_plan_reads_each_new_file_once_and_reuses_the_rest(tmp_path, capsys):
+    # night 1 releases one file; night 2, given night 1's directory, reads only the new file (once for all three
+    # statistics), charges its rows only (an append-only dataset), and every statistic's summary is bit-identical
+    # to reading both files; a night with another ε, or without a statistic's summary, is refused
+    rng = np.random.default_rng(12)
+    data = tmp_path / "events"
+    data.mkdir()
+
+    def night(i):
+        pq.write_table(pa.table({"distance": rng.uniform(0, 5000, 10_000),
+                                 "carrier": rng.choice(["AA", "B6", "DL"], 10_000)}), data / f"day-{i}.parquet")
+
+    (tmp_path / "plan.toml").write_text("""
+[[statistic]]
+column = "distance"
+target = "mean"
+domain = [0, 5000]
+
+[[statistic]]
+column = "distance"
+target = "mean"
+domain = [0, 5000]
+group_by = "carrier"
+groups = ["AA", "B6"]
+name = "by.carrier"
+
+[[statistic]]
+column = "carrier"
+target = "frequencies"
+categories = ["AA", "B6", "DL"]
+""")
+    led = str(tmp_path / "ledger.sqlite")
+    assert main(["budget", "set", "events", "--source", str(data), "--limit", "10", "--append-only",
+                 "--ledger", led]) == 0
+    common = ["--epsilon", "2", "--seed", "4", "--ledger", led, "--json"]
+    night(1)
+    assert main(["release", str(tmp_path / "plan.toml"), str(data), "--incremental", "--out",
+                 str(tmp_path / "n1"), *common]) == 0
+    night(2)
+    capsys.readouterr()
+    assert main(["release", str(tmp_path / "plan.toml"), str(data), "--since", str(tmp_path / "n1"), "--out",
+                 str(tmp_path / "n2"), *common]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["receipt"]["partitions"] == [1, 1] and res["receipt"]["epsilon"] == 2.0
+    assert res["receipt"]["total"] == 2.0  # per row: each file's rows were charged once, by their own night
+    plan = ldp_dask.Plan.from_toml(tmp_path / "plan.toml")
+    ref = ldp_dask.release_plan(plan, str(data), 2.0, incremental=True, seed=4, ledger=False)
+    for label in ("distance.mean", "by.carrier", "carrier.frequencies"):
+        s = ldp_dask.read_summary(tmp_path / "n2" / f"{label}.summary.parquet", allow_unverified=True)
+        assert s.metadata["partitions_read"] == 1 and s.metadata["partitions_reused"] == 1
+        assert np.array_equal(s.sums["sum"], ref[label].summary.sums["sum"]), label
+    with pytest.raises(LdpDaskError, match="spends ε 2 per row"):
+        ldp_dask.release_plan(plan, str(data), 1.0, since=tmp_path / "n2", seed=4, ledger=False)
+    (tmp_path / "n2" / "by.carrier.summary.parquet").unlink()
+    with pytest.raises(LdpDaskError, match="no summary of statistic 'by.carrier'"):
+        ldp_dask.release_plan(plan, str(data), 2.0, since=tmp_path / "n2", seed=4, ledger=False)

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import ldp_dask
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 
@@ -91,7 +93,7 @@ def test_shared_definitions_pool_and_schedules(prefect_yaml):
             assert s["cron"] in crons, f"{d['name']}: schedule {s} is not one of the shared definitions"
     nightly = [d for d in prefect_yaml["deployments"] if d.get("schedules")
                and any(s["cron"] == defs["schedules"]["nightly"]["cron"] for s in d["schedules"])]
-    assert [d["entrypoint"] for d in nightly] == ["flows/release.py:release_flow"]
+    assert [d["entrypoint"] for d in nightly] == ["flows/release.py:release_flow", "flows/plan.py:plan_flow"]
     text = (DEPLOY / "prefect.yaml").read_text()
     assert "*process_pool" in text and "*nightly" in text, "deployments must reuse the shared definitions"
 
@@ -195,4 +197,9 @@ def test_dockerfile():
     env = " ".join(rest for op, rest in ins if op == "ENV")
     assert "LDP_DASK_PROJECT_DIR=/opt/ldp_dask" in env
     assert ("WORKDIR", "/opt/ldp_dask") in ins
+    plans = {d["parameters"]["plan"] for d in yaml.safe_load((DEPLOY / "prefect.yaml").read_text())["deployments"]
+             if "plan" in (d.get("parameters") or {})}
+    for path in plans:  # a deployed plan is in the image, where the flow runs from the project directory
+        assert any(op == "COPY" and path.startswith(rest.split()[0].rstrip("/")) for op, rest in ins), path
+        assert ldp_dask.Plan.from_toml(ROOT / path).statistics
     assert ops.index("USER") > max(i for i, o in enumerate(ops) if o == "RUN"), "drop root after installing"

@@ -17,10 +17,10 @@ RELEASING_COMMANDS = ("privatize", "gof", "quantiles", "bounds")
 
 
 def _flows():
-    from ldp_dask.flows import gof_flow, privatize_flow, quantile_flow, release_flow
+    from ldp_dask.flows import gof_flow, plan_flow, privatize_flow, quantile_flow, release_flow
 
     return {"privatize_flow": privatize_flow, "gof_flow": gof_flow, "quantile_flow": quantile_flow,
-            "release_flow": release_flow}
+            "release_flow": release_flow, "plan_flow": plan_flow}
 
 
 def test_every_run_option_is_declared_with_its_faces():

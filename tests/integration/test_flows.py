@@ -345,3 +345,97 @@ def test_a_nightly_series_per_person_is_charged_night_by_night(prefect_harness, 
                                              "budget 3"):
         privatize_flow(out=str(tmp_path / "night4.parquet"), since=previous, **common)
     assert not (tmp_path / "night4.parquet").exists()
+
+
+def test_the_plan_flow_releases_a_report_night_by_night(prefect_harness, cluster, tmp_path):
+    """The nycflights-like report as a nightly plan flow on the cluster: night 1 releases it, night 2 reads only the
+    new file (once for every statistic); each night publishes one table artifact per statistic and the plan's
+    markdown with the budget; a re-run of a night spends nothing."""
+    import anyio
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from prefect.client.orchestration import get_client
+
+    from ldp_dask.flows import plan_flow
+    from ldp_dask.ledger import open_ledger
+
+    table, led = tmp_path / "flights", str(tmp_path / "ledger.sqlite")
+    table.mkdir()
+    carriers = ["AA", "B6", "DL", "UA"]
+
+    def day(d: int) -> None:
+        rng = np.random.default_rng(d)
+        n = 20_000
+        delay = rng.normal(10, 30, n).clip(-60, 300)
+        pq.write_table(pa.table({"distance": rng.gamma(2.0, 500.0, n).clip(0, 5000),
+                                 "carrier": rng.choice(carriers + ["WN"], n),
+                                 "air_time": rng.uniform(20, 600, n),
+                                 "dep_delay": pa.array(np.where(rng.random(n) < 0.05, np.nan, delay),
+                                                       from_pandas=True)}), table / f"day-{d}.parquet")
+
+    plan = tmp_path / "report.toml"
+    plan.write_text(f"""
+[[statistic]]
+column = "distance"
+target = "distribution"
+domain = [0, 5000]
+bins = 25
+
+[[statistic]]
+column = "distance"
+target = "mean"
+domain = [0, 5000]
+group_by = "carrier"
+groups = {carriers!r}
+
+[[statistic]]
+column = "carrier"
+target = "frequencies"
+categories = {carriers!r}
+other = true
+
+[[statistic]]
+column = "air_time"
+target = "quantiles"
+domain = [0, 700]
+bins = 35
+
+[[statistic]]
+column = "dep_delay"
+target = "mean"
+domain = [-60, 300]
+nulls = 0
+""".replace("'", '"'))
+
+    async def artifacts() -> dict[str, str]:
+        async with get_client() as client:
+            r = await client._client.post("/artifacts/filter", json={"limit": 100, "offset": 0,
+                                                                      "sort": "CREATED_DESC"})
+            out: dict[str, str] = {}
+            for a in r.json():
+                out.setdefault(a["key"], a["data"] if isinstance(a["data"], str) else json.dumps(a["data"]))
+            return out
+
+    common = dict(plan=str(plan), source=str(table), out_dir=str(tmp_path / "reports"), epsilon=2.0,
+                  incremental=True, ledger=led, scheduler=cluster.scheduler.address, seed=9)
+    day(1)
+    first = plan_flow(date="2026-11-23", **common)
+    assert not first["reused"] and first["design"] == "split-epsilon"  # an incremental plan splits ε
+    day(2)
+    second = plan_flow(date="2026-11-24", **common)
+    folder = tmp_path / "reports" / "2026-11-24"
+    for label in first["statistics"]:
+        s = ldp_dask.read_summary(folder / f"{label}.summary.parquet", allow_unverified=True)
+        assert s.metadata["partitions_read"] == 1 and s.metadata["partitions_reused"] == 1, label
+        assert s.n == 40_000
+    seen = anyio.run(artifacts)
+    for label in second["statistics"]:
+        key = "ldp-plan-" + "-".join(label.lower().replace("_", "-").replace(".", "-").split("-"))
+        assert key in seen, (key, sorted(seen))
+    assert "ldp-plan" in seen and "ε per row spent on" in seen["ldp-plan"]
+    assert "distance.mean" in seen["ldp-plan"]
+    entries = open_ledger(led).entries()
+    assert [e["channel"] for e in entries] == ["plan", "plan"]
+    again = plan_flow(date="2026-11-24", **common)  # the night's report is there: nothing is spent
+    assert again["reused"] and len(open_ledger(led).entries()) == 2
+    assert (folder / "index.html").exists() and json.loads((folder / "estimates.json").read_text())["statistics"]

@@ -48,7 +48,7 @@ from .summary import Summary, summary_mac_key
 __all__ = ["release_plan", "PlanRelease", "StatisticRelease"]
 
 
-def _plan_datasets(plan_: Plan, source: Any, options: RunOptions) -> tuple[list[Dataset], dict[str, Dataset], Plan]:
+def plan_datasets(plan_: Plan, source: Any, options: RunOptions) -> tuple[list[Dataset], dict[str, Dataset], Plan]:
     """Each statistic's column planned (metadata only) with its own null policy, and each group column as
     categories; the pieces must be one plan. Categories and group keys are typed as their columns."""
     from .commands import typed_categories
@@ -139,7 +139,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     if opts.privacy_unit is not None:
         raise LdpDaskError("a plan splits ε per row: plans with a privacy unit are not offered yet; release each "
                            "statistic on its own with --privacy-unit")
-    datasets, by, plan_ = _plan_datasets(plan_, source, opts)
+    datasets, by, plan_ = plan_datasets(plan_, source, opts)
     if incremental or since is not None:
         if design not in (None, "split-epsilon"):
             raise LdpDaskError("an incremental plan splits ε (every row reports every statistic, so a file's kept "

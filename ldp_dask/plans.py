@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import LdpDaskError, check_epsilon, check_probability, check_q
-from .channels import Channel, build_channel, value_kind_of
+from .channels import Channel, build_channel
 from .predict import predict
 
 __all__ = ["Statistic", "Plan", "PlannedStatistic", "PlanCheck", "check", "check_plan", "split_epsilon",
@@ -367,16 +367,11 @@ def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None) -> 
     """:func:`check` for a source: each statistic's column is planned from the Parquet footers (its type checked
     against its channel, its rows counted); no row is read, nothing is spent or recorded."""
     from .options import RunOptions
-    from .release import plan as plan_source
+    from .plan_release import plan_datasets
 
     opts = RunOptions.of(options)
     if opts.privacy_unit is not None:
         raise LdpDaskError("a plan's budget split counts ε per row: plans with a privacy unit are not offered yet")
-    rows: dict[str, int] = {}
-    for s in plan.statistics:
-        private = s.group is not None and not s.group[2]
-        kind = value_kind_of("mean" if private else s.channel, s.options.get("categories"))
-        rows[s.column] = plan_source(source, s.column, kind, opts).n
-        if s.group is not None:  # the group column must be there too (its labels are not read)
-            plan_source(source, s.group[0], "categorical", opts)
+    datasets, _, plan = plan_datasets(plan, source, opts)  # each column (and group column) from the footers
+    rows = {s.column: d.n for s, d in zip(plan.statistics, datasets)}
     return check(plan, rows, epsilon)

@@ -285,3 +285,23 @@ categories = ["AA", "B6", "DL"]
     (tmp_path / "n2" / "by.carrier.summary.parquet").unlink()
     with pytest.raises(LdpDaskError, match="no summary of statistic 'by.carrier'"):
         ldp_dask.release_plan(plan, str(data), 2.0, since=tmp_path / "n2", seed=4, ledger=False)
+
+
+def test_a_goodness_of_fit_statistic_in_a_plan(tmp_path):
+    # a gof target runs the Haar channel and its calibrated test from the plan's summary: uniform data tested
+    # against the uniform null and against a Beta(5, 2) null, side by side in one plan
+    rng = np.random.default_rng(21)
+    df = {"x": rng.uniform(0, 1, 60_000)}
+    plan = ldp_dask.Plan.from_dict({"statistic": [
+        {"column": "x", "target": "gof", "domain": [0, 1], "null": "uniform", "haar_level": 3, "name": "flat"},
+        {"column": "x", "target": "gof", "domain": [0, 1], "null": "beta(5,2)", "haar_level": 3, "alpha": 0.01,
+         "name": "skewed"},
+    ]})
+    import pandas as pd
+
+    out = ldp_dask.release_plan(plan, pd.DataFrame(df), 4.0, seed=3, ledger=False, out=tmp_path / "r")
+    flat, skewed = out["flat"].result, out["skewed"].result
+    assert out["flat"].summary.channel.name == "haar" and flat.level == 0.05 and skewed.level == 0.01
+    assert skewed.reject and skewed.p_value <= 0.01  # 60,000 uniform rows are far from Beta(5, 2)
+    assert 0 <= flat.p_value <= 1
+    assert (tmp_path / "r" / "skewed.html").exists()

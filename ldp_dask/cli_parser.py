@@ -206,8 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--design", choices=["split-epsilon", "split-rows"], default=None,
                     help="force a design (default: the one predicting less error, as 'plan check' prints)")
     rl.add_argument("--incremental", action="store_true",
-                    help="a night of a series: each file is a partition kept in every statistic's summary; the ε "
-                         "split (split ε) is chosen on the first night and kept")
+                    help="a night of a series: each file is a partition kept in every statistic's summary; the "
+                         "design and the ε split are chosen on the first night and kept")
     rl.add_argument("--since", default=None, metavar="DIR",
                     help="the --out directory of the series' earlier night: only files added or changed since are "
                          "read and charged (implies --incremental)")

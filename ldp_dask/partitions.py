@@ -119,8 +119,11 @@ class PartitionPlan:
 
 def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secret: Secret, epsilon: float,
                     scope: str = "local", since: Summary | None = None, skip_changed: bool = False,
-                    k: int = 1) -> PartitionPlan:
+                    k: int = 1, rows_kept: bool = True) -> PartitionPlan:
     """Split ``dataset`` (planned with ``by_file``) into file partitions, and decide which kept ones to reuse.
+
+    ``rows_kept=False``: a kept partition holds some of its file's rows (a plan's public group, or its share of a
+    row split), so its rows are not compared with the file's; the keyed stamp still covers the file's footer.
 
     Raises :class:`~ldp_dask.LdpDaskError` when ``since`` cannot be extended
     by this release: another key, channel, parameters, column or null policy,
@@ -169,7 +172,8 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
             if p is None:
                 continue
             # with a privacy unit a partition keeps its reports (k per person), not its rows: the stamp covers those
-            if p.stamp == f.stamp and p.layout == f.layout and (dataset.unit is not None or p.rows == f.rows):
+            if p.stamp == f.stamp and p.layout == f.layout and (dataset.unit is not None or not rows_kept
+                                                                 or p.rows == f.rows):
                 reused[f.name] = p
             else:
                 changed.append(f.name)

@@ -30,52 +30,28 @@ from typing import Any
 
 from . import exactsum
 from ._validation import LdpDaskError, check_probability
-from .channels import value_kind_of
 from .channels.categorical import OTHER
 from .engine import run, task_rows, tasks_of
 from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
 from .options import RunOptions
 from .outputs import json_bytes
-from .plan_results import GroupRelease, PlanRelease, PublicGroups, StatisticRelease
+from .plan_results import (
+    PlanRelease,
+    StatisticRelease,
+    group_keys,
+    group_metadata,
+    statistic_metadata,
+    statistic_release,
+)
 from .plan_tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
-from .plans import Plan, Statistic, check
+from .plans import Plan, check, plan_datasets
 from .policy import warn_cells
-from .privacy import ROW_UNIT, epsilon_per_unit
-from .release import Charge, Outputs, plan, release
+from .privacy import epsilon_per_unit
+from .release import Charge, Outputs, release
 from .source import Dataset
 from .summary import Summary, summary_mac_key
 
 __all__ = ["release_plan", "PlanRelease", "StatisticRelease"]
-
-
-def plan_datasets(plan_: Plan, source: Any, options: RunOptions) -> tuple[list[Dataset], dict[str, Dataset], Plan]:
-    """Each statistic's column planned (metadata only) with its own null policy, and each group column as
-    categories; the pieces must be one plan. Categories and group keys are typed as their columns."""
-    from .commands import typed_categories
-
-    out = []
-    for s in plan_.statistics:
-        kind = value_kind_of(s.channel if s.group is None or s.group[2] else "mean", s.options.get("categories"))
-        opts = options if s.fill is None else dataclasses.replace(options, nulls=s.fill)
-        out.append(plan(source, s.column, kind, opts))
-    by = {}
-    for s in plan_.statistics:
-        if s.group is not None and s.group[0] not in by:  # a null label is "other": nulls are not refused
-            by[s.group[0]] = plan(source, s.group[0], "categorical", dataclasses.replace(options, nulls=OTHER))
-    first = [(p.path, p.row_groups, p.start, p.stop, p.num_rows) for p in out[0].pieces]
-    for d in [*out[1:], *by.values()]:
-        if [(p.path, p.row_groups, p.start, p.stop, p.num_rows) for p in d.pieces] != first:  # pragma: no cover
-            raise LdpDaskError(f"column {d.column!r} was planned in other pieces than {out[0].column!r}: a plan "
-                               "reads the columns of one table")
-    typed = []
-    for s, d in zip(plan_.statistics, out):
-        options_ = dict(s.options)
-        if "categories" in options_:
-            options_["categories"] = typed_categories(list(options_["categories"]), d)
-        if s.group is not None:
-            options_["groups"] = typed_categories(list(options_["groups"]), by[s.group[0]])
-        typed.append(dataclasses.replace(s, options=options_))
-    return out, by, Plan(tuple(typed))
 
 
 def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: float, *,
@@ -105,9 +81,9 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     design : {"split-epsilon", "split-rows"}, optional
         Force a design instead of the one predicting less error.
     incremental : bool
-        A night of a series (:mod:`ldp_dask.plan_series`): every statistic is a partitioned release, each file a
-        partition kept in its summary. The ε split is chosen on the first night (split ε: every row reports
-        every statistic) and kept.
+        A night of a series (:mod:`ldp_dask.plan_series`): every statistic (every public group) is a partitioned
+        release, each file a partition kept in its summary. The design and the split are chosen on the first
+        night and kept.
     since : path, optional
         The ``out`` directory of the series' earlier night: only the files added or changed since are read (once,
         for every statistic) and charged; the others' kept sums are reused. Implies ``incremental``.
@@ -141,10 +117,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
                            "statistic on its own with --privacy-unit")
     datasets, by, plan_ = plan_datasets(plan_, source, opts)
     if incremental or since is not None:
-        if design not in (None, "split-epsilon"):
-            raise LdpDaskError("an incremental plan splits ε (every row reports every statistic, so a file's kept "
-                               f"partition holds its rows); design={design!r} is not offered for a series")
-        return _series(plan_, datasets, by, opts, epsilon, since, skip_changed, out, overwrite, level)
+        return _series(plan_, datasets, by, opts, epsilon, design, since, skip_changed, out, overwrite, level)
     rows = {s.column: d.n for s, d in zip(plan_.statistics, datasets)}
     checked = check(plan_, rows, epsilon, design)
     channels = tuple(p.channel for p in checked.statistics)
@@ -190,25 +163,11 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         released = []
         for s, d, ch, a, p, e, r in zip(plan_.statistics, datasets, channels, acc["plan"], checked.statistics,
                                         spent, shares or [None] * len(spent)):
-            metadata = _metadata(d, sec, "summary", opts, None)
-            metadata.update(privacy_unit=ROW_UNIT, max_contributions=1, epsilon_per_unit=e,
-                            plan={"statistic": s.label, "target": s.target, "design": checked.design,
-                                  "share_of_rows": r, "statistics": len(channels), "epsilon_charged": charged})
-            if s.group is None or not s.group[2]:
-                if s.group is not None:
-                    metadata["group"] = {"column": s.group[0], "kind": "private",
-                                         "labels": [*s.group[1], OTHER]}
-                released.append(_post_process(s, _summary(ch, a, metadata, opts.clip), e, r, p.se, level))
-                continue
-            groups = []
-            for k, key in enumerate([*s.group[1], OTHER]):
-                meta = {**metadata, "group": {"column": s.group[0], "kind": "public", "key": key,
-                                              "labels": [*s.group[1], OTHER]}}
-                summary = _summary(ch, a["groups"][k], meta, opts.clip)
-                one = _post_process(s, summary, e, r, p.se, level)
-                groups.append(GroupRelease(key, summary, one.result, one.quantiles))
-            released.append(StatisticRelease(s, None, e, r, p.se, PublicGroups(s.column, s.group[0], tuple(groups)),
-                                             groups=tuple(groups)))
+            metadata = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), e, checked.design, r,
+                                          len(channels), charged)
+            made: Summary | list[Summary] = _summary(ch, a, metadata, opts.clip) if "groups" not in a else [
+                _summary(ch, g, group_metadata(metadata, k), opts.clip) for k, g in zip(group_keys(s), a["groups"])]
+            released.append(statistic_release(s, made, e, r, p.se, level))
         return PlanRelease(checked.design, float(epsilon), charged, tuple(released), level)
 
     targets = _targets(plan_, out)
@@ -218,7 +177,8 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
 
 
 def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,
-            since: Any, skip_changed: bool, out: Any, overwrite: bool, level: float) -> PlanRelease:
+            design: str | None, since: Any, skip_changed: bool, out: Any, overwrite: bool,
+            level: float) -> PlanRelease:
     """A night of an incremental plan (:func:`ldp_dask.plan_series.release_series`)."""
     from .pipeline import _with_key
     from .plan_series import release_series
@@ -227,15 +187,19 @@ def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: 
     secret, opts = _with_key(opts)
     labels = tuple(dataclasses.replace(d.reader, value_kind="labels", fill=None) for d in by.values())
 
-    def finish(summaries: list[Summary], spent: list[float], charged: float) -> PlanRelease:
+    def finish(made: list[Summary | list[Summary]], spent: list[float], charged: float, chosen: str,
+               shares: tuple[float, ...] | None) -> PlanRelease:
         released = []
-        for s, summary, e in zip(plan_.statistics, summaries, spent):
-            p = predict(summary.channel, summary.n)
-            released.append(_post_process(s, summary, e, None, p.se if p is not None else float("nan"), level))
-        return PlanRelease("split-epsilon", float(epsilon), charged, tuple(released), level)
+        for i, (s, m, e) in enumerate(zip(plan_.statistics, made, spent)):
+            first = m if isinstance(m, Summary) else m[0]
+            p = predict(first.channel, first.n if isinstance(m, Summary) else sum(x.n for x in m) / len(m))
+            released.append(statistic_release(s, m, e, None if shares is None else shares[i],
+                                              p.se if p is not None else float("nan"), level))
+        return PlanRelease(chosen, float(epsilon), charged, tuple(released), level)
 
-    return release_series(plan_, datasets, labels, opts, secret, epsilon, since, skip_changed, _targets(plan_, out),
-                          _writer(secret), overwrite, finish, lambda label: f"{_safe(label)}.summary.parquet")
+    return release_series(plan_, datasets, labels, opts, secret, epsilon, design, since, skip_changed,
+                          _targets(plan_, out), _writer(secret), overwrite, finish,
+                          lambda label: f"{_safe(label)}.summary.parquet")
 
 
 def _summary(ch: Any, acc: dict[str, Any], metadata: dict[str, Any], clip: bool) -> Summary:
@@ -247,24 +211,6 @@ def _content_tag(result: PlanRelease) -> str:
     """The plan's keyed content tag: its summaries' tags, added (re-running the same plan on the same data is free)."""
     tags = [int(x.content_tag or "0", 16) for s in result.statistics for _, x in s.summaries]
     return f"{sum(tags) % TAG_MODULUS:064x}"
-
-
-def _post_process(s: Statistic, summary: Summary, epsilon: float, share: float | None, predicted: float,
-                  level: float) -> StatisticRelease:
-    """What the plan computes from a statistic's summary: its estimate, quantiles or test (no further ε)."""
-    from .estimators import estimate, local_quantiles
-
-    quantiles = None
-    result: Any
-    if s.target == "gof":
-        from .gof import test
-
-        result = test(summary, s.options["null"], level=float(s.options.get("alpha", 0.05)))
-    else:
-        result = estimate(summary, level=level)
-        if s.target == "quantiles":
-            quantiles = local_quantiles(summary, **({"q": s.options["q"]} if "q" in s.options else {}), level=level)
-    return StatisticRelease(s, summary, epsilon, share, predicted, result, quantiles)
 
 
 def _safe(label: str) -> str:

@@ -1,5 +1,6 @@
 """What a released plan returns: per statistic its summary (or per public group), ε, share of the rows and
-results; for the whole plan the design, ε charged, the ledger's receipt and the outputs published.
+results; for the whole plan the design, ε charged, the ledger's receipt and the outputs published; and how a
+statistic's summaries become its results (:func:`statistic_release`), for a plan and for a night of a series.
 
 Every result here is post-processing of the plan's summaries: printing, saving or rendering them spends nothing.
 """
@@ -10,12 +11,15 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .channels.categorical import OTHER
 from .outputs import Described, Description, Table, jsonable
 from .plans import Statistic
+from .privacy import ROW_UNIT
 from .receipts import Receipted
 from .summary import Summary
 
-__all__ = ["GroupRelease", "PublicGroups", "StatisticRelease", "PlanRelease", "headline"]
+__all__ = ["GroupRelease", "PublicGroups", "StatisticRelease", "PlanRelease", "headline", "statistic_metadata",
+           "group_keys", "group_metadata", "statistic_release"]
 
 
 def headline(result: Any) -> str:
@@ -139,3 +143,58 @@ class PlanRelease(Described, Receipted):
         return Description(f"Plan of {len(self.statistics)} statistics", f"ε {self.charged:g} per row; {how}",
                            (("design", self.design), ("confidence", f"{self.level:g}")),
                            Table(("statistic", "channel", "ε", "reports", "result"), rows))
+
+
+def statistic_metadata(s: Statistic, metadata: dict[str, Any], epsilon: float, design: str, share: float | None,
+                       count: int, charged: float) -> dict[str, Any]:
+    """A plan statistic's summary metadata: the release's, with its ε, its place in the plan and its group."""
+    metadata.update(privacy_unit=ROW_UNIT, max_contributions=1, epsilon_per_unit=epsilon,
+                    plan={"statistic": s.label, "target": s.target, "design": design, "share_of_rows": share,
+                          "statistics": count, "epsilon_charged": charged})
+    if s.group is not None:
+        metadata["group"] = {"column": s.group[0], "kind": "public" if s.group[2] else "private",
+                             "labels": [*s.group[1], OTHER]}
+    return metadata
+
+
+def group_keys(s: Statistic) -> tuple[Any, ...]:
+    """A grouped statistic's groups: its declared keys, then "other"."""
+    assert s.group is not None
+    return (*s.group[1], OTHER)
+
+
+def group_metadata(metadata: dict[str, Any], key: Any) -> dict[str, Any]:
+    """A public group's summary metadata: its statistic's, naming the group."""
+    return {**metadata, "group": {**metadata["group"], "key": key}}
+
+
+def statistic_release(s: Statistic, made: Summary | list[Summary], epsilon: float, share: float | None,
+                      predicted: float, level: float) -> StatisticRelease:
+    """A statistic's release from its summary, or from its public groups' summaries (one per key and "other")."""
+    if isinstance(made, Summary):
+        return _post_process(s, made, epsilon, share, predicted, level)
+    groups = []
+    for summary in made:
+        one = _post_process(s, summary, epsilon, share, predicted, level)
+        groups.append(GroupRelease(summary.metadata["group"]["key"], summary, one.result, one.quantiles))
+    assert s.group is not None
+    return StatisticRelease(s, None, epsilon, share, predicted, PublicGroups(s.column, s.group[0], tuple(groups)),
+                            groups=tuple(groups))
+
+
+def _post_process(s: Statistic, summary: Summary, epsilon: float, share: float | None, predicted: float,
+                  level: float) -> StatisticRelease:
+    """What the plan computes from a statistic's summary: its estimate, quantiles or test (no further ε)."""
+    from .estimators import estimate, local_quantiles
+
+    quantiles = None
+    result: Any
+    if s.target == "gof":
+        from .gof import test
+
+        result = test(summary, s.options["null"], level=float(s.options.get("alpha", 0.05)))
+    else:
+        result = estimate(summary, level=level)
+        if s.target == "quantiles":
+            quantiles = local_quantiles(summary, **({"q": s.options["q"]} if "q" in s.options else {}), level=level)
+    return StatisticRelease(s, summary, epsilon, share, predicted, result, quantiles)

@@ -1,18 +1,17 @@
 """An incremental plan: a nightly series of a plan, each night reading only the files added or changed.
 
-Every statistic of the plan is a partitioned release (:mod:`ldp_dask.partitions`): each file is a partition with
-noise of its own, kept in the statistic's summary. A night given ``since`` — the directory of an earlier night's
-plan — takes each statistic's channel from that night's summary (the ε split is chosen on the first night and kept:
-the sums of different channels cannot be added), plans each statistic's partitions against that night's, and reads
-only the files some statistic must read: for a plan they are the same files for every statistic, since they are
-decided by the files' stamps. One read of each such file feeds every statistic; the kept sums of the others are
-added. Each statistic's summary is then bit-identical to one reading every file.
+Every statistic of the plan — and every public group of a grouped one — is a partitioned release
+(:mod:`ldp_dask.partitions`): each file is a partition with noise of its own, kept in the summary. A night given
+``since`` — the directory of an earlier night's plan — takes each statistic's channel, the design and the shares of
+the rows from that night's summaries (the split is chosen on the first night and kept: the sums of different
+channels cannot be added), plans every summary's partitions against that night's, and reads only the files that
+must be read: for a plan they are the same files for every statistic, since they are decided by the files' keyed
+stamps. One read of each such file feeds every statistic; the kept sums of the others are added. Each summary is
+then bit-identical to one reading every file: a row split draws each row's statistic from its file's location and
+row groups (never from its place in one night's plan), and a public group's noise from its key.
 
-The ledger charges one part per file read anew, at the plan's total ε per row (every statistic reports every
-row: an incremental plan splits ε, never the rows, so a file's partition keeps its rows), on the file's own rows
-when the dataset is declared append-only (docs/privacy.md).
-
-Not offered yet: public groups in an incremental plan (each group would be a partitioned release of its own).
+The ledger charges one part per file read anew, at the plan's ε per row (Σ ε_i splitting ε, max ε_i splitting the
+rows), on the file's own rows when the dataset is declared append-only (docs/privacy.md).
 """
 
 from __future__ import annotations
@@ -26,120 +25,148 @@ from typing import Any
 
 from . import exactsum
 from ._validation import InputDataError, LdpDaskError
-from .channels.categorical import OTHER
 from .engine import run, task_rows, tasks_of
 from .ledger import BudgetExceeded, Part
 from .noise import TAG_MODULUS, Secret, named_base_keys
 from .options import RunOptions
 from .partitions import PartitionPlan, plan_partitions
-from .plan_results import PlanRelease
-from .plan_tasks import Grouping, PlanByFile, PlanJob, combine_plan_files, plan_file_sums
-from .plans import Plan, check
-from .privacy import ROW_UNIT, epsilon_per_unit
+from .plan_results import PlanRelease, group_keys, group_metadata, statistic_metadata
+from .plan_tasks import ASSIGN_BITS, Grouping, PlanByFile, PlanJob, combine_plan_files, plan_file_sums, row_lots
+from .plans import Plan, Statistic, check
+from .privacy import epsilon_per_unit
 from .release import Charge, release
 from .source import Dataset
 from .summary import Partition, Summary, read_summary, sum_partitions
 
-__all__ = ["release_series", "previous_channels"]
+__all__ = ["release_series", "previous_summaries"]
+
+#: What a night makes of one statistic: its summary, or its public groups' (one per key and "other").
+Made = Summary | list[Summary]
 
 
-def previous_channels(plan_: Plan, since: str | os.PathLike[str], secret: Secret,
-                      summary_name: Callable[[str], str]) -> dict[str, Summary]:
-    """The earlier night's summary of every statistic (verified under the key), by label: a statistic missing from
-    it, or a night that split the rows, cannot be extended."""
+def _suffixes(s: Statistic) -> list[str]:
+    """The file-name suffixes of a statistic's summaries: one, or one per public group."""
+    return [""] if s.group is None or not s.group[2] else [f".{k}" for k in group_keys(s)]
+
+
+def previous_summaries(plan_: Plan, since: str | os.PathLike[str], secret: Secret,
+                       summary_name: Callable[[str], str]) -> dict[str, list[Summary]]:
+    """The earlier night's summaries of every statistic (verified under the key), by label, one per public group:
+    a statistic or group missing from that night cannot be extended."""
     import fsspec
 
-    out = {}
+    out: dict[str, list[Summary]] = {}
     base = os.fspath(since).rstrip("/")
     fs, _ = fsspec.core.url_to_fs(base)
     for s in plan_.statistics:
-        path = f"{base}/{summary_name(s.label)}"
-        if not fs.exists(fsspec.core.url_to_fs(path)[1]):
-            raise LdpDaskError(f"the earlier plan in {base!r} has no summary of statistic {s.label!r} ({path}): a "
-                               "series extends the plan it started with; a changed plan starts a new series "
-                               "(run it without --since)")
-        out[s.label] = read_summary(path, key=secret)
-        if (out[s.label].metadata.get("plan") or {}).get("design") != "split-epsilon":
-            raise LdpDaskError(f"{path} was not released by an incremental plan (it split the rows, or was no plan)")
+        out[s.label] = []
+        for suffix in _suffixes(s):
+            path = f"{base}/{summary_name(s.label + suffix)}"
+            if not fs.exists(fsspec.core.url_to_fs(path)[1]):
+                raise LdpDaskError(f"the earlier plan in {base!r} has no summary of statistic {s.label + suffix!r} "
+                                   f"({path}): a series extends the plan it started with; a changed plan starts a "
+                                   "new series (run it without --since)")
+            summary = read_summary(path, key=secret)
+            if not (summary.metadata.get("plan") or {}).get("design") or not summary.partitions:
+                raise LdpDaskError(f"{path} was not released by an incremental plan (run the first night with "
+                                   "--incremental)")
+            out[s.label].append(summary)
     return out
 
 
+def _split(plan_: Plan, datasets: list[Dataset], epsilon: float, design: str | None,
+           previous: dict[str, list[Summary]] | None) -> tuple[tuple[Any, ...], str, tuple[int, ...] | None]:
+    """The channels, the design and the lots of a row split: the earlier night's, or chosen now."""
+    if previous is None:
+        checked = check(plan_, {s.column: d.n for s, d in zip(plan_.statistics, datasets)}, epsilon, design)
+        channels = tuple(p.channel for p in checked.statistics)
+        shares = None if checked.design == "split-epsilon" else \
+            [p.rows / max(1, d.n) for p, d in zip(checked.statistics, datasets)]
+        return channels, checked.design, None if shares is None else tuple(int(x) for x in row_lots(shares))
+    first = [previous[s.label][0] for s in plan_.statistics]
+    meta = [x.metadata["plan"] for x in first]
+    chosen = meta[0]["design"]
+    if design is not None and design != chosen:
+        raise LdpDaskError(f"the series started with design {chosen!r}; a night cannot change it (design={design!r} "
+                           "starts a new series, without --since)")
+    shares = None if chosen == "split-epsilon" else [m["share_of_rows"] for m in meta]
+    return (tuple(x.channel for x in first), chosen,
+            None if shares is None else tuple(int(x) for x in row_lots(shares)))
+
+
 def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...], opts: RunOptions, secret: Secret,
-                   epsilon: float,
-                   since: str | os.PathLike[str] | None, skip_changed: bool, targets: dict[str, str | None],
-                   write: Any, overwrite: bool,
-                   finish: Callable[[list[Summary], list[float], float], PlanRelease],
+                   epsilon: float, design: str | None, since: str | os.PathLike[str] | None, skip_changed: bool,
+                   targets: dict[str, str | None], write: Any, overwrite: bool,
+                   finish: Callable[[list[Made], list[float], float, str, tuple[float, ...] | None], PlanRelease],
                    summary_name: Callable[[str], str]) -> PlanRelease:
-    """One night of an incremental plan (module docstring): ``labels`` are the readers of the group columns (in the
-    order the statistics name them), ``finish(summaries, ε per statistic, ε charged)`` post-processes the summaries
-    into the plan's result; ``targets`` and ``write`` are the plan's outputs."""
+    """One night of an incremental plan (module docstring). ``labels`` are the readers of the group columns (in the
+    order the statistics name them); ``finish(made, ε per statistic, ε charged, design, shares)`` post-processes
+    each statistic's summary or summaries into the plan's result; ``targets`` and ``write`` are its outputs."""
     from .pipeline import _metadata
 
-    if any(s.group is not None and s.group[2] for s in plan_.statistics):
-        raise LdpDaskError("an incremental plan with a public group is not offered yet (each group would be a "
-                           "series of its own); release it without --incremental, or make the group private")
     if datasets[0].kind != "parquet":
         raise LdpDaskError("an incremental plan needs a Parquet source: its files are the partitions")
-    previous = previous_channels(plan_, since, secret, summary_name) if since is not None else None
-    if previous is not None:
-        channels = tuple(previous[s.label].channel for s in plan_.statistics)
-    else:
-        rows = {s.column: d.n for s, d in zip(plan_.statistics, datasets)}
-        channels = tuple(p.channel for p in check(plan_, rows, epsilon, "split-epsilon").statistics)
+    previous = previous_summaries(plan_, since, secret, summary_name) if since is not None else None
+    channels, chosen, lots = _split(plan_, datasets, epsilon, design, previous)
+    shares = None if lots is None else tuple(x / (1 << ASSIGN_BITS) for x in lots)
     spent = [epsilon_per_unit(ch, 1) for ch in channels]
-    charged = sum(spent)
+    charged = sum(spent) if lots is None else max(spent)
     if previous is not None and abs(charged - epsilon) > 1e-9 * max(1.0, epsilon):
         raise LdpDaskError(f"the series in {str(since)!r} spends ε {charged:g} per row a night, split among its "
                            f"statistics on its first night; --epsilon {epsilon:g} would need another split, so it "
                            "starts a new series (run it without --since)")
     files = [dataclasses.replace(d, by_file=True) for d in datasets]
-    plans = [plan_partitions(d, ch, "summary", opts.clip, secret, charged,
-                             since=None if previous is None else previous[s.label], skip_changed=skip_changed)
-             for s, d, ch in zip(plan_.statistics, files, channels)]
+    units = [(i, k) for i, s in enumerate(plan_.statistics)
+             for k in ([None] if s.group is None or not s.group[2] else range(len(group_keys(s))))]
+    plans = [plan_partitions(files[i], channels[i], "summary", opts.clip, secret, charged,
+                             since=None if previous is None else previous[plan_.statistics[i].label][k or 0],
+                             skip_changed=skip_changed, rows_kept=lots is None and k is None)
+             for i, k in units]
     reading = plans[0].to_read
     if any(tuple(f.name for f in p.to_read) != tuple(f.name for f in reading) for p in plans[1:]):
-        raise LdpDaskError("the statistics of the earlier plan kept different files: release the plan without "
+        raise LdpDaskError("the summaries of the earlier plan kept different files: release the plan without "
                            "--since to start a new series")
     parts = tuple(Part(f.root, _file_key(plans, f.name), charged) for f in reading)
-    params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e}
-              for s, ch, e in zip(plan_.statistics, channels, spent)}
-    charge = Charge("local", "plan", params, charged, context={"mode": "summary", "design": "split-epsilon",
-                                                               "partitioned": [p.context_id for p in plans]},
-                    parts=parts)
-    base = files[0]
-    whole = dataclasses.replace(base, column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
-    groupings = _groupings(plan_, len(datasets))
+    params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e,
+                        **({} if shares is None else {"share": r})}
+              for s, ch, e, r in zip(plan_.statistics, channels, spent, shares or [None] * len(spent))}
+    charge = Charge("local", "plan", params, charged, context={
+        "mode": "summary", "design": chosen, "partitioned": sorted({p.context_id for p in plans})}, parts=parts)
+    whole = dataclasses.replace(files[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
 
     def compute(sec: Secret, _: Any) -> PlanRelease:
-        summaries = []
-        read = _read(plan_, files, labels, channels, plans, sec, opts, groupings)
-        for s, d, ch, p, e in zip(plan_.statistics, datasets, channels, plans, spent):
-            kept = tuple(read[s.label].get(f.name) or p.reused[f.name] for f in p.files)
-            metadata = _metadata(d, sec, "summary", opts, None)
-            metadata.update(privacy_unit=ROW_UNIT, max_contributions=1, epsilon_per_unit=e,
-                            partition_context=p.context_id, partitions_read=len(read[s.label]),
-                            partitions_reused=len(kept) - len(read[s.label]),
-                            plan={"statistic": s.label, "target": s.target, "design": "split-epsilon",
-                                  "share_of_rows": None, "statistics": len(channels), "epsilon_charged": charged})
-            if s.group is not None:
-                metadata["group"] = {"column": s.group[0], "kind": "private", "labels": [*s.group[1], OTHER]}
-            tag = sum(int(x.tag, 16) for x in kept) % TAG_MODULUS
-            summaries.append(Summary(ch, sum(x.rows for x in kept), sum_partitions(kept), metadata,
-                                     content_tag=f"{tag:064x}", partitions=kept))
-        return finish(summaries, spent, charged)
+        read = _read(plan_, files, labels, channels, lots, units, plans, sec, opts)
+        made: list[Made] = []
+        for i, (s, d, ch, e) in enumerate(zip(plan_.statistics, datasets, channels, spent)):
+            base = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), e, chosen,
+                                      None if shares is None else shares[i], len(channels), charged)
+            out = []
+            for u, (j, k) in enumerate(units):
+                if j != i:
+                    continue
+                p = plans[u]
+                kept = tuple(read[u].get(f.name) or p.reused[f.name] for f in p.files)
+                meta = dict(base) if k is None else group_metadata(base, group_keys(s)[k])
+                meta.update(partition_context=p.context_id, partitions_read=len(read[u]),
+                            partitions_reused=len(kept) - len(read[u]))
+                tag = sum(int(x.tag, 16) for x in kept) % TAG_MODULUS
+                out.append(Summary(ch, sum(x.rows for x in kept), sum_partitions(kept), meta,
+                                   content_tag=f"{tag:064x}", partitions=kept))
+            made.append(out if s.group is not None and s.group[2] else out[0])
+        return finish(made, spent, charged, chosen, shares)
 
     def part_tags(result: PlanRelease) -> dict[str, str]:
+        summaries = [x for st in result.statistics for _, x in st.summaries]  # in the units' order
         out: dict[str, int] = {}
-        for p, st in zip(plans, result.statistics):
-            assert st.summary is not None
-            tags = {x.path: int(x.tag, 16) for x in st.summary.partitions}
+        for p, summary in zip(plans, summaries):
+            tags = {x.path: int(x.tag, 16) for x in summary.partitions}
             for f in p.to_read:
                 key = _file_key(plans, f.name)
                 out[key] = (out.get(key, 0) + tags[f.name]) % TAG_MODULUS
         return {k: f"{v:064x}" for k, v in out.items()}
 
     def content_tag(result: PlanRelease) -> str:
-        tags = [int(st.summary.content_tag or "0", 16) for st in result.statistics if st.summary is not None]
+        tags = [int(x.content_tag or "0", 16) for st in result.statistics for _, x in st.summaries]
         return f"{sum(tags) % TAG_MODULUS:064x}"
 
     try:
@@ -155,27 +182,22 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
 
 
 def _file_key(plans: list[PartitionPlan], name: str) -> str:
-    """A file's ledger part key for the plan: its statistics' part keys together."""
+    """A file's ledger part key for the plan: its summaries' part keys together."""
     keys = [next(f.key for f in p.files if f.name == name) for p in plans]
     return hashlib.sha256(json.dumps(keys).encode()).hexdigest()
 
 
-def _groupings(plan_: Plan, first: int) -> tuple[Grouping | None, ...]:
-    columns = list(dict.fromkeys(s.group[0] for s in plan_.statistics if s.group is not None))
-    return tuple(None if s.group is None else Grouping(first + columns.index(s.group[0]), s.group[1], False)
-                 for s in plan_.statistics)
-
-
 def _read(plan_: Plan, files: list[Dataset], labels: tuple[Any, ...], channels: tuple[Any, ...],
-          plans: list[PartitionPlan], sec: Secret, opts: RunOptions,
-          groupings: tuple[Grouping | None, ...]) -> dict[str, dict[str, Partition]]:
-    """Read the files the night must read, once for every statistic: each statistic's partition of each file,
-    keyed by the file's location (as a single partitioned release keys it)."""
+          lots: tuple[int, ...] | None, units: list[tuple[int, int | None]], plans: list[PartitionPlan], sec: Secret,
+          opts: RunOptions) -> list[dict[str, Partition]]:
+    """Read the files the night must read, once for every statistic: each summary's partition of each file, keyed
+    by the file's location (as a single partitioned release keys it)."""
     reading = plans[0].to_read
-    out: dict[str, dict[str, Partition]] = {s.label: {} for s in plan_.statistics}
+    out: list[dict[str, Partition]] = [{} for _ in units]
     if not reading:
         return out
     pieces = tuple(dataclasses.replace(p, index=i) for i, p in enumerate(p for f in reading for p in f.pieces))
+    places = tuple(f"{f.root}#{','.join(map(str, p.row_groups))}" for f in reading for p in f.pieces)
     sub = dataclasses.replace(files[0], pieces=pieces, n=sum(p.num_rows for p in pieces))
     tasks = tasks_of(sub)
     names = [name for f in reading for name in f.task_names()]
@@ -183,18 +205,23 @@ def _read(plan_: Plan, files: list[Dataset], labels: tuple[Any, ...], channels: 
         raise RuntimeError(f"{len(tasks)} tasks for {len(names)} planned")
     by_path = {f.path: f for f in reading}
     owners = tuple(by_path[pieces[t.start].path or ""].name for t in tasks)
-    keys = tuple(tuple(named_base_keys(sec, p.context, names)) for p in plans)
-    readers = (*(d.reader for d in files), *labels)
-    job = PlanJob(readers, pieces, channels, keys, opts.clip, None, b"", groupings)
+    first_unit = {i: u for u, (i, _) in reversed(list(enumerate(units)))}
+    keys = tuple(tuple(named_base_keys(sec, plans[first_unit[i]].context, names)) for i in range(len(channels)))
+    assign = named_base_keys(sec, {"plan": [s.label for s in plan_.statistics], "lots": lots}, ["assign"])[0]
+    columns = list(dict.fromkeys(s.group[0] for s in plan_.statistics if s.group is not None))
+    groupings = tuple(None if s.group is None else Grouping(len(files) + columns.index(s.group[0]), s.group[1],
+                                                            s.group[2]) for s in plan_.statistics)
+    job = PlanJob((*(d.reader for d in files), *labels), pieces, channels, keys, opts.clip, lots, assign, groupings,
+                  places)
     acc = run(tasks, plan_file_sums, PlanByFile(job, owners), combine_plan_files, opts,
               rows=[task_rows(pieces, t) for t in tasks], desc=f"plan of {len(channels)}, {len(reading)} files")
     for f in reading:
         per = acc["files"][f.name]["plan"]
-        for s, p, a in zip(plan_.statistics, plans, per):
-            if a["n"] != f.rows:  # pragma: no cover - a planning bug, not user input
+        for u, (i, k) in enumerate(units):
+            a = per[i] if k is None else per[i]["groups"][k]
+            if lots is None and k is None and a["n"] != f.rows:  # pragma: no cover - a planning bug
                 raise InputDataError(f"processed {a['n']} rows of {f.name}, planned {f.rows}")
-            stamp = next(x.stamp for x in p.files if x.name == f.name)
-            out[s.label][f.name] = Partition(f.name, f.rows, f.layout, stamp, f"{a['tag']:064x}",
-                                             {k: exactsum.to_float(v) for k, v in a["stats"].items()}, f.identity)
+            stamp = next(x.stamp for x in plans[u].files if x.name == f.name)
+            out[u][f.name] = Partition(f.name, int(a["n"]), f.layout, stamp, f"{a['tag']:064x}",
+                                       {k2: exactsum.to_float(v) for k2, v in a["stats"].items()}, f.identity)
     return out
-

@@ -68,6 +68,8 @@ class PlanJob:
     shares: tuple[int, ...] | None = None
     assign_key: bytes = b""
     groupings: tuple[Grouping | None, ...] = ()
+    #: each piece's place for the row split (a series: its file's location and row groups); empty: its index
+    places: tuple[str, ...] = ()
 
 
 def row_lots(shares: Any) -> np.ndarray:
@@ -83,13 +85,18 @@ def row_lots(shares: Any) -> np.ndarray:
     return lots
 
 
-def assign_rows(key: bytes, piece: Piece, m: int, lots: tuple[int, ...]) -> np.ndarray:
+def assign_rows(key: bytes, place: bytes, m: int, lots: tuple[int, ...]) -> np.ndarray:
     """Which statistic each of a piece's ``m`` rows reports to: statistic i with probability ``lots[i] / 2^16``
     (:func:`row_lots`), independently of the data, from a generator keyed by the plan's assignment key and the
-    piece's place in the plan (so a retried task, or the same plan on another cluster, assigns the same rows)."""
+    piece's ``place`` — its index in the plan, or, in a series, its file's location and row groups — so a retried
+    task, the same plan on another cluster, or the same file read another night, assigns the same rows."""
     table = np.repeat(np.arange(len(lots), dtype=np.uint8 if len(lots) < 256 else np.uint16), lots)
-    draws = generator(bind_key(key, b"assign:%d" % piece.index)).integers(0, 1 << ASSIGN_BITS, m, dtype=np.uint16)
+    draws = generator(bind_key(key, b"assign:" + place)).integers(0, 1 << ASSIGN_BITS, m, dtype=np.uint16)
     return table[draws]
+
+
+def _place(job: PlanJob, piece: Piece) -> bytes:
+    return job.places[piece.index].encode() if job.places else b"%d" % piece.index
 
 
 def group_index(labels: pa.Array, keys: tuple[Any, ...]) -> np.ndarray:
@@ -127,7 +134,8 @@ def _plan_piece(job: PlanJob, piece: Piece) -> list[Any]:
     columns = read_columns(job.readers, piece)
     rows: list[np.ndarray | None] = [None] * len(job.channels)
     if job.shares is not None:
-        order, cuts = _by(assign_rows(job.assign_key, piece, piece.num_rows, job.shares), len(job.channels))
+        order, cuts = _by(assign_rows(job.assign_key, _place(job, piece), piece.num_rows, job.shares),
+                          len(job.channels))
         rows = [order[cuts[i]:cuts[i + 1]] for i in range(len(job.channels))]
     labels: dict[int, np.ndarray] = {}
     out: list[Any] = []

@@ -35,6 +35,7 @@ names a channel with one (histogram, mean, hybrid-mean, rr, hadamard) or a targe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tomllib
@@ -48,8 +49,8 @@ from ._validation import LdpDaskError, check_epsilon, check_probability, check_q
 from .channels import Channel, build_channel
 from .predict import predict
 
-__all__ = ["Statistic", "Plan", "PlannedStatistic", "PlanCheck", "check", "check_plan", "split_epsilon",
-           "split_rows"]
+__all__ = ["Statistic", "Plan", "PlannedStatistic", "PlanCheck", "check", "check_plan", "plan_datasets",
+           "split_epsilon", "split_rows"]
 
 #: What a statistic may say besides its column, channel or target, and weight.
 _KEYS = {"column", "channel", "target", "weight", "name", "domain", "bins", "categories", "other", "noise",
@@ -363,11 +364,43 @@ def check(plan: Plan, rows: Mapping[str, int], epsilon: float, design: str | Non
     return PlanCheck("split-rows", epsilon, planned, obj_rows, obj_eps)
 
 
+def plan_datasets(plan_: Plan, source: Any, options: Any) -> tuple[list[Any], dict[str, Any], Plan]:
+    """Each statistic's column planned (metadata only) with its own null policy, and each group column as
+    categories; the pieces must be one plan. Categories and group keys are typed as their columns."""
+    from .channels import value_kind_of
+    from .channels.categorical import OTHER
+    from .commands import typed_categories
+    from .release import plan
+
+    out = []
+    for s in plan_.statistics:
+        kind = value_kind_of(s.channel if s.group is None or s.group[2] else "mean", s.options.get("categories"))
+        opts = options if s.fill is None else dataclasses.replace(options, nulls=s.fill)
+        out.append(plan(source, s.column, kind, opts))
+    by = {}
+    for s in plan_.statistics:
+        if s.group is not None and s.group[0] not in by:  # a null label is "other": nulls are not refused
+            by[s.group[0]] = plan(source, s.group[0], "categorical", dataclasses.replace(options, nulls=OTHER))
+    first = [(p.path, p.row_groups, p.start, p.stop, p.num_rows) for p in out[0].pieces]
+    for d in [*out[1:], *by.values()]:
+        if [(p.path, p.row_groups, p.start, p.stop, p.num_rows) for p in d.pieces] != first:  # pragma: no cover
+            raise LdpDaskError(f"column {d.column!r} was planned in other pieces than {out[0].column!r}: a plan "
+                               "reads the columns of one table")
+    typed = []
+    for s, d in zip(plan_.statistics, out):
+        options_ = dict(s.options)
+        if "categories" in options_:
+            options_["categories"] = typed_categories(list(options_["categories"]), d)
+        if s.group is not None:
+            options_["groups"] = typed_categories(list(options_["groups"]), by[s.group[0]])
+        typed.append(dataclasses.replace(s, options=options_))
+    return out, by, Plan(tuple(typed))
+
+
 def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None) -> PlanCheck:
     """:func:`check` for a source: each statistic's column is planned from the Parquet footers (its type checked
     against its channel, its rows counted); no row is read, nothing is spent or recorded."""
     from .options import RunOptions
-    from .plan_release import plan_datasets
 
     opts = RunOptions.of(options)
     if opts.privacy_unit is not None:

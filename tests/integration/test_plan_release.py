@@ -305,3 +305,41 @@ def test_a_goodness_of_fit_statistic_in_a_plan(tmp_path):
     assert skewed.reject and skewed.p_value <= 0.01  # 60,000 uniform rows are far from Beta(5, 2)
     assert 0 <= flat.p_value <= 1
     assert (tmp_path / "r" / "skewed.html").exists()
+
+
+@pytest.mark.parametrize("design", ["split-rows", "split-epsilon"])
+def test_an_incremental_plan_with_public_groups_and_either_design(tmp_path, design):
+    # a public group and a row split in a series: night 2 reads only the new file, and every summary — each public
+    # group's, each statistic's share of the rows — is bit-identical to a series whose first night read both files
+    # (a row's statistic is drawn from its file's location and row groups, not from its place in one night's plan)
+    rng = np.random.default_rng(30)
+    data = tmp_path / "events"
+    data.mkdir()
+
+    def night(i):
+        pq.write_table(pa.table({"distance": rng.uniform(0, 5000, 8_000),
+                                 "origin": rng.choice(["EWR", "JFK", "LGA"], 8_000)}), data / f"day-{i}.parquet",
+                       row_group_size=4_000)
+
+    plan = ldp_dask.Plan.from_dict({"statistic": [
+        {"column": "distance", "target": "mean", "domain": [0, 5000], "group_by": "origin",
+         "groups": ["EWR", "JFK"], "group_kind": "public", "name": "by.origin"},
+        {"column": "distance", "target": "distribution", "domain": [0, 5000], "bins": 10},
+    ]})
+    common = dict(seed=8, ledger=False, design=design)
+    night(1)
+    ldp_dask.release_plan(plan, str(data), 1.0, incremental=True, out=tmp_path / "n1", **common)
+    night(2)
+    second = ldp_dask.release_plan(plan, str(data), 1.0, since=tmp_path / "n1", out=tmp_path / "n2", **common)
+    assert second.design == design
+    both = ldp_dask.release_plan(plan, str(data), 1.0, incremental=True, **common)
+    for a, b in zip(second.statistics, both.statistics):
+        for (sa, x), (sb, y) in zip(a.summaries, b.summaries):
+            assert sa == sb and x.metadata["partitions_read"] == 1 and x.metadata["partitions_reused"] == 1
+            assert x.n == y.n and np.array_equal(x.sums["sum"], y.sums["sum"]), (a.label, sa)
+    assert [g.key for g in second["by.origin"].groups] == ["EWR", "JFK", "__other__"]
+    if design == "split-rows":
+        assert second["by.origin"].n + second["distance.distribution"].n == 16_000
+    with pytest.raises(LdpDaskError, match="cannot change it"):
+        other = "split-epsilon" if design == "split-rows" else "split-rows"
+        ldp_dask.release_plan(plan, str(data), 1.0, since=tmp_path / "n2", seed=8, ledger=False, design=other)

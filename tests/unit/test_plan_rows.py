@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_dask.source import Piece
 from ldp_dask.plan_tasks import ASSIGN_BITS, assign_rows, row_lots
 
 
@@ -23,10 +22,10 @@ def test_rows_are_drawn_with_their_lots_probabilities_whatever_the_piece():
     # failure < 3e-5). Another piece under the same key draws differently; the same piece again, identically.
     lots = tuple(int(x) for x in row_lots([0.1, 0.2, 0.3, 0.4]))
     m = 2_000_000
-    to = assign_rows(b"k" * 32, Piece(3, m), m, lots)
+    to = assign_rows(b"k" * 32, b"3", m, lots)
     p = np.array(lots) / (1 << ASSIGN_BITS)
     counts = np.bincount(to, minlength=4)
     assert np.all(np.abs(counts - m * p) <= 4.5 * np.sqrt(m * p * (1 - p))), counts
-    assert np.array_equal(to, assign_rows(b"k" * 32, Piece(3, m), m, lots))
-    assert not np.array_equal(to[:1000], assign_rows(b"k" * 32, Piece(4, m), m, lots)[:1000])
-    assert not np.array_equal(to[:1000], assign_rows(b"j" * 32, Piece(3, m), m, lots)[:1000])
+    assert np.array_equal(to, assign_rows(b"k" * 32, b"3", m, lots))
+    assert not np.array_equal(to[:1000], assign_rows(b"k" * 32, b"4", m, lots)[:1000])
+    assert not np.array_equal(to[:1000], assign_rows(b"j" * 32, b"3", m, lots)[:1000])

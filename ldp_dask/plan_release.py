@@ -38,6 +38,7 @@ from .outputs import json_bytes
 from .plan_results import (
     PlanRelease,
     StatisticRelease,
+    cells_of,
     group_keys,
     group_metadata,
     statistic_metadata,
@@ -142,7 +143,8 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     whole = dataclasses.replace(base, column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
     group_columns = list(by)
     groupings = tuple(None if s.group is None else Grouping(len(datasets) + group_columns.index(s.group[0]),
-                                                            s.group[1], s.group[2]) for s in plan_.statistics)
+                                                            s.group[1], s.group[2], cells_of(s, ch))
+                      for s, ch in zip(plan_.statistics, channels))
 
     def compute(sec: Secret, _: Outputs) -> PlanRelease:
         tasks = tasks_of(base)
@@ -163,7 +165,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         released = []
         for s, d, ch, a, p, e, r in zip(plan_.statistics, datasets, channels, acc["plan"], checked.statistics,
                                         spent, shares or [None] * len(spent)):
-            metadata = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), e, checked.design, r,
+            metadata = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), ch, e, checked.design, r,
                                           len(channels), charged)
             made: Summary | list[Summary] = _summary(ch, a, metadata, opts.clip) if "groups" not in a else [
                 _summary(ch, g, group_metadata(metadata, k), opts.clip) for k, g in zip(group_keys(s), a["groups"])]

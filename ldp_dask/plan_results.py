@@ -19,7 +19,7 @@ from .receipts import Receipted
 from .summary import Summary
 
 __all__ = ["GroupRelease", "PublicGroups", "StatisticRelease", "PlanRelease", "headline", "statistic_metadata",
-           "group_keys", "group_metadata", "statistic_release"]
+           "cells_of", "group_keys", "group_metadata", "statistic_release"]
 
 
 def headline(result: Any) -> str:
@@ -145,16 +145,32 @@ class PlanRelease(Described, Receipted):
                            Table(("statistic", "channel", "ε", "reports", "result"), rows))
 
 
-def statistic_metadata(s: Statistic, metadata: dict[str, Any], epsilon: float, design: str, share: float | None,
-                       count: int, charged: float) -> dict[str, Any]:
-    """A plan statistic's summary metadata: the release's, with its ε, its place in the plan and its group."""
+def statistic_metadata(s: Statistic, metadata: dict[str, Any], channel: Any, epsilon: float, design: str,
+                       share: float | None, count: int, charged: float) -> dict[str, Any]:
+    """A plan statistic's summary metadata: the release's, with its ε, its place in the plan, its group, and a
+    private group's cells."""
     metadata.update(privacy_unit=ROW_UNIT, max_contributions=1, epsilon_per_unit=epsilon,
                     plan={"statistic": s.label, "target": s.target, "design": design, "share_of_rows": share,
                           "statistics": count, "epsilon_charged": charged})
     if s.group is not None:
         metadata["group"] = {"column": s.group[0], "kind": "public" if s.group[2] else "private",
                              "labels": [*s.group[1], OTHER]}
+    spec = cells_of(s, channel)
+    if spec is not None:
+        metadata["cells"] = ({"kind": "bins", "domain": [spec[1], spec[2]], "bins": spec[3]} if spec[0] == "bins" else
+                             {"kind": "categories", "labels": [*spec[1], *([OTHER] if spec[2] else [])]})
     return metadata
+
+
+def cells_of(s: Statistic, channel: Any) -> tuple[Any, ...] | None:
+    """A private group's cells, as its tasks map values to them (:class:`ldp_dask.plan_tasks.Grouping`); None for
+    any other statistic."""
+    if getattr(channel, "name", None) != "group-histogram":
+        return None
+    if s.target == "frequencies":
+        return ("categories", tuple(s.options["categories"]), bool(s.options.get("other")))
+    lo, hi = s.options["domain"]
+    return ("bins", float(lo), float(hi), int(channel.cells))
 
 
 def group_keys(s: Statistic) -> tuple[Any, ...]:

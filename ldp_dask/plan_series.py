@@ -30,7 +30,7 @@ from .ledger import BudgetExceeded, Part
 from .noise import TAG_MODULUS, Secret, named_base_keys
 from .options import RunOptions
 from .partitions import PartitionPlan, plan_partitions
-from .plan_results import PlanRelease, group_keys, group_metadata, statistic_metadata
+from .plan_results import PlanRelease, cells_of, group_keys, group_metadata, statistic_metadata
 from .plan_tasks import ASSIGN_BITS, Grouping, PlanByFile, PlanJob, combine_plan_files, plan_file_sums, row_lots
 from .plans import Plan, Statistic, check
 from .privacy import epsilon_per_unit
@@ -138,7 +138,7 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
         read = _read(plan_, files, labels, channels, lots, units, plans, sec, opts)
         made: list[Made] = []
         for i, (s, d, ch, e) in enumerate(zip(plan_.statistics, datasets, channels, spent)):
-            base = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), e, chosen,
+            base = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), ch, e, chosen,
                                       None if shares is None else shares[i], len(channels), charged)
             out = []
             for u, (j, k) in enumerate(units):
@@ -210,7 +210,8 @@ def _read(plan_: Plan, files: list[Dataset], labels: tuple[Any, ...], channels: 
     assign = named_base_keys(sec, {"plan": [s.label for s in plan_.statistics], "lots": lots}, ["assign"])[0]
     columns = list(dict.fromkeys(s.group[0] for s in plan_.statistics if s.group is not None))
     groupings = tuple(None if s.group is None else Grouping(len(files) + columns.index(s.group[0]), s.group[1],
-                                                            s.group[2]) for s in plan_.statistics)
+                                                            s.group[2], cells_of(s, ch))
+                      for s, ch in zip(plan_.statistics, channels))
     job = PlanJob((*(d.reader for d in files), *labels), pieces, channels, keys, opts.clip, lots, assign, groupings,
                   places)
     acc = run(tasks, plan_file_sums, PlanByFile(job, owners), combine_plan_files, opts,

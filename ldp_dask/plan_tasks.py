@@ -29,7 +29,7 @@ from .reading import read_columns
 from .source import Piece, Reader
 from .tasks import ChannelJob, combine_sums, each_piece, piece_name, release_prepared
 
-__all__ = ["Grouping", "PlanJob", "ASSIGN_BITS", "row_lots", "assign_rows", "group_index", "plan_sums",
+__all__ = ["Grouping", "PlanJob", "ASSIGN_BITS", "row_lots", "assign_rows", "group_index", "cell_index", "plan_sums",
            "combine_plan", "PlanByFile", "plan_file_sums", "combine_plan_files"]
 
 #: A row split draws each row's statistic as a 16-bit keyed integer: a statistic's share of the rows is a multiple
@@ -46,6 +46,9 @@ class Grouping:
     reader: int
     keys: tuple[Any, ...]
     public: bool
+    #: a private group's cells (the group-histogram channel): ``("bins", lo, hi, K)`` or ``("categories", keys,
+    #: other)``; None: the channel takes (group, value) pairs
+    cells: tuple[Any, ...] | None = None
 
     @property
     def count(self) -> int:
@@ -153,9 +156,30 @@ def _plan_piece(job: PlanJob, piece: Piece) -> list[Any]:
             order, cuts = _by(g, grouping.count)
             out.append([ch.prepare(_take(v, order[cuts[k]:cuts[k + 1]]), clip=job.clip)
                         for k in range(grouping.count)])
-        else:
+        elif grouping.cells is None:
             out.append(ch.prepare(np.column_stack([g, np.asarray(v, dtype=np.float64)]), clip=job.clip))
+        else:
+            k, clipped = cell_index(v, grouping.cells, job.clip)
+            out.append((ch.prepare(np.column_stack([g, k]))[0], clipped))
     return out
+
+
+def cell_index(values: Any, cells: tuple[Any, ...], clip: bool) -> tuple[np.ndarray, int]:
+    """Each value's cell among a private group's cells: its bin of ``("bins", lo, hi, K)`` (checked against the
+    domain, or clamped with ``clip``), or its place among ``("categories", keys, other)`` (a value among none of
+    them is "other", the last cell, or refused without it); and how many values were clamped."""
+    from .channels.base import check_values, grid_index
+
+    if cells[0] == "bins":
+        _, lo, hi, k = cells
+        x, clipped = check_values(values, (lo, hi), clip)
+        return grid_index(x, (lo, hi), k), clipped
+    _, keys, other = cells
+    idx = group_index(values, keys)
+    if not other and len(idx) and int(idx.max()) == len(keys):
+        raise InputDataError("the column holds values outside the declared categories (or nulls): list them, or "
+                             "give other = true to count them as '__other__'")
+    return idx, 0
 
 
 def _group_key(key: bytes, group: int) -> bytes:

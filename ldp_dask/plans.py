@@ -69,6 +69,9 @@ _NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level", "group_by
 #: What a group may be: "private" (the label is privatized with the value) or "public" (declared public by the
 #: operator: each group released on its own rows, group sizes released).
 GROUP_KINDS = ("private", "public")
+#: The targets a private group offers: means (the group-mean channel), and shares of categories or of a
+#: distribution's bins within each group (the group-histogram channel).
+PRIVATE_TARGETS = ("mean", "frequencies", "distribution")
 #: The most keys a group may declare (besides "other").
 MAX_GROUP_KEYS = 4095
 
@@ -138,13 +141,13 @@ class Statistic:
         if kind not in GROUP_KINDS:
             raise LdpDaskError(f"the 'group_kind' of statistic {self.label!r} must be one of {', '.join(GROUP_KINDS)}."
                                f" Got {kind!r} instead.")
-        if kind == "private" and self.target != "mean":
-            raise LdpDaskError(f"statistic {self.label!r}: a private group_by is offered for means (a channel over "
-                               "the group and the value together); for its frequencies or distribution per group, "
-                               "declare group_kind = \"public\" if the group label is public")
-        if kind == "private" and self.channel not in ("auto", "mean", "group-mean"):
-            raise LdpDaskError(f"statistic {self.label!r}: a mean per private group runs the 'group-mean' channel; "
-                               f"give target = \"mean\" instead of channel {self.channel!r}")
+        if kind == "private" and (self.target not in PRIVATE_TARGETS or "target" not in o):
+            raise LdpDaskError(f"statistic {self.label!r}: a private group_by is offered for the targets "
+                               f"{', '.join(PRIVATE_TARGETS)} (a channel over the group and the value together), "
+                               "named with target = ...; for quantiles or a test per group, declare "
+                               "group_kind = \"public\" if the group label is public")
+        if kind == "private" and self.target == "frequencies" and "categories" not in o:
+            raise LdpDaskError(f"statistic {self.label!r}: frequencies per private group need their 'categories'")
 
     @property
     def group(self) -> tuple[str, tuple[Any, ...], bool] | None:
@@ -153,6 +156,18 @@ class Statistic:
             return None
         return (self.options["group_by"], tuple(self.options["groups"]),
                 self.options.get("group_kind", "private") == "public")
+
+    def cells(self, epsilon: float, n: int) -> int:
+        """A private group's cells: its categories (and "other" when asked), or its distribution's bins (as the
+        Laplace histogram chooses them for a typical group's rows when ``bins`` is "auto" or absent)."""
+        if self.target == "frequencies":
+            return len(self.options["categories"]) + (1 if self.options.get("other") else 0)
+        bins = self.options.get("bins")
+        if isinstance(bins, int):
+            return bins
+        domain = self.options.get("domain")
+        return int(build_channel("histogram", epsilon, tuple(domain) if domain is not None else None, bins=bins,
+                                 n=max(1, n // self.groups)).bins)  # type: ignore[attr-defined]
 
     @property
     def groups(self) -> int:
@@ -190,9 +205,13 @@ class Statistic:
         domain = opts.pop("domain", None)
         bins = opts.pop("bins", None)
         group = self.group
-        if group is not None and not group[2]:  # a private group: the channel over (group, value)
+        noise = {"noise": opts["noise"]} if "noise" in opts else {}
+        if group is not None and not group[2] and self.target == "mean":  # a private group: (group, value) pairs
             return build_channel("group-mean", epsilon, tuple(domain) if domain is not None else None,
-                                 groups=self.groups, **({"noise": opts["noise"]} if "noise" in opts else {}))
+                                 groups=self.groups, **noise)
+        if group is not None and not group[2]:  # shares within each private group: (group, cell) pairs
+            return build_channel("group-histogram", epsilon, groups=self.groups, cells=self.cells(epsilon, n),
+                                 **noise)
         n = max(1, n // self.groups)
         return build_channel(self.channel, epsilon, tuple(domain) if domain is not None else None, bins=bins, n=n,
                              **opts)
@@ -374,7 +393,7 @@ def plan_datasets(plan_: Plan, source: Any, options: Any) -> tuple[list[Any], di
 
     out = []
     for s in plan_.statistics:
-        kind = value_kind_of(s.channel if s.group is None or s.group[2] else "mean", s.options.get("categories"))
+        kind = value_kind_of(s.channel if s.group is None or s.group[2] else "auto", s.options.get("categories"))
         opts = options if s.fill is None else dataclasses.replace(options, nulls=s.fill)
         out.append(plan(source, s.column, kind, opts))
     by = {}

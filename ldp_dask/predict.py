@@ -65,6 +65,11 @@ def predict(channel: Channel, n: float) -> Prediction | None:
         p, v = 1 / channel.groups, channel.noise_variance  # type: ignore[attr-defined]
         half = channel.half  # type: ignore[attr-defined]
         return Prediction("a typical group's mean (at most)", half * math.sqrt(max(p + v, 2 * v) / (n * p * p)), half, n)
+    if name == "group-histogram":  # a typical group (share 1/G), a typical cell (share 1/K) within it
+        p, k, v = 1 / channel.groups, channel.cells, channel.noise_variance  # type: ignore[attr-defined]
+        t = 1 / k
+        var = (p * t * (1 - t) + v * ((1 - t) ** 2 + (k - 1) * t * t)) / (n * p * p)
+        return Prediction("a typical group's typical share", math.sqrt(var), t, n)
     if name in ("histogram", "haar"):  # a Haar view is a histogram's one-hot scaled by c = 2^(J/2), noise and all
         bins = channel.bins  # type: ignore[attr-defined]
         share = 1 / bins

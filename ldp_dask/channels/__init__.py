@@ -9,6 +9,7 @@ from .._validation import LdpDaskError
 from .auto import AUTO, TARGETS, choose_channel
 from .base import Channel, NumericChannel, Option, noise_scale_for
 from .categorical import CategoricalChannel
+from .group_histogram import GroupHistogram
 from .group_mean import GroupMean
 from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .hadamard import HadamardResponse
@@ -51,6 +52,7 @@ __all__ = [
     "channel_options",
     "Option",
     "GroupMean",
+    "GroupHistogram",
     "PLAN_CHANNELS",
 ]
 
@@ -69,7 +71,7 @@ CHANNELS: dict[str, type[Channel]] = {
 
 
 #: Channels that release a pair of columns (a group and a value): run by plans only, not offered on one column.
-PLAN_CHANNELS: dict[str, type[Channel]] = {GroupMean.name: GroupMean}
+PLAN_CHANNELS: dict[str, type[Channel]] = {GroupMean.name: GroupMean, GroupHistogram.name: GroupHistogram}
 
 
 def channel_class(name: str) -> type[Channel]:

@@ -10,7 +10,7 @@ from .._validation import LdpDaskError
 from ..channels import Channel
 from ..summary import Summary, read_summary
 from .frequencies import FrequencyEstimate, frequencies
-from .groups import GroupMeansEstimate, group_means
+from .groups import GroupMeansEstimate, GroupSharesEstimate, group_means, group_shares
 from .histogram import histogram_density, project_simplex
 from .local_quantiles import QuantileEstimate, local_quantiles
 from .mean import mean
@@ -23,6 +23,7 @@ __all__ = [
     "DensityEstimate", "MeanEstimate", "DEFAULT_GAMMA", "THRESHOLDS", "frequencies", "FrequencyEstimate",
     "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS", "square_wave_density",
     "square_wave_cdf_bounds", "QUANTILE_CHANNELS", "has_local_quantiles", "group_means", "GroupMeansEstimate",
+    "group_shares", "GroupSharesEstimate",
 ]
 
 
@@ -32,6 +33,7 @@ ESTIMATORS: dict[str, Callable[..., Any]] = {
     "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "mean": mean,
     "hybrid-mean": mean, "square-wave": square_wave_density,
     "rr": frequencies, "hadamard": frequencies, "group-mean": group_means,
+    "group-histogram": group_shares,
 }
 #: ... and the channels whose summaries also give quantiles with assumption-free intervals (:func:`local_quantiles`).
 QUANTILE_CHANNELS = frozenset({"histogram", "haar", "wavelet", "square-wave"})

@@ -1,4 +1,7 @@
-"""Means per private group from a ``group-mean`` summary, with Fieller's intervals (docs/estimators.md, "Groups").
+"""Means and shares per private group, with Fieller's intervals (docs/estimators.md, "Groups").
+
+Means come from a ``group-mean`` summary (:func:`group_means`), shares — of a distribution's bins or of categories,
+within each group — from a ``group-histogram`` summary (:func:`group_shares`).
 
 The summary holds, per group g, S_g = Σ t_i 1[g_i = g] + noise and C_g = #{g_i = g} + noise (t the value rescaled
 to [−1, 1]; :class:`~ldp_dask.channels.GroupMean`), each noise a sum of n rows' of variance v. The estimate is
@@ -26,11 +29,11 @@ import numpy as np
 from scipy.stats import norm
 
 from .._validation import LdpDaskError, check_probability
-from ..channels import GroupMean
+from ..channels import GroupHistogram, GroupMean
 from ..outputs import Described, Description, Table, fmt, jsonable, save_json, summary_facts, summary_info
 from ..summary import Summary, read_summary
 
-__all__ = ["group_means", "GroupMeansEstimate", "fieller"]
+__all__ = ["group_means", "GroupMeansEstimate", "group_shares", "GroupSharesEstimate", "fieller", "fieller_share"]
 
 
 def fieller(s: float, c: float, noise: float, z: float) -> tuple[float, float] | None:
@@ -147,3 +150,103 @@ def group_means(summary: Summary | str, level: float = 0.95) -> GroupMeansEstima
     to = lambda t: ch.mid + ch.half * t  # noqa: E731 - t ∈ [−1, 1] back to the column's units
     return GroupMeansEstimate(labels, to(means), ch.half * se, to(lo), to(hi), counts.astype(float), level, s.n,
                               ch.epsilon, ch.domain, info)
+
+
+def fieller_share(s: float, c: float, noise: float, cells: int, z: float) -> tuple[float, float] | None:
+    """The θ ∈ [0, 1] with (s − θc)² ≤ z²[max(c, 0) θ(1 − θ) + noise((1 − θ)² + (cells − 1) θ²)], as an interval;
+    None when that set is not one bounded interval (the group's count cannot be told from noise: all of [0, 1])."""
+    cp = max(c, 0.0)
+    a = c * c + z * z * (cp - noise * cells)
+    b = -2.0 * s * c - z * z * (cp - 2.0 * noise)
+    k = s * s - z * z * noise
+    if a <= 0:
+        return None
+    disc = b * b - 4 * a * k
+    if disc < 0:  # pragma: no cover - the set holds s/c whenever a > 0
+        return None
+    r = math.sqrt(disc)
+    return max((-b - r) / (2 * a), 0.0), min((-b + r) / (2 * a), 1.0)
+
+
+def _cell_labels(meta: dict[str, Any], k: int) -> list[str]:
+    cells = meta.get("cells") or {}
+    if cells.get("kind") == "bins":
+        lo, hi = cells["domain"]
+        edges = np.linspace(lo, hi, k + 1)
+        return [f"[{fmt(a)}, {fmt(b)})" for a, b in zip(edges[:-1], edges[1:])]
+    if cells.get("kind") == "categories":
+        return [str(x) for x in cells["labels"]]
+    return [str(i) for i in range(k)]
+
+
+@dataclass(frozen=True)
+class GroupSharesEstimate(Described):
+    """Each private group's shares of its cells (a distribution's bins, or categories), each with Fieller's interval;
+    the estimated rows per group are noisy (never exact).
+
+    Attributes
+    ----------
+    groups, cells : list
+        The group labels (declared keys and ``"other"``) and the cells' labels (bins or categories).
+    shares, ci_low, ci_high : ndarray, shape (groups, cells)
+        θ̂_gk = N_gk / C_g (NaN where C_g is not positive) and its interval at ``level``.
+    rows : ndarray
+        C_g, each group's estimated rows.
+    """
+
+    groups: list[Any]
+    cells: list[str]
+    shares: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    rows: np.ndarray
+    level: float
+    n: int
+    epsilon: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable({"kind": "group-shares", "groups": self.groups, "cells": self.cells, "shares": self.shares,
+                         "ci_low": self.ci_low, "ci_high": self.ci_high, "estimated_rows": self.rows,
+                         "level": self.level, "n": self.n, "epsilon": self.epsilon, **self.info})
+
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        return save_json(self.to_dict(), path, overwrite)
+
+    def describe(self) -> Description:
+        by = self.info.get("group", {}).get("column", "group")
+        rows = tuple((str(g), c, fmt(self.shares[i, k]), f"[{fmt(self.ci_low[i, k])}, {fmt(self.ci_high[i, k])}]",
+                      f"{self.rows[i]:,.0f}")
+                     for i, g in enumerate(self.groups) for k, c in enumerate(self.cells))
+        return Description(
+            f"Locally private shares of {self.info.get('column', 'value')} per {by} (private group)",
+            f"{len(self.groups)} groups × {len(self.cells)} cells, each share with its {self.level:.0%} interval",
+            (("groups", f"{len(self.groups)} ({by}: the declared keys and 'other')"),
+             ("group sizes", "not released exactly: each group's rows are estimated from noisy counts"),
+             ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"), *summary_facts(self.info)),
+            Table((by, "cell", "share", f"{self.level:.0%} interval (Fieller)", "estimated rows"), rows))
+
+
+def group_shares(summary: Summary | str, level: float = 0.95) -> GroupSharesEstimate:
+    """Each private group's share of each cell with Fieller's interval at ``level`` (module docstring)."""
+    s = read_summary(summary)
+    ch = s.channel
+    if not isinstance(ch, GroupHistogram):
+        raise LdpDaskError(f"group_shares needs a 'group-histogram' summary; got {ch.name!r}.")
+    level = check_probability(level, "level")
+    z = float(norm.ppf(0.5 + level / 2))
+    counts = s.sums["sum"].reshape(ch.groups, ch.cells)
+    rows = counts.sum(axis=1)
+    noise = s.n * ch.noise_variance
+    shares, lo, hi = (np.full(counts.shape, np.nan) for _ in range(3))
+    for g in range(ch.groups):
+        for k in range(ch.cells):
+            if rows[g] > 0:
+                shares[g, k] = min(max(counts[g, k] / rows[g], 0.0), 1.0)
+            band = fieller_share(float(counts[g, k]), float(rows[g]), noise, ch.cells, z)
+            lo[g, k], hi[g, k] = band if band is not None else (0.0, 1.0)
+    info = summary_info(s)
+    info["group"] = s.metadata.get("group") or {}
+    groups = list(info["group"].get("labels") or range(ch.groups))
+    return GroupSharesEstimate(groups, _cell_labels(s.metadata, ch.cells), shares, lo, hi, rows, level, s.n,
+                               ch.epsilon, info)

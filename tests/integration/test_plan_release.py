@@ -203,6 +203,16 @@ group_by = "month"
 groups = ["1", "2"]
 group_kind = "public"
 name = "public"
+
+[[statistic]]
+column = "origin"
+target = "frequencies"
+categories = ["EWR", "JFK", "LGA"]
+other = true
+nulls = "XXX"
+group_by = "month"
+groups = ["1", "2"]
+name = "origins"
 """)
     out = tmp_path / "report"
     assert main(["release", str(tmp_path / "plan.toml"), str(tmp_path / "f"), "--epsilon", "2", "--out", str(out),
@@ -210,6 +220,9 @@ name = "public"
     res = {s["name"]: s for s in json.loads(capsys.readouterr().out)["statistics"]}
     assert res["private"]["result"]["groups"] == ["EWR", "JFK", "LGA", "__other__"]
     assert res["private"]["group_kind"] == "private" and res["public"]["group_kind"] == "public"
+    shares = res["origins"]["result"]  # shares of origins within each private month group
+    assert shares["kind"] == "group-shares" and shares["groups"] == [1, 2, "__other__"]
+    assert shares["cells"] == ["EWR", "JFK", "LGA", "__other__"] and res["origins"]["channel"] == "group-histogram"
     public = res["public"]["result"]["groups"]
     assert [g["group"] for g in public] == [1, 2, "__other__"]
     design_rows = res["public"]["n"]

@@ -48,8 +48,10 @@ def test_a_plan_reads_from_toml_and_refuses_what_it_cannot_do(tmp_path):
                         ('[[statistic]]\ncolumn = "x"\nchannel = "mean"\ndomain = [0, 1]\nweight = 0', "'weight'"),
                         ('[[statistic]]\ncolumn = "x"\nchannel = "mean"\ndomain = [0, 1]\ngroup_by = "c"',
                          "needs 'groups'"),
-                        ('[[statistic]]\ncolumn = "x"\ntarget = "distribution"\ndomain = [0, 1]\ngroup_by = "c"\n'
-                         'groups = ["a"]', "private group_by is offered for means"),
+                        ('[[statistic]]\ncolumn = "x"\ntarget = "quantiles"\ndomain = [0, 1]\ngroup_by = "c"\n'
+                         'groups = ["a"]', "private group_by is offered for the targets"),
+                        ('[[statistic]]\ncolumn = "x"\ntarget = "frequencies"\ngroup_by = "c"\ngroups = ["a"]',
+                         "need their 'categories'"),
                         ('[[statistic]]\ncolumn = "x"\ntarget = "mean"\ndomain = [0, 1]\ngroup_by = "c"\n'
                          'groups = ["a"]\ngroup_kind = "secret"', "'group_kind'"),
                         ("[[statistic]\n", "not valid TOML")]:

@@ -74,7 +74,11 @@ def _cmd_plan(a: argparse.Namespace) -> int:
                           "statistics": [{"name": p.statistic.label, "column": p.statistic.column,
                                           "channel": p.channel.name, "params": p.channel.params(),
                                           "epsilon": p.epsilon, "rows": p.rows, "predicted_se": p.se,
-                                          "of": p.what} for p in result.statistics]}, default=str))
+                                          "of": p.what,
+                                          "group_by": p.statistic.group[0] if p.statistic.group else None,
+                                          "group_kind": None if not p.statistic.group else
+                                          ("public" if p.statistic.group[2] else "private")}
+                                         for p in result.statistics]}, default=str))
     else:
         print("\n".join(result.lines()))
     return 0

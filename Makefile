@@ -27,9 +27,10 @@ demo: $(RUNTIME)
 test: $(STAMP) lint
 	$(PY) -m pytest -q --durations=20 tests
 
-# ruff and mypy on the package ([tool.ruff], [tool.mypy] in pyproject.toml); both must be clean.
+# ruff on the package, flows, benchmarks and tests, mypy on the package ([tool.ruff], [tool.mypy] in pyproject.toml);
+# both must be clean.
 lint: $(STAMP)
-	$(VENV)/bin/ruff check ldp_dask flows
+	$(VENV)/bin/ruff check ldp_dask flows benchmarks tests
 	$(VENV)/bin/mypy
 
 # One layer at a time: tests/unit (pure functions), tests/statistical (laws, audits, coverage),

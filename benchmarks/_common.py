@@ -7,9 +7,10 @@ import platform
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -20,7 +20,12 @@ from _common import machine, write_section  # noqa: E402
 
 from ldp_dask.audit import audit_channel, miscalibrated  # noqa: E402
 from ldp_dask.channels import (  # noqa: E402
-    HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, RandomizedResponse, WaveletLaplace,
+    HaarAdaptive,
+    HaarLaplace,
+    LaplaceHistogram,
+    LaplaceMean,
+    RandomizedResponse,
+    WaveletLaplace,
 )
 
 

@@ -43,7 +43,13 @@ import ldp_dask  # noqa: E402
 from ldp_dask import gof  # noqa: E402
 from ldp_dask.central import quantiles  # noqa: E402
 from ldp_dask.channels import (  # noqa: E402
-    HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, RandomizedResponse, WaveletLaplace, adaptive_levels,
+    HaarAdaptive,
+    HaarLaplace,
+    LaplaceHistogram,
+    LaplaceMean,
+    RandomizedResponse,
+    WaveletLaplace,
+    adaptive_levels,
     build_channel,
 )
 from ldp_dask.estimators import local_quantiles  # noqa: E402

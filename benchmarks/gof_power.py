@@ -40,7 +40,11 @@ from _common import machine, write_section  # noqa: E402
 from ldp_dask import gof  # noqa: E402
 from ldp_dask.channels import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level  # noqa: E402
 from ldp_dask.gof.calibration import (  # noqa: E402
-    critical_value, simulate_summary_statistic, simulate_u_statistic, summary_statistic, u_statistic,
+    critical_value,
+    simulate_summary_statistic,
+    simulate_u_statistic,
+    summary_statistic,
+    u_statistic,
 )
 from ldp_dask.summary import Summary  # noqa: E402
 
@@ -226,7 +230,7 @@ def main() -> None:
         ratio = np.asarray(curves[f"adaptive, split {split}"]) / oracle
         pow_rows.append(f"| adaptive, split {split} / oracle | " + " | ".join(f"{v:.2f}" for v in ratio) + " |")
     pow_rows += [f"| U-statistic T_J, J = {J_u}, n = {n_u:,} (one calibration) | " + " | ".join(f"{v:.2f}" for v in pu) + " |",
-                 f"| summary T'_J, same rows | " + " | ".join(f"{v:.2f}" for v in ps) + " |"]
+                 "| summary T'_J, same rows | " + " | ".join(f"{v:.2f}" for v in ps) + " |"]
     sep_rows = [f"| {n:,} | {J} | {d:.4f} | {(n ** (-2 / 7)):.4f} |" for n, J, d in seps]
     body = "\n".join([
         "## Goodness-of-fit tests: level, power, detectable separation (`benchmarks/gof_power.py`)",

@@ -121,8 +121,9 @@ def series(channel: Any, a: argparse.Namespace, client: Any) -> tuple[list, bool
             f = floor(path)
             summary = out / f"night{night:02d}.parquet"
             # best of 3: the repeats reproduce the first release exactly, so the ledger charges them nothing
-            inc = best_of(lambda: ldp_dask.privatize(str(table), "delay", channel, out=summary, since=previous,
-                                                     incremental=True, ledger=inc_ledger, overwrite=True, **run), 3)
+            inc = best_of(lambda summary=summary, previous=previous: ldp_dask.privatize(
+                str(table), "delay", channel, out=summary, since=previous, incremental=True, ledger=inc_ledger,
+                overwrite=True, **run), 3)
             assert ldp_dask.read_summary(summary).metadata["partitions_read"] == 1
             previous = summary
             full = None
@@ -184,7 +185,8 @@ def table_of(rows: list, identical: bool, inc_row: dict, full_row: dict) -> list
         f"- Night {last[0]}'s incremental summary is bit-identical to a release that reads all "
         f"{last[0]} files with the same key: {identical}.",
         f"- Ledger after {last[0]} incremental nights: ε {inc_row['spent']:g} per row, over "
-        f"{len(inc_row['groups'])} partitions (each day charged once: the table is declared append-only; without the declaration each night would count for every row). The {len(full_runs)} full re-runs, "
+        f"{len(inc_row['groups'])} partitions (each day charged once: the table is declared append-only; without the "
+        f"declaration each night would count for every row). The {len(full_runs)} full re-runs, "
         f"each a new release of every row, charged ε {full_row['spent']:g} per row.",
     ]
     return lines

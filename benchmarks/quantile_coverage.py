@@ -88,7 +88,7 @@ def main() -> None:
                 rng = np.random.default_rng([n, len(name)])
                 hits = {m: np.zeros(len(Q)) for m in methods}
                 width = {m: np.zeros(len(Q)) for m in methods}
-                for r in range(a.reps):
+                for _ in range(a.reps):
                     x = sample(name, n, rng)
                     s = Summary(ch, n, ch.add_noise(ch.exact_stats(x), n, rng), {})
                     for m in methods:

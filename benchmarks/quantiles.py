@@ -70,7 +70,8 @@ def experiment(ns, R, rng):
                 emp = np.quantile(x, Q, method="inverted_cdf")
                 pts, cnt = np.unique(x, return_counts=True)
                 d = PrivateData(pts, cnt, bounds, "exact")
-                methods = {**ours(n), **{k: (lambda d, g, f=f, x=x: f(x, Q, 1.0, bounds)) for k, f in LIBRARIES.items()}}
+                methods = {**ours(n), **{k: (lambda d, g, f=f, x=x, bounds=bounds: f(x, Q, 1.0, bounds))
+                                         for k, f in LIBRARIES.items()}}
                 for name, fn in methods.items():
                     v = fn(d, rng)
                     errs.setdefault(name, []).append((np.sum((v - pop) ** 2), np.sum((v - emp) ** 2),
@@ -98,10 +99,11 @@ def real_data(R, rng):
     rows = []
     for eps in (0.1, 0.3, 1.0, 3.0):
         cells = {}
-        methods = {"ldp_dask best": lambda: quantiles(x, q=Q, epsilon=eps, bounds=bounds, seed=int(rng.integers(1 << 30))).values,
-                   "ldp_dask JointExp": lambda: quantiles(x, q=Q, epsilon=eps, bounds=bounds, method="joint-exp",
-                                                          seed=int(rng.integers(1 << 30))).values}
-        methods.update({k: (lambda f=f: f(x, Q, eps, bounds)) for k, f in LIBRARIES.items()})
+        methods = {"ldp_dask best": lambda eps=eps: quantiles(x, q=Q, epsilon=eps, bounds=bounds,
+                                                              seed=int(rng.integers(1 << 30))).values,
+                   "ldp_dask JointExp": lambda eps=eps: quantiles(x, q=Q, epsilon=eps, bounds=bounds, method="joint-exp",
+                                                                  seed=int(rng.integers(1 << 30))).values}
+        methods.update({k: (lambda f=f, eps=eps: f(x, Q, eps, bounds)) for k, f in LIBRARIES.items()})
         for name, fn in methods.items():
             reps = R if "make_private_quantile" not in name else max(3, R // 4)
             cells[name] = np.mean([np.sum((fn() - exact) ** 2) for _ in range(reps)])
@@ -179,7 +181,7 @@ def main() -> None:
             ys = [cells[n][1] for n in ns]
             c, b = fit(ns, ys)
             lines.append(f"| {name} | " + " | ".join(f"{y:.2e}" for y in ys) + f" | {c:.3g} n^{b:.3f} |")
-        lines += ["", f"Against the population deciles (sampling noise included):", "",
+        lines += ["", "Against the population deciles (sampling noise included):", "",
                   "| method | " + " | ".join(f"n={n:,}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
         for name, cells in table.items():
             lines.append(f"| {name} | " + " | ".join(f"{cells[n][0]:.2e}" for n in ns) + " |")

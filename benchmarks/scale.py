@@ -28,8 +28,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -179,8 +180,9 @@ def main() -> None:
         local: dict[str, float] = {}
         for name in LIGHT:
             col = "c" if name == "rr" else "x"
-            job = (lambda ch=chans[name], col=col: ldp_dask.privatize(sizes[mid], column=col, channel=ch,
-                                                                     client="local", seed=1, ledger=False))
+            def job(ch=chans[name], col=col):
+                return ldp_dask.privatize(sizes[mid], column=col, channel=ch, client="local", seed=1, ledger=False)
+
             job()
             local[name] = mid / min(_timed(job) for _ in range(a.repeats))
     finally:

@@ -117,7 +117,7 @@ def main() -> None:
     ratio_ba = res["b"] / res["a"]
     speedup_bd = per_core["b"] / per_core["d"]
     body = "\n".join([
-        "## Throughput: LaplaceHistogram, K = %d, ε = 1 (`benchmarks/throughput.py`)" % a.bins,
+        f"## Throughput: LaplaceHistogram, K = {a.bins}, ε = 1 (`benchmarks/throughput.py`)",
         "",
         f"Machine: {machine()}.",
         f"Dask LocalCluster of {WORKERS} worker processes × 1 thread; {a.files} Parquet files, one partition per "

@@ -106,7 +106,8 @@ def main() -> None:
         "move to their group's worker, which bounds them again cell by cell (`ldp_dask.engine.shuffle`). Before "
         "this kernel and plan (commit 024f4ea, load 0.00), (c) took 0.70 s, 8.0×; the dask.dataframe shuffle of "
         "every row before the renovation took 3.33 s, 38.5× (commit ab198c9, load 0.07).",
-        f"- (d) / (c): {res['d'] / res['c']:.2f}× (k = 4 keeps and moves about 3.6 times the rows of k = 1, and releases exactly 4 reports per person: a person with fewer rows repeats them).",
+        f"- (d) / (c): {res['d'] / res['c']:.2f}× (k = 4 keeps and moves about 3.6 times the rows of k = 1, and "
+        "releases exactly 4 reports per person: a person with fewer rows repeats them).",
     ])
     print(body)
     write_section("units", body)

@@ -63,7 +63,8 @@ def postgres_server(workdir: Path) -> Iterator[str]:
                 break
             except psycopg.OperationalError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"PostgreSQL did not start: {(workdir / 'server.log').read_text()[-2000:]}")
+                    raise RuntimeError(
+                        f"PostgreSQL did not start: {(workdir / 'server.log').read_text()[-2000:]}") from None
                 time.sleep(0.2)
         yield url
     finally:

@@ -43,8 +43,9 @@ def _flow(entrypoint: str):
 
 @pytest.mark.slow
 def test_every_flow_has_a_deployment(prefect_yaml):
-    from ldp_dask import flows
     from prefect.flows import Flow
+
+    from ldp_dask import flows
 
     deployed = {_flow(d["entrypoint"]).name for d in prefect_yaml["deployments"]}
     ours = {getattr(flows, name).name for name in flows.__all__}

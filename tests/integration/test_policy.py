@@ -81,7 +81,7 @@ def test_flows_refuse_epsilon_1000_alike(prefect_harness, data, tmp_path):
         "quantiles": lambda: quantile_flow(source=str(data), column="x", bounds=[0.0, 1.0], epsilon=1000.0, seed=1,
                                            ledger=False),
     }
-    for name, run in flows.items():
+    for run in flows.values():
         with pytest.raises(LdpDaskError, match=REFUSAL):
             run()
     assert os.listdir(out) == []

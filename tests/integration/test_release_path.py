@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from flaky_fs import FailingWritesFileSystem
 
 import ldp_dask
 from ldp_dask import gof
@@ -24,8 +25,6 @@ from ldp_dask.central import quantiles
 from ldp_dask.cli import main
 from ldp_dask.ledger import BudgetExceeded, Ledger
 from ldp_dask.source import open_source
-
-from flaky_fs import FailingWritesFileSystem
 
 fsspec.register_implementation("failwrite", FailingWritesFileSystem, clobber=True)
 

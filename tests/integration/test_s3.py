@@ -110,7 +110,6 @@ def test_workers_without_credentials_are_told_so(bucket, tmp_path):
     import os
 
     from distributed import Client, LocalCluster
-
     from s3_server import CREDENTIALS
 
     saved = {k: os.environ.pop(k) for k in CREDENTIALS if k in os.environ}

@@ -13,12 +13,12 @@ import pytest
 
 from ldp_dask import InputDataError, privatize
 from ldp_dask.channels import build_channel
-from ldp_dask.noise import partition_base_keys, resolve_secret
-from ldp_dask.options import RunOptions
 from ldp_dask.engine import batches
 from ldp_dask.engine import tasks_of as _tasks
-from ldp_dask.tasks import ChannelJob as _Job
+from ldp_dask.noise import partition_base_keys, resolve_secret
+from ldp_dask.options import RunOptions
 from ldp_dask.release import plan
+from ldp_dask.tasks import ChannelJob as _Job
 
 #: The issue's bound on what one task carries to the scheduler.
 MAX_TASK_BYTES = 4096

@@ -11,7 +11,6 @@ opens the Prefect UI and finds the run and its artifact.
 from __future__ import annotations
 
 import json
-
 import os
 import shutil
 import sys

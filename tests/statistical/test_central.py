@@ -16,11 +16,15 @@ import ldp_dask
 from ldp_dask import LdpDaskError
 from ldp_dask._kernels import joint_exp_transition
 from ldp_dask.central import DECILES, best_method, quantiles
-from ldp_dask.options import RunOptions
 from ldp_dask.central.data import PrivateData, collect
 from ldp_dask.central.mechanisms import (
-    _transition_reference, above_threshold, inverse_sensitivity_density, joint_exp, joint_exp_log_density,
+    _transition_reference,
+    above_threshold,
+    inverse_sensitivity_density,
+    joint_exp,
+    joint_exp_log_density,
 )
+from ldp_dask.options import RunOptions
 from ldp_dask.source import open_source
 
 SLACK = 1e-9  # float rounding in the exact log-density computations

@@ -62,8 +62,9 @@ def test_every_interval_of_a_released_plan_covers(design):
     # pooled coverage of its intervals (20 bins, 4 carriers' means — "other" holds no row and no true mean — 4
     # categories, 3 quantiles, 1 mean) must reach 95% up to the sampling error of 200 data sets: the mean of a
     # rep's dependent indicators has sd at most that of one, √(0.95·0.05/200) = 1.54%, so one-sided at 3.6 sd each
-    # check fails at a true 95% with probability < 1.6e-4 (< 1e-3 for the five). The same releases check `plan check`'s predicted SE of the mean (an upper bound) and
-    # of a typical category share, measured over the 200 draws (sd within ±15% of the truth with prob. 0.999).
+    # check fails at a true 95% with probability < 1.6e-4 (< 1e-3 for the five). The same releases check `plan
+    # check`'s predicted SE of the mean (an upper bound) and of a typical category share, measured over the 200
+    # draws (sd within ±15% of the truth with prob. 0.999).
     truth = _truth()
     rng = np.random.default_rng(2026)
     hits = {"bins": 0.0, "per": 0.0, "shares": 0.0, "quantiles": 0.0, "mean": 0.0}

@@ -389,7 +389,7 @@ def test_default_release_is_the_father_level_with_the_histograms_noise(wavelet):
         h = build_channel("histogram", eps, (0, 1), n=n, noise="continuous")
         hist_var = h.bins**2 * 2 * h.noise_scale**2
 
-        def gap(J):
+        def gap(J, eps=eps, hist_var=hist_var):
             c = WaveletLaplace(eps, (0, 1), J, J - 1, wavelet=wavelet, noise="continuous")
             return abs(math.log(c.dim * 2 * c.sigmas[0] ** 2 / hist_var))
 

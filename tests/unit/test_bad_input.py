@@ -10,14 +10,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ldp_dask
 from ldp_dask import LdpDaskError
 from ldp_dask.channels import (
-    HaarAdaptive, HaarLaplace, LaplaceHistogram, LaplaceMean, RandomizedResponse, WaveletLaplace,
+    HaarAdaptive,
+    HaarLaplace,
+    LaplaceHistogram,
+    LaplaceMean,
+    RandomizedResponse,
+    WaveletLaplace,
 )
 from ldp_dask.cli import main
 

@@ -172,7 +172,7 @@ def test_channel_options_are_declared_once_and_read_everywhere():
     sub = next(a for a in _parser()._actions if a.dest == "command").choices["privatize"]
     flags = {f for a in sub._actions for f in a.option_strings}
     assert sub._option_string_actions["--channel"].choices == ["auto", *sorted(CHANNELS)]
-    for name, (opt, users) in channel_options().items():
+    for name, (opt, _users) in channel_options().items():
         assert (opt.flag in flags) == opt.cli, name
     for cls in CHANNELS.values():
         for fn in (cls.__init__, getattr(cls, "_build", cls.build)):

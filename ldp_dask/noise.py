@@ -43,6 +43,8 @@ import numpy as np
 from ._validation import LdpDaskError
 
 __all__ = [
+    "philox_blocks",
+    "keyed_uniforms",
     "discrete_laplace",
     "discrete_laplace_sum",
     "discrete_laplace_variance",
@@ -243,6 +245,47 @@ def content_tag(base_key: bytes, digest: bytes) -> int:
 def generator(key: int) -> np.random.Generator:
     """A counter-based generator for a 128-bit key (numpy ``Philox``)."""
     return np.random.Generator(np.random.Philox(key=key))
+
+
+# Philox4x64-10 (Salmon, Moraes, Dror and Shaw 2011), the bit generator behind :func:`generator`, evaluated on many
+# counters at once: a keyed, reproducible draw per (person, value) without one generator object each.
+_PHILOX_M = (np.uint64(0xD2E7470EE14C6C93), np.uint64(0xCA5A826395121157))
+_PHILOX_W = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBB67AE8584CAA73B))
+_LOW32, _SHIFT32 = np.uint64(0xFFFFFFFF), np.uint64(32)
+
+
+def _mulhilo(a: np.uint64, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The high and low 64-bit words of a·b, from 32-bit limbs (no overflow in any partial sum)."""
+    a0, a1, b0, b1 = a & _LOW32, a >> _SHIFT32, b & _LOW32, b >> _SHIFT32
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> _SHIFT32) + (p01 & _LOW32) + (p10 & _LOW32)
+    return p11 + (p01 >> _SHIFT32) + (p10 >> _SHIFT32) + (mid >> _SHIFT32), a * b
+
+
+def philox_blocks(key: int, counters: np.ndarray) -> np.ndarray:
+    """Philox4x64-10 of each 256-bit counter under a 128-bit ``key``: ``counters`` of shape (n, 4) (uint64 words,
+    least significant first) → n blocks of 4 uint64 words. The block of counter c is exactly what numpy's
+    ``Philox(key=key, counter=c - 1).random_raw(4)`` returns (numpy increments the counter first), so draws made
+    here are those of :func:`generator`'s bit generator at chosen counters — e.g. one counter per (person, value)."""
+    c = np.asarray(counters, dtype=np.uint64)
+    if c.ndim != 2 or c.shape[1] != 4:
+        raise ValueError(f"counters must have shape (n, 4); got {c.shape}")
+    c0, c1, c2, c3 = (c[:, i] for i in range(4))
+    k0, k1 = np.uint64(key & 0xFFFFFFFFFFFFFFFF), np.uint64((key >> 64) & 0xFFFFFFFFFFFFFFFF)
+    with np.errstate(over="ignore"):
+        for r in range(10):
+            if r:
+                k0, k1 = k0 + _PHILOX_W[0], k1 + _PHILOX_W[1]
+            hi0, lo0 = _mulhilo(_PHILOX_M[0], c0)
+            hi1, lo1 = _mulhilo(_PHILOX_M[1], c2)
+            c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return np.stack([c0, c1, c2, c3], axis=1)
+
+
+def keyed_uniforms(key: int, counters: np.ndarray) -> np.ndarray:
+    """Four uniforms in [0, 1) per counter, from :func:`philox_blocks` as numpy's ``Generator.random`` makes
+    them (the top 53 bits of each word)."""
+    return (philox_blocks(key, counters) >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
 def laplace_sum(rng: np.random.Generator, m: int, scale: float | np.ndarray, size: int) -> np.ndarray:

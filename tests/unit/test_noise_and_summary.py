@@ -101,3 +101,24 @@ def test_read_summary_rejects_other_files(tmp_path):
         ldp_dask.read_summary(junk)
     with pytest.raises(ldp_dask.InputDataError, match="no such summary"):
         ldp_dask.read_summary(tmp_path / "missing.parquet")
+
+
+def test_philox_blocks_are_numpys_philox_at_chosen_counters():
+    # the vectorised Philox4x64-10 reproduces numpy's bit generator word for word, at counters that exercise the
+    # carries of every limb (numpy increments its counter before a block, hence c + 1), and its uniforms are
+    # Generator.random's
+    from ldp_dask.noise import keyed_uniforms, philox_blocks
+
+    mask = (1 << 64) - 1
+    rng = np.random.default_rng(9)
+    for key in (0, 1, (1 << 128) - 1, int(rng.integers(1 << 62)) << 64 | int(rng.integers(1 << 62))):
+        counters = [0, 5, mask, 12345678901234567, (1 << 200) + 3, (1 << 256) - 2]
+        words = np.array([[((c + 1) >> (64 * i)) & mask for i in range(4)] for c in counters], dtype=np.uint64)
+        blocks = philox_blocks(key, words)
+        uniforms = keyed_uniforms(key, words)
+        for c, block, u in zip(counters, blocks, uniforms):
+            bit_generator = np.random.Philox(key=key, counter=c)
+            assert list(block) == list(bit_generator.random_raw(4)), (key, c)
+            assert np.array_equal(u, np.random.Generator(np.random.Philox(key=key, counter=c)).random(4)), (key, c)
+    with pytest.raises(ValueError, match="shape"):
+        philox_blocks(1, np.zeros((3, 2), dtype=np.uint64))

@@ -20,7 +20,6 @@ noise, never a falsely narrow one. Coverage is checked on 50 groups in ``tests/s
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,21 +35,41 @@ from ..summary import Summary, read_summary
 __all__ = ["group_means", "GroupMeansEstimate", "group_shares", "GroupSharesEstimate", "fieller", "fieller_share"]
 
 
+def _solve(a: Any, b: Any, k: Any, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where a x² + b x + k ≤ 0, elementwise: the roots' interval intersected with [lo, hi] where a > 0 (the
+    parabola opens upwards: one bounded interval), else all of [lo, hi]; and which elements were bounded."""
+    a, b, k = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (a, b, k)))
+    disc = b * b - 4 * a * k
+    bounded = (a > 0) & (disc >= 0)  # disc ≥ 0 whenever a > 0: the set holds the ratio itself
+    r = np.sqrt(np.where(bounded, disc, 0.0))
+    two_a = np.where(bounded, 2 * a, 1.0)
+    low = np.where(bounded, np.maximum((-b - r) / two_a, lo), lo)
+    high = np.where(bounded, np.minimum((-b + r) / two_a, hi), hi)
+    return low, high, bounded
+
+
+def _mean_band(s: Any, c: Any, noise: float, z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The μ ∈ [−1, 1] with (s − μc)² ≤ z²[max(c, 0)(1 − μ²) + noise(1 + μ²)], elementwise (:func:`_solve`)."""
+    cp = np.maximum(c, 0.0)
+    return _solve(c * c + z * z * (cp - noise), -2.0 * s * c, s * s - z * z * (cp + noise), -1.0, 1.0)
+
+
+def _share_band(s: Any, c: Any, noise: float, cells: int, z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The θ ∈ [0, 1] with (s − θc)² ≤ z²[max(c, 0) θ(1 − θ) + noise((1 − θ)² + (cells − 1) θ²)], elementwise."""
+    cp = np.maximum(c, 0.0)
+    return _solve(c * c + z * z * (cp - noise * cells), -2.0 * s * c - z * z * (cp - 2.0 * noise),
+                  s * s - z * z * noise, 0.0, 1.0)
+
+
+def _one(band: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[float, float] | None:
+    low, high, bounded = band
+    return (float(low), float(high)) if bool(bounded) else None
+
+
 def fieller(s: float, c: float, noise: float, z: float) -> tuple[float, float] | None:
     """The μ ∈ [−1, 1] with (s − μc)² ≤ z²[max(c, 0)(1 − μ²) + noise(1 + μ²)], as an interval; None when that set
     is not one bounded interval inside [−1, 1] (the count cannot be told from noise: the whole domain)."""
-    cp = max(c, 0.0)
-    a = c * c + z * z * (cp - noise)
-    b = -2.0 * s * c
-    k = s * s - z * z * (cp + noise)
-    if a <= 0:
-        return None
-    disc = b * b - 4 * a * k
-    if disc < 0:  # pragma: no cover - the set holds s/c whenever a > 0
-        return None
-    r = math.sqrt(disc)
-    lo, hi = (-b - r) / (2 * a), (-b + r) / (2 * a)
-    return max(lo, -1.0), min(hi, 1.0)
+    return _one(_mean_band(s, c, noise, z))
 
 
 @dataclass(frozen=True)
@@ -135,15 +154,12 @@ def group_means(summary: Summary | str, level: float = 0.95) -> GroupMeansEstima
     g = ch.groups
     sums, counts = s.sums["sum"][:g], s.sums["sum"][g:]
     noise = s.n * ch.noise_variance
-    means, se, lo, hi = (np.full(g, np.nan) for _ in range(4))
-    for i in range(g):
-        c = float(counts[i])
-        if c > 0:
-            mu = min(max(float(sums[i]) / c, -1.0), 1.0)
-            means[i] = mu
-            se[i] = math.sqrt(c * (1 - mu * mu) + noise * (1 + mu * mu)) / c
-        band = fieller(float(sums[i]), c, noise, z)
-        lo[i], hi[i] = band if band is not None else (-1.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        positive = counts > 0
+        mu = np.where(positive, np.clip(sums / np.where(positive, counts, 1.0), -1.0, 1.0), np.nan)
+        se = np.sqrt(np.maximum(counts, 0.0) * (1 - mu * mu) + noise * (1 + mu * mu)) / np.where(positive, counts, np.nan)
+    lo, hi, _ = _mean_band(sums, counts, noise, z)
+    means = mu
     info = summary_info(s)
     labels = list((s.metadata.get("group") or {}).get("labels") or range(g))
     info["group"] = s.metadata.get("group") or {}
@@ -155,17 +171,7 @@ def group_means(summary: Summary | str, level: float = 0.95) -> GroupMeansEstima
 def fieller_share(s: float, c: float, noise: float, cells: int, z: float) -> tuple[float, float] | None:
     """The θ ∈ [0, 1] with (s − θc)² ≤ z²[max(c, 0) θ(1 − θ) + noise((1 − θ)² + (cells − 1) θ²)], as an interval;
     None when that set is not one bounded interval (the group's count cannot be told from noise: all of [0, 1])."""
-    cp = max(c, 0.0)
-    a = c * c + z * z * (cp - noise * cells)
-    b = -2.0 * s * c - z * z * (cp - 2.0 * noise)
-    k = s * s - z * z * noise
-    if a <= 0:
-        return None
-    disc = b * b - 4 * a * k
-    if disc < 0:  # pragma: no cover - the set holds s/c whenever a > 0
-        return None
-    r = math.sqrt(disc)
-    return max((-b - r) / (2 * a), 0.0), min((-b + r) / (2 * a), 1.0)
+    return _one(_share_band(s, c, noise, cells, z))
 
 
 def _cell_labels(meta: dict[str, Any], k: int) -> list[str]:
@@ -238,13 +244,10 @@ def group_shares(summary: Summary | str, level: float = 0.95) -> GroupSharesEsti
     counts = s.sums["sum"].reshape(ch.groups, ch.cells)
     rows = counts.sum(axis=1)
     noise = s.n * ch.noise_variance
-    shares, lo, hi = (np.full(counts.shape, np.nan) for _ in range(3))
-    for g in range(ch.groups):
-        for k in range(ch.cells):
-            if rows[g] > 0:
-                shares[g, k] = min(max(counts[g, k] / rows[g], 0.0), 1.0)
-            band = fieller_share(float(counts[g, k]), float(rows[g]), noise, ch.cells, z)
-            lo[g, k], hi[g, k] = band if band is not None else (0.0, 1.0)
+    column = rows[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shares = np.where(column > 0, np.clip(counts / np.where(column > 0, column, 1.0), 0.0, 1.0), np.nan)
+    lo, hi, _ = _share_band(counts, column, noise, ch.cells, z)
     info = summary_info(s)
     info["group"] = s.metadata.get("group") or {}
     groups = list(info["group"].get("labels") or range(ch.groups))

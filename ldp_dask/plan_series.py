@@ -126,7 +126,8 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
     if any(tuple(f.name for f in p.to_read) != tuple(f.name for f in reading) for p in plans[1:]):
         raise LdpDaskError("the summaries of the earlier plan kept different files: release the plan without "
                            "--since to start a new series")
-    parts = tuple(Part(f.root, _file_key(plans, f.name), charged) for f in reading)
+    file_keys = _file_keys(plans, [f.name for f in reading])
+    parts = tuple(Part(f.root, file_keys[f.name], charged) for f in reading)
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e,
                         **({} if shares is None else {"share": r})}
               for s, ch, e, r in zip(plan_.statistics, channels, spent, shares or [None] * len(spent))}
@@ -161,7 +162,7 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
         for p, summary in zip(plans, summaries):
             tags = {x.path: int(x.tag, 16) for x in summary.partitions}
             for f in p.to_read:
-                key = _file_key(plans, f.name)
+                key = file_keys[f.name]
                 out[key] = (out.get(key, 0) + tags[f.name]) % TAG_MODULUS
         return {k: f"{v:064x}" for k, v in out.items()}
 
@@ -181,10 +182,11 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
                              "the new files only") from None
 
 
-def _file_key(plans: list[PartitionPlan], name: str) -> str:
-    """A file's ledger part key for the plan: its summaries' part keys together."""
-    keys = [next(f.key for f in p.files if f.name == name) for p in plans]
-    return hashlib.sha256(json.dumps(keys).encode()).hexdigest()
+def _file_keys(plans: list[PartitionPlan], names: list[str]) -> dict[str, str]:
+    """Each file's ledger part key for the plan: its summaries' part keys together (one lookup per file)."""
+    by_plan = [{f.name: f.key for f in p.files} for p in plans]
+    return {name: hashlib.sha256(json.dumps([keys[name] for keys in by_plan]).encode()).hexdigest()
+            for name in names}
 
 
 def _read(plan_: Plan, files: list[Dataset], labels: tuple[Any, ...], channels: tuple[Any, ...],
@@ -216,13 +218,13 @@ def _read(plan_: Plan, files: list[Dataset], labels: tuple[Any, ...], channels: 
                   places)
     acc = run(tasks, plan_file_sums, PlanByFile(job, owners), combine_plan_files, opts,
               rows=[task_rows(pieces, t) for t in tasks], desc=f"plan of {len(channels)}, {len(reading)} files")
+    stamps = [{x.name: x.stamp for x in p.files} for p in plans]
     for f in reading:
         per = acc["files"][f.name]["plan"]
         for u, (i, k) in enumerate(units):
             a = per[i] if k is None else per[i]["groups"][k]
             if lots is None and k is None and a["n"] != f.rows:  # pragma: no cover - a planning bug
                 raise InputDataError(f"processed {a['n']} rows of {f.name}, planned {f.rows}")
-            stamp = next(x.stamp for x in plans[u].files if x.name == f.name)
-            out[u][f.name] = Partition(f.name, int(a["n"]), f.layout, stamp, f"{a['tag']:064x}",
+            out[u][f.name] = Partition(f.name, int(a["n"]), f.layout, stamps[u][f.name], f"{a['tag']:064x}",
                                        {k2: exactsum.to_float(v) for k2, v in a["stats"].items()}, f.identity)
     return out

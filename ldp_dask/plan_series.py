@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from . import exactsum
@@ -31,12 +32,13 @@ from .noise import TAG_MODULUS, Secret, named_base_keys
 from .options import RunOptions
 from .partitions import PartitionPlan, plan_partitions
 from .plan_results import PlanRelease, cells_of, group_keys, group_metadata, statistic_metadata
-from .plan_tasks import ASSIGN_BITS, Grouping, PlanByFile, PlanJob, combine_plan_files, plan_file_sums, row_lots
+from .plan_tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
 from .plans import Plan, Statistic, check
 from .privacy import epsilon_per_unit
 from .release import Charge, release
 from .source import Dataset
 from .summary import Partition, Summary, read_summary, sum_partitions
+from .tasks import ByFile, combine_files, file_sums
 
 __all__ = ["release_series", "previous_summaries"]
 
@@ -216,7 +218,7 @@ def _read(plan_: Plan, files: list[Dataset], labels: tuple[Any, ...], channels: 
                       for s, ch in zip(plan_.statistics, channels))
     job = PlanJob((*(d.reader for d in files), *labels), pieces, channels, keys, opts.clip, lots, assign, groupings,
                   places)
-    acc = run(tasks, plan_file_sums, PlanByFile(job, owners), combine_plan_files, opts,
+    acc = run(tasks, file_sums, ByFile(job, owners, plan_sums), partial(combine_files, combine=combine_plan), opts,
               rows=[task_rows(pieces, t) for t in tasks], desc=f"plan of {len(channels)}, {len(reading)} files")
     stamps = [{x.name: x.stamp for x in p.files} for p in plans]
     for f in reading:

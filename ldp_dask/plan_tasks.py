@@ -30,7 +30,7 @@ from .source import Piece, Reader
 from .tasks import ChannelJob, combine_sums, each_piece, piece_name, release_prepared
 
 __all__ = ["Grouping", "PlanJob", "ASSIGN_BITS", "row_lots", "assign_rows", "group_index", "cell_index", "plan_sums",
-           "combine_plan", "PlanByFile", "plan_file_sums", "combine_plan_files"]
+           "combine_plan"]
 
 #: A row split draws each row's statistic as a 16-bit keyed integer: a statistic's share of the rows is a multiple
 #: of 2^-16 (:func:`row_lots`), exactly as recorded.
@@ -229,26 +229,3 @@ def _combine_one(*accs: dict[str, Any]) -> dict[str, Any]:
 def combine_plan(*accs: dict[str, Any]) -> dict[str, Any]:
     """Combine plan accumulators: statistic by statistic (and group by group), exactly (:func:`combine_sums`)."""
     return {"plan": [_combine_one(*parts) for parts in zip(*(a["plan"] for a in accs))]}
-
-
-@dataclass(frozen=True)
-class PlanByFile:
-    """An incremental plan's job: the plan's job, and the file each task reads (sent to the cluster once)."""
-
-    job: PlanJob
-    files: tuple[str, ...]
-
-
-def plan_file_sums(task: Any, job: PlanByFile) -> dict[str, Any] | TaskError:
-    """:func:`plan_sums`, its accumulators filed under the task's file."""
-    acc = plan_sums(task, job.job)
-    return acc if isinstance(acc, TaskError) else {"files": {job.files[task.index]: acc}}
-
-
-def combine_plan_files(*accs: dict[str, Any]) -> dict[str, Any]:
-    """Combine per-file plan accumulators: a file's tasks add up exactly, files stay apart."""
-    out: dict[str, Any] = {}
-    for a in accs:
-        for name, acc in a["files"].items():
-            out[name] = combine_plan(out[name], acc) if name in out else acc
-    return {"files": out}

@@ -162,24 +162,28 @@ def combine_sums(*accs: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ByFile:
-    """A partitioned release's job: the release's job, and the file each task reads (sent to the cluster once)."""
+    """A partitioned release's job: the release's job, the file each task reads, and the task body whose
+    accumulator is filed under it (:func:`noisy_sums`, or a plan's :func:`ldp_dask.plan_tasks.plan_sums`); sent to
+    the cluster once."""
 
-    job: ChannelJob
+    job: Any
     files: tuple[str, ...]
+    sums: Callable[[Any, Any], Any] = noisy_sums
 
 
 def file_sums(task: Any, job: ByFile) -> dict[str, Any] | TaskError:
-    """:func:`noisy_sums`, its accumulator filed under the task's file."""
-    acc = noisy_sums(task, job.job)
+    """``job.sums``'s accumulator, filed under the task's file."""
+    acc = job.sums(task, job.job)
     return acc if isinstance(acc, TaskError) else {"files": {job.files[task.index]: acc}}
 
 
-def combine_files(*accs: dict[str, Any]) -> dict[str, Any]:
-    """Combine per-file accumulators: a file's tasks add up exactly, files stay apart."""
+def combine_files(*accs: dict[str, Any], combine: Callable[..., Any] = combine_sums) -> dict[str, Any]:
+    """Combine per-file accumulators with ``combine``: a file's tasks add up exactly, files stay apart (the engine
+    takes ``functools.partial(combine_files, combine=...)`` for another kind of accumulator)."""
     out: dict[str, Any] = {}
     for a in accs:
         for name, acc in a["files"].items():
-            out[name] = combine_sums(out[name], acc) if name in out else acc
+            out[name] = combine(out[name], acc) if name in out else acc
     return {"files": out}
 
 

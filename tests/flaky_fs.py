@@ -11,25 +11,41 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 
 from fsspec.implementations.local import LocalFileSystem
 
 
-class FlakyFileSystem(LocalFileSystem):
-    protocol = ("flaky",)
+class _Prefixed(LocalFileSystem):
+    """The local filesystem under a protocol of its own (``flaky://``, ...): paths lose the prefix."""
+
+    protocol: tuple[str, ...] = ()
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        prefix = f"{cls.protocol[0]}://"
+        path = path[len(prefix):] if str(path).startswith(prefix) else path
+        return LocalFileSystem._strip_protocol(path)
+
+
+class _WorkerReads(_Prefixed):
+    """Knows which reads of Parquet files are made outside the driver (worker processes), and where to leave
+    markers of them (``marker_dir``): what a subclass does with such a read is its own."""
 
     def __init__(self, marker_dir: str, driver_pid: int, **kwargs):
         super().__init__(**kwargs)
         self.marker_dir = marker_dir
         self.driver_pid = driver_pid
 
-    @classmethod
-    def _strip_protocol(cls, path):
-        path = path[len("flaky://"):] if str(path).startswith("flaky://") else path
-        return LocalFileSystem._strip_protocol(path)
+    def _worker_read(self, path, mode) -> bool:
+        return "r" in mode and str(path).endswith(".parquet") and os.getpid() != self.driver_pid
+
+
+class FlakyFileSystem(_WorkerReads):
+    protocol = ("flaky",)
 
     def _open(self, path, mode="rb", **kwargs):
-        if "r" in mode and str(path).endswith(".parquet") and os.getpid() != self.driver_pid:
+        if self._worker_read(path, mode):
             marker = os.path.join(self.marker_dir, hashlib.sha256(str(path).encode()).hexdigest())
             try:
                 fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -41,15 +57,10 @@ class FlakyFileSystem(LocalFileSystem):
         return super()._open(path, mode, **kwargs)
 
 
-class FailingWritesFileSystem(LocalFileSystem):
+class FailingWritesFileSystem(_Prefixed):
     """A real local filesystem whose writes all fail (``failwrite://``): a disk that fills up, a revoked bucket."""
 
     protocol = ("failwrite",)
-
-    @classmethod
-    def _strip_protocol(cls, path):
-        path = path[len("failwrite://"):] if str(path).startswith("failwrite://") else path
-        return LocalFileSystem._strip_protocol(path)
 
     def _open(self, path, mode="rb", **kwargs):
         if "w" in mode or "a" in mode:
@@ -57,26 +68,14 @@ class FailingWritesFileSystem(LocalFileSystem):
         return super()._open(path, mode, **kwargs)
 
 
-class CountingFileSystem(LocalFileSystem):
+class CountingFileSystem(_WorkerReads):
     """A real local filesystem that records every read of a Parquet file on a worker (``counting://``): one marker
     file per open, in ``marker_dir``, so reads are counted across worker processes; the driver's (planning) are
     not counted."""
 
     protocol = ("counting",)
 
-    def __init__(self, marker_dir: str, driver_pid: int, **kwargs):
-        super().__init__(**kwargs)
-        self.marker_dir = marker_dir
-        self.driver_pid = driver_pid
-
-    @classmethod
-    def _strip_protocol(cls, path):
-        path = path[len("counting://"):] if str(path).startswith("counting://") else path
-        return LocalFileSystem._strip_protocol(path)
-
     def _open(self, path, mode="rb", **kwargs):
-        if "r" in mode and str(path).endswith(".parquet") and os.getpid() != self.driver_pid:
-            import uuid
-
+        if self._worker_read(path, mode):
             open(os.path.join(self.marker_dir, uuid.uuid4().hex), "w").close()
         return super()._open(path, mode, **kwargs)

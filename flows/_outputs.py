@@ -85,5 +85,12 @@ def publish_markdown(result: Any, key: str, description: str, *facts: tuple[str,
     d = result.describe().with_facts(*facts, *budget_facts(getattr(result, "receipt", None)), title=title)
     create_markdown_artifact(key=key, markdown=render_markdown(d), description=description)
     if d.table is not None and d.table.rows:
-        rows = [{md_cell(c): md_cell(v) for c, v in zip(d.table.columns, r)} for r in d.table.rows]
-        create_table_artifact(key=f"{key}-table", table=rows, description=d.table.caption or description)
+        create_table_artifact(key=f"{key}-table", table=table_rows(d), description=d.table.caption or description)
+
+
+def table_rows(d: Any) -> list[dict[str, str]]:
+    """A description's table as a Prefect table artifact's rows, cells escaped like its markdown's; without a table,
+    its headline and facts, one per row."""
+    if d.table is not None and d.table.rows:
+        return [{md_cell(c): md_cell(v) for c, v in zip(d.table.columns, r)} for r in d.table.rows]
+    return [{"": md_cell(k), "value": md_cell(v)} for k, v in (("result", d.headline), *d.facts)]

@@ -19,15 +19,13 @@ import json
 import re
 from typing import Any
 
-import fsspec
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 import ldp_dask
-from ldp_dask.flows._outputs import publish_markdown
+from ldp_dask.flows._outputs import publish_markdown, table_rows
 from ldp_dask.flows._run import logged_warnings, run_options, with_run_options
-from ldp_dask.flows.release import _run_date, previous_summary
-from ldp_dask.outputs import md_cell
+from ldp_dask.flows.release import day_folder, previous_summary
 
 
 def artifact_key(label: str) -> str:
@@ -39,11 +37,7 @@ def publish_statistic(statistic: Any) -> None:
     """One table artifact for a statistic of the plan: its result's rows (per bin, category, quantile or group),
     else its facts."""
     d = statistic.result.describe()
-    if d.table is not None and d.table.rows:
-        rows = [{md_cell(c): md_cell(v) for c, v in zip(d.table.columns, r)} for r in d.table.rows]
-    else:
-        rows = [{"": md_cell(k), "value": md_cell(v)} for k, v in (("result", d.headline), *d.facts)]
-    create_table_artifact(key=artifact_key(statistic.label), table=rows,
+    create_table_artifact(key=artifact_key(statistic.label), table=table_rows(d),
                           description=f"{statistic.label}: {d.headline or d.title} (ε {statistic.epsilon:.4g} per row)")
 
 
@@ -72,14 +66,10 @@ def plan_flow(
     from prefect.runtime import flow_run
 
     logger = get_run_logger()
-    day = date or _run_date()
-    if not re.fullmatch(r"[0-9A-Za-z_-]+", day):
-        raise ldp_dask.LdpDaskError(f"The 'date' parameter must be a date like 2026-11-23. Got {day!r} instead.")
-    fs, root = fsspec.core.url_to_fs(out_dir)
-    folder = f"{out_dir.rstrip('/')}/{day}"
-    if fs.exists(f"{root.rstrip('/')}/{day}/index.html"):
+    day, folder, fs, local = day_folder(out_dir, date)
+    if fs.exists(f"{local}/index.html"):
         logger.info("The plan for %s is already released (%s): nothing spent by this run", day, folder)
-        with fs.open(f"{root.rstrip('/')}/{day}/estimates.json") as fh:
+        with fs.open(f"{local}/estimates.json") as fh:
             return {"date": day, "reused": True, "folder": folder, "estimates": json.load(fh)}
     since = None
     if incremental:

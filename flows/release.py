@@ -58,6 +58,16 @@ def file_stem(column: str) -> str:
     return f"{safe or 'column'}-{hashlib.sha256(column.encode()).hexdigest()[:8]}"
 
 
+def day_folder(out_dir: str, date: str | None) -> tuple[str, str, Any, str]:
+    """A run's day (``date``, default the scheduled date in UTC, checked as one safe path part), its folder in
+    ``out_dir`` as given, the folder's filesystem and its path there."""
+    day = date or _run_date()
+    if not re.fullmatch(r"[0-9A-Za-z_-]+", day):
+        raise ldp_dask.LdpDaskError(f"The 'date' parameter must be a date like 2026-11-23. Got {day!r} instead.")
+    fs, root = fsspec.core.url_to_fs(out_dir)
+    return day, f"{out_dir.rstrip('/')}/{day}", fs, f"{root.rstrip('/')}/{day}"
+
+
 def previous_summary(out_dir: str, day: str, name: str) -> str | None:
     """The newest ``out_dir/<D>/name`` with a date folder D before ``day`` (the last night's release), or None."""
     fs, root = fsspec.core.url_to_fs(out_dir)
@@ -106,16 +116,12 @@ def release_flow(
     cost).
     """
     logger = get_run_logger()
-    day = date or _run_date()
-    if not re.fullmatch(r"[0-9A-Za-z_-]+", day):
-        raise ldp_dask.LdpDaskError(f"The 'date' parameter must be a date like 2026-11-23. Got {day!r} instead.")
-    fs, root = fsspec.core.url_to_fs(out_dir)
-    folder = f"{out_dir.rstrip('/')}/{day}"
-    fs.makedirs(f"{root.rstrip('/')}/{day}", exist_ok=True)
+    day, folder, fs, local = day_folder(out_dir, date)
+    fs.makedirs(local, exist_ok=True)
     name = f"{file_stem(column)}.{file_stem(channel)}"
     stem = f"{folder}/{name}"
     summary = f"{stem}.summary.parquet"
-    if fs.exists(f"{root.rstrip('/')}/{day}/{name}.summary.parquet"):
+    if fs.exists(f"{local}/{name}.summary.parquet"):
         logger.info("The release for %s already exists (%s): reusing it, no ε spent", day, summary)
         release: dict[str, Any] = {"summary": summary, "reused": True}
     else:

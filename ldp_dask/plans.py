@@ -391,11 +391,15 @@ def plan_datasets(plan_: Plan, source: Any, options: Any) -> tuple[list[Any], di
     from .commands import typed_categories
     from .release import plan
 
+    planned: dict[tuple[str, str, str], Any] = {}  # a column read the same way by several statistics: planned once
     out = []
     for s in plan_.statistics:
         kind = value_kind_of(s.channel if s.group is None or s.group[2] else "auto", s.options.get("categories"))
-        opts = options if s.fill is None else dataclasses.replace(options, nulls=s.fill)
-        out.append(plan(source, s.column, kind, opts))
+        how = (s.column, kind, repr(s.fill))
+        if how not in planned:
+            planned[how] = plan(source, s.column, kind,
+                                options if s.fill is None else dataclasses.replace(options, nulls=s.fill))
+        out.append(planned[how])
     by = {}
     for s in plan_.statistics:
         if s.group is not None and s.group[0] not in by:  # a null label is "other": nulls are not refused

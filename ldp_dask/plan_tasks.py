@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from ._validation import InputDataError, TaskError, error_value
 from .channels import Channel
+from .channels.categorical import category_codes
 from .noise import bind_key, generator
 from .reading import read_columns
 from .source import Piece, Reader
@@ -102,23 +103,11 @@ def _place(job: PlanJob, piece: Piece) -> bytes:
     return job.places[piece.index].encode() if job.places else b"%d" % piece.index
 
 
-def group_index(labels: pa.Array, keys: tuple[Any, ...]) -> np.ndarray:
-    """Each label's place among ``keys``; a label among none of them, or a null, is ``len(keys)`` ("other")."""
-    import pyarrow.compute as pc
-
-    if isinstance(labels, pa.ChunkedArray):
-        labels = labels.combine_chunks()
-    if pa.types.is_dictionary(labels.type):  # each distinct label looked up once
-        lut = group_index(labels.dictionary, keys)
-        idx = labels.indices.to_numpy(zero_copy_only=False)
-        out = np.where(labels.is_null().to_numpy(zero_copy_only=False), len(keys), lut[np.nan_to_num(idx).astype(int)])
-        return out.astype(np.intp)
-    try:
-        value_set = pa.array(list(keys)).cast(labels.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        raise InputDataError(f"the group keys cannot be compared with a column of type {labels.type}") from None
-    found = pc.index_in(labels, value_set=value_set)
-    return found.fill_null(len(keys)).to_numpy(zero_copy_only=False).astype(np.intp)
+def group_index(labels: Any, keys: tuple[Any, ...]) -> np.ndarray:
+    """Each label's place among ``keys`` (:func:`ldp_dask.channels.categorical.category_codes`); a label among none
+    of them, or a null, is ``len(keys)`` ("other")."""
+    codes = category_codes(labels, pa.array(list(keys)))
+    return codes.fill_null(len(keys)).to_numpy(zero_copy_only=False).astype(np.intp)
 
 
 def _take(values: Any, index: np.ndarray) -> Any:

@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 from .._validation import InputDataError, LdpDaskError
 from .base import Channel, Option
 
-__all__ = ["CategoricalChannel", "CATEGORIES_OPTION", "OTHER_OPTION", "OTHER", "MAX_CATEGORIES", "check_categories"]
+__all__ = ["CategoricalChannel", "CATEGORIES_OPTION", "OTHER_OPTION", "OTHER", "MAX_CATEGORIES", "check_categories",
+           "category_codes"]
 
 #: Label of the extra category of ``other=True``.
 OTHER = "__other__"
@@ -50,6 +51,40 @@ def check_categories(categories: Any) -> list[Any]:
     if len(cats) > MAX_CATEGORIES:
         raise LdpDaskError(f"The 'categories' parameter has {len(cats):,} categories; the limit is {MAX_CATEGORIES:,}.")
     return cats
+
+
+def category_codes(x: Any, value_set: pa.Array) -> pa.Array:
+    """Each value's place in ``value_set`` (pyarrow or numpy; strings, dictionary or integers), null where it is
+    none of them or null. Each distinct value of a dictionary column is looked up once."""
+    if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and x.dtype != object:
+        arr: Any = pa.array(x)
+    elif isinstance(x, (pa.Array, pa.ChunkedArray)):
+        arr = x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x
+    else:
+        try:
+            arr = pa.array(np.asarray(x) if not isinstance(x, list) else x)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            raise InputDataError("the column cannot be read as categories") from None
+    if pa.types.is_dictionary(arr.type):
+        return pc.take(_codes(arr.dictionary, value_set), arr.indices)
+    return _codes(arr, value_set)
+
+
+def _codes(arr: pa.Array, value_set: pa.Array) -> pa.Array:
+    want = value_set.type
+    if arr.type != want:
+        both_int = pa.types.is_integer(arr.type) and pa.types.is_integer(want)
+        both_str = (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) and pa.types.is_string(want)
+        if not (both_int or both_str):
+            raise InputDataError(
+                f"the column has type {arr.type} but the categories are {'integers' if pa.types.is_integer(want) else 'strings'}"
+            )
+        if both_int and pa.types.is_uint64(arr.type) and not pa.types.is_uint64(want):
+            # values above the categories' type cannot be categories: make them missing, not a cast error
+            limit = pa.scalar(np.iinfo(want.to_pandas_dtype()).max, pa.uint64())
+            arr = pc.if_else(pc.less_equal(arr, limit), arr, pa.scalar(None, pa.uint64()))
+        arr = arr.cast(want)
+    return pc.index_in(arr, value_set=value_set)
 
 
 class CategoricalChannel(Channel):
@@ -107,20 +142,7 @@ class CategoricalChannel(Channel):
 
         Values outside the categories raise unless ``other``; messages never quote values.
         """
-        if isinstance(x, np.ndarray) and x.dtype.kind in "iu" and x.dtype != object:
-            arr: Any = pa.array(x)
-        elif isinstance(x, (pa.Array, pa.ChunkedArray)):
-            arr = x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x
-        else:
-            try:
-                arr = pa.array(np.asarray(x) if not isinstance(x, list) else x)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                raise InputDataError("the column cannot be read as categories") from None
-        if pa.types.is_dictionary(arr.type):
-            codes_dict = self._codes(arr.dictionary)
-            codes = pc.take(codes_dict, arr.indices)
-        else:
-            codes = self._codes(arr)
+        codes = category_codes(x, self._value_set)
         missing = codes.null_count
         if missing:
             if not self.other:
@@ -130,22 +152,6 @@ class CategoricalChannel(Channel):
                 )
             codes = pc.fill_null(codes, len(self.labels) - 1)
         return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64), 0
-
-    def _codes(self, arr: pa.Array) -> pa.Array:
-        want = self._value_set.type
-        if arr.type != want:
-            both_int = pa.types.is_integer(arr.type) and pa.types.is_integer(want)
-            both_str = (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) and pa.types.is_string(want)
-            if not (both_int or both_str):
-                raise InputDataError(
-                    f"the column has type {arr.type} but the categories are {'integers' if pa.types.is_integer(want) else 'strings'}"
-                )
-            if both_int and pa.types.is_uint64(arr.type) and not pa.types.is_uint64(want):
-                # values above the categories' type cannot be categories: make them missing, not a cast error
-                limit = pa.scalar(np.iinfo(want.to_pandas_dtype()).max, pa.uint64())
-                arr = pc.if_else(pc.less_equal(arr, limit), arr, pa.scalar(None, pa.uint64()))
-            arr = arr.cast(want)
-        return pc.index_in(arr, value_set=self._value_set)
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         return {"counts": np.bincount(x, minlength=len(self.labels)).astype(np.int64)}

@@ -20,7 +20,6 @@ and the ledger charges only them.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +28,7 @@ import fsspec
 from prefect import flow, get_run_logger
 
 import ldp_dask
+from ldp_dask._io import file_stem
 from ldp_dask.estimators import estimator_for
 from ldp_dask.flows._outputs import headline, publish_markdown
 from ldp_dask.flows._run import with_run_options
@@ -46,16 +46,6 @@ def _run_date() -> str:
         return datetime.fromisoformat(str(when)).astimezone(UTC).date().isoformat()
     except (TypeError, ValueError):
         return datetime.now(UTC).date().isoformat()
-
-
-def file_stem(column: str) -> str:
-    """``column`` as one safe file-name part: letters, digits, ``_``, ``-`` and inner dots are kept; anything else
-    (a ``/``, a leading ``.``) becomes ``_`` and the name gets 8 hex of its SHA-256, so a column named ``../..``
-    stays inside ``out_dir`` and two columns never share a file."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", column).lstrip(".")
-    if safe == column and safe:
-        return safe
-    return f"{safe or 'column'}-{hashlib.sha256(column.encode()).hexdigest()[:8]}"
 
 
 def day_folder(out_dir: str, date: str | None) -> tuple[str, str, Any, str]:

@@ -9,7 +9,9 @@ written are they renamed into place (:func:`ldp_dask.release.release`).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from typing import IO, Any
@@ -18,7 +20,7 @@ import fsspec
 
 from ._validation import LdpDaskError
 
-__all__ = ["check_output", "atomic_write", "remove_quietly", "StagedOutputs", "temp_name", "resolve_root",
+__all__ = ["file_stem", "check_output", "atomic_write", "remove_quietly", "StagedOutputs", "temp_name", "resolve_root",
            "check_not_input", "is_local"]
 
 
@@ -183,3 +185,13 @@ def is_local(fs: Any) -> bool:
     """Whether an fsspec file system is the local disk."""
     protocol = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     return "file" in protocol and type(fs).__name__ == "LocalFileSystem"
+
+
+def file_stem(name: str) -> str:
+    """``name`` (a column, a statistic) as one safe file-name part: letters, digits, ``_``, ``-`` and inner dots are
+    kept; anything else (a ``/``, a leading ``.``) becomes ``_`` and the name gets 8 hex of its SHA-256, so a name
+    like ``../..`` stays inside its folder and two names never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".")
+    if safe == name and safe:
+        return safe
+    return f"{safe or 'column'}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"

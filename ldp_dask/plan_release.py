@@ -29,6 +29,7 @@ import os
 from typing import Any
 
 from . import exactsum
+from ._io import file_stem
 from ._validation import LdpDaskError, check_probability
 from .channels.categorical import OTHER
 from .engine import run, task_rows, tasks_of
@@ -201,7 +202,7 @@ def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: 
 
     return release_series(plan_, datasets, labels, opts, secret, epsilon, design, since, skip_changed,
                           _targets(plan_, out), _writer(secret), overwrite, finish,
-                          lambda label: f"{_safe(label)}.summary.parquet")
+                          lambda label: f"{file_stem(label)}.summary.parquet")
 
 
 def _summary(ch: Any, acc: dict[str, Any], metadata: dict[str, Any], clip: bool) -> Summary:
@@ -215,11 +216,6 @@ def _content_tag(result: PlanRelease) -> str:
     return f"{sum(tags) % TAG_MODULUS:064x}"
 
 
-def _safe(label: str) -> str:
-    """A statistic's name as a file name (letters, digits, ``.-_``)."""
-    return "".join(c if c.isalnum() or c in ".-_" else "_" for c in label)
-
-
 def _targets(plan_: Plan, out: str | os.PathLike[str] | None) -> dict[str, str | None]:
     if out is None:
         return {}
@@ -228,8 +224,8 @@ def _targets(plan_: Plan, out: str | os.PathLike[str] | None) -> dict[str, str |
     for s in plan_.statistics:
         suffixes = [""] if s.group is None or not s.group[2] else [f".{k}" for k in (*s.group[1], OTHER)]
         for suffix in suffixes:
-            targets[f"summary:{s.label}{suffix}"] = f"{d}/{_safe(s.label + suffix)}.summary.parquet"
-        targets[f"page:{s.label}"] = f"{d}/{_safe(s.label)}.html"
+            targets[f"summary:{s.label}{suffix}"] = f"{d}/{file_stem(s.label + suffix)}.summary.parquet"
+        targets[f"page:{s.label}"] = f"{d}/{file_stem(s.label)}.html"
     return targets
 
 
@@ -250,7 +246,7 @@ def _writer(secret: Secret) -> Any:
         for s in result.statistics:
             for suffix, summary in s.summaries:
                 outputs.write(f"summary:{s.label}{suffix}", _summary_bytes(summary, mac))
-        index, pages = plan_pages(result, {s.label: f"{_safe(s.label)}.html" for s in result.statistics})
+        index, pages = plan_pages(result, {s.label: f"{file_stem(s.label)}.html" for s in result.statistics})
         for label, html in pages.items():
             outputs.write(f"page:{label}", html.encode())
         outputs.write("index", index.encode())

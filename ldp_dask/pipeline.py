@@ -24,10 +24,11 @@ import numpy as np
 
 from . import engine, exactsum
 from ._validation import InputDataError, LdpDaskError, TaskError
-from .channels import Channel
+from .channels import Channel, Memoized, memoized
 from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
 from .ledger import BudgetExceeded
 from .locations import read_identities
+from .longitudinal import check_longitudinal, longitudinal_metadata, memo_key, memo_update, series_context, series_id
 from .noise import TAG_MODULUS, Secret, keyed_digest, named_base_keys, partition_base_keys
 from .options import RunOptions
 from .policy import warn_cells
@@ -39,8 +40,10 @@ from .tasks import (
     BucketRelease,
     ByFile,
     ChannelJob,
+    MemoRelease,
     Tagging,
     combine_files,
+    combine_memos,
     combine_sums,
     file_sums,
     noisy_sums,
@@ -137,7 +140,7 @@ def _group_plan(buckets: int, rows: int, parallelism: int) -> int:
 
 def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler: Any, combine: Any,
               options: RunOptions, *, keys: list[bytes] | None = None, categorical: bool = False,
-              in_process: bool = False, direct_rows: int | None = None) -> Any:
+              in_process: bool = False, direct_rows: int | None = None, persons: bool = False) -> Any:
     """Bound each person's rows, then ``handler(values, where, j, keys[j])`` on bucket j; ``combine`` the results.
 
     There is one bucket per task of ``dataset`` (:attr:`~ldp_dask.source.Dataset.tasks`); ``keys`` (optional)
@@ -145,7 +148,8 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     driver, from the secret and ``context``. The rows are tagged and bounded per map task (:func:`_map_plan`),
     shuffled in groups of buckets by :func:`ldp_dask.engine.shuffle` (at most
     :data:`~ldp_dask.engine.SHUFFLE_FAN` map tasks and groups), and each bucket is bounded again and released
-    where its group lands: nothing but error strings and the root come back to the driver. Above ``direct_rows``
+    where its group lands: nothing but error strings and the root come back to the driver. With ``persons`` the
+    handler gets ``(values, person ids)`` (a longitudinal release). Above ``direct_rows``
     rows on Dask (default :data:`~ldp_dask.engine.SHUFFLE_DIRECT_ROWS`), the plan's own tasks tag the rows and
     Dask's DataFrame shuffle moves them, one bucket per partition; the release is the same, since
     :func:`~ldp_dask.units.kept_index` does not depend on the order rows arrive in. A handler returns an
@@ -163,7 +167,7 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     # map tasks of contiguous pieces, one per worker thread or more (_map_plan); groups of consecutive buckets, one
     # per worker thread or more (_group_plan), neither of which changes what is released (the kept rows, their
     # order and each bucket's key are the plan's)
-    bucketing = BucketRelease(handler, combine, bucket_keys, cells, k, categorical)
+    bucketing = BucketRelease(handler, combine, bucket_keys, cells, k, categorical, persons)
     large = LargeShuffle(tasks_of(dataset), count, bucketing)
     return shuffle(partial(_map_plan, dataset.pieces), tag_task, tagging, release_group, bucketing,
                    partial(_group_plan, count, dataset.n), combine,
@@ -205,14 +209,37 @@ def estimate_persons(dataset: Dataset, options: RunOptions) -> float:
     return sketch_count(res["sketch"])
 
 
+def _run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions) -> tuple[Summary, Any]:
+    """A longitudinal night (:mod:`ldp_dask.longitudinal`): each person's memoized report summed per bucket under
+    the series' memo key, the instantaneous layer drawn per bucket; the :class:`Summary` and the digest pairs."""
+    series = series_context(dataset, channel)
+    context = {"v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column, "channel": channel.name,
+               "params": channel.params(), "mode": "summary", "unit": dataset.unit, "k": 1, "longitudinal": 1}
+    handler = MemoRelease(channel, memo_key(secret, series), options.clip)
+    acc = map_units(dataset, secret, context, handler, combine_memos, options,
+                    keys=partition_base_keys(secret, context, len(dataset.tasks)),
+                    categorical=channel.value_kind == "categorical", persons=True)
+    metadata = _metadata(dataset, secret, "summary", options, None)
+    metadata.update(privacy_unit=dataset.unit, max_contributions=1, epsilon_per_unit=channel.epsilon_spent(),
+                    longitudinal=longitudinal_metadata(channel, series_id(secret, series)))
+    sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
+    return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None,
+                   content_tag=f"{acc['tag']:064x}"), acc["pairs"]
+
+
 def _release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",
                     *, out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
                     overwrite: bool = False, options: RunOptions | None = None, incremental: bool = False,
                     since: Any = None, window: str | None = None, skip_changed: bool = False,
-                    **run: Any) -> Released[Summary]:
+                    longitudinal: bool = False, **run: Any) -> Released[Summary]:
     """:func:`privatize` through the release path, returning the ledger's receipt and the files written too."""
     if not isinstance(channel, Channel):
         raise LdpDaskError(f"The 'channel' parameter must be a Channel instance. Got {channel!r} instead.")
+    if longitudinal or isinstance(channel, Memoized):
+        channel = memoized(channel)
+        if incremental or since is not None or window is not None:
+            raise LdpDaskError("a longitudinal release reads the whole table each night (its persons' reports "
+                               "repeat by themselves): it is not partitioned; leave out incremental, since and window")
     if mode not in MODES:
         raise LdpDaskError(f"The 'mode' parameter must be one of {MODES}. Got {mode!r} instead.")
     opts = RunOptions.of(options, **run)
@@ -232,11 +259,25 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
     rows = None if rows_path is None else os.fspath(rows_path)
 
     secret, opts = _with_key(opts)
+    charge = local_charge(channel, mode, opts)
+    if isinstance(channel, Memoized):
+        check_longitudinal(dataset, channel, mode, opts, secret)
+        pairs: dict[int, Any] = {}
+
+        def compute_memoized(secret: Secret, _: Outputs) -> Summary:
+            summary, found = _run_memoized(dataset, channel, secret, opts)
+            pairs[id(summary)] = found
+            return summary
+
+        charge = dataclasses.replace(charge, context={**charge.context, "longitudinal": 1})
+        return release(dataset, charge, compute_memoized, opts, targets={"summary": out},
+                       write=summary_writer(secret), overwrite=overwrite, content_tag=lambda s: s.content_tag,
+                       memos=lambda s: memo_update(s, pairs.pop(id(s))))
 
     def compute(secret: Secret, outputs: Outputs) -> Summary:
         return run_channel(dataset, channel, mode, secret, opts, outputs.directory("rows") if rows else None, rows)
 
-    return release(dataset, local_charge(channel, mode, opts), compute, opts,
+    return release(dataset, charge, compute, opts,
                    targets={"summary": out, "rows": rows}, write=summary_writer(secret), overwrite=overwrite,
                    content_tag=lambda s: s.content_tag)
 
@@ -369,7 +410,8 @@ def local_charge(channel: Channel, mode: str, options: RunOptions) -> Charge:
 def privatize(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary", *,
               out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
               overwrite: bool = False, options: RunOptions | None = None, incremental: bool = False,
-              since: Any = None, window: str | None = None, skip_changed: bool = False, **run: Any) -> Summary:
+              since: Any = None, window: str | None = None, skip_changed: bool = False, longitudinal: bool = False,
+              **run: Any) -> Summary:
     """Privatize one column with a local channel and reduce it to a :class:`Summary`.
 
     Every row is privatized by ``channel`` (ε per row, the channel's own
@@ -425,6 +467,16 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
         to an old day) is not released again; its kept sums are used, and a
         warning names it. Without it such a file is read and charged anew,
         and a release that the budget refuses for it says which file it is.
+    longitudinal : bool
+        A longitudinal release (docs/how-to/longitudinal.md): with a privacy
+        unit, each person's report is memoized — a keyed function of the
+        person and the state of their value (the histogram's cell, the
+        category, the mean's α-rounded grid point; :func:`ldp_dask.channels.memoized`)
+        — so a person whose state did not change repeats last night's report
+        and spends nothing new. The ledger charges each person by the number
+        of distinct reports they released (docs/privacy.md, "Longitudinal
+        releases"). A memoized channel (``MemoHistogram``, ``MemoFrequencies``,
+        ``MemoMean``) implies it and sets its options (``levels``, ``instant``).
     **run :
         Any :class:`~ldp_dask.options.RunOptions` field by name, overriding
         ``options`` (``client="local"``, ``seed=1``, ``ledger=True``, ...).
@@ -445,7 +497,7 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
     """
     return _release_summary(source, column, channel, mode, out=out, rows_path=rows_path, overwrite=overwrite,
                             options=options, incremental=incremental, since=since, window=window,
-                            skip_changed=skip_changed, **run).attach()
+                            skip_changed=skip_changed, longitudinal=longitudinal, **run).attach()
 
 
 def _metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, rows_path: Any) -> dict[str, Any]:

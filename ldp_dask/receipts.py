@@ -52,6 +52,10 @@ class Receipt:
         A partitioned release's ``(charged, read)``: of the files it read, how
         many were released anew (charged) rather than reproducing a recorded
         partition; None for a release charged as one.
+    spend : mapping or None
+        A longitudinal release: the distribution of ε over the persons of its
+        series after it (``persons``, ``p50``, ``p90``, ``p99``, ``max``,
+        ``mean``); ``epsilon`` is then the increase of its ``max``.
     """
 
     ledger: str | None
@@ -66,6 +70,7 @@ class Receipt:
     privacy_unit: str = ROW_UNIT
     partitions: tuple[int, int] | None = None
     note: str = ""
+    spend: Mapping[str, float] | None = None
 
     @property
     def remaining(self) -> float | None:
@@ -93,6 +98,11 @@ class Receipt:
             note = (f"{charged} of {read} partitions read released anew, ε {self.epsilon:g} per "
                     f"{self.privacy_unit} on their rows" if charged else
                     f"no partition released anew ({read} read reproduced recorded ones): no ε spent")
+        if self.spend is not None and not self.reused:
+            s = self.spend
+            note = (f"the series' largest spend per {self.privacy_unit} grew by ε {self.epsilon:g}; over its "
+                    f"{s.get('persons', 0):,} persons ε median {s.get('p50', 0):g}, 90% {s.get('p90', 0):g}, "
+                    f"99% {s.get('p99', 0):g}, max {s.get('max', 0):g}")
         limit = (f" of budget {self.limit:g}, remaining {self.remaining:g}" if self.limit is not None
                  else " (no budget set)")
         if self.nights_left is not None:

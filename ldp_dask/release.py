@@ -43,6 +43,7 @@ from ._io import StagedOutputs, resolve_root
 from ._signals import terminations
 from ._validation import LdpDaskError
 from .ledger import ROW_UNIT, SCOPES, Ledger, LedgerError, Part, Reservation, open_ledger
+from .ledger.memos import MemoUpdate
 from .locations import ledger_files, listing
 from .noise import Secret
 from .options import RunOptions
@@ -163,7 +164,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             options: RunOptions, *, targets: Mapping[str, str | os.PathLike[str] | None] | None = None,
             write: Callable[[R, StagedOutputs], None] | None = None, overwrite: bool = False,
             content_tag: Callable[[R], str | None] | None = None,
-            part_tags: Callable[[R], Mapping[str, str]] | None = None) -> Released[R]:
+            part_tags: Callable[[R], Mapping[str, str]] | None = None,
+            memos: Callable[[R], MemoUpdate] | None = None) -> Released[R]:
     """Release ``compute``'s result for ``dataset``: check, reserve, compute, write, settle, publish, commit.
 
     Parameters
@@ -188,6 +190,9 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
         it a re-run is never free.
     part_tags : callable ``(result) -> {part key: tag}``, optional
         A partitioned release's content digests, one per part of ``charge.parts``.
+    memos : callable ``(result) -> MemoUpdate``, optional
+        A longitudinal release's digest pairs: the ledger charges the increase
+        of its series' largest spend per person (:mod:`ldp_dask.ledger.memos`).
 
     Returns
     -------
@@ -229,7 +234,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
         if held:
             tag = content_tag(result) if content_tag is not None else None
             tags = part_tags(result) if part_tags is not None else None
-            held[0] = ledger.settle(held[0], tag, secret.reproducible, part_tags=tags)  # type: ignore[union-attr]
+            held[0] = ledger.settle(held[0], tag, secret.reproducible, part_tags=tags,  # type: ignore[union-attr]
+                                    memos=memos(result) if memos is not None else None)
 
     with terminations() as guard:  # SIGTERM/SIGHUP/SIGINT: abort cleanly before publishing, or finish publishing
         try:
@@ -270,4 +276,4 @@ def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secre
     parts = None if charge.parts is None else (r.parts or 0, len(charge.parts))
     # the spend after this release, per person (a release on one file adds nothing to its siblings' rows)
     return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, ledger.spent(r.identity_root), r.limit,
-                   secret.key_id, secret.source, r.identity, unit, parts, r.note)
+                   secret.key_id, secret.source, r.identity, unit, parts, r.note, r.spread)

@@ -41,7 +41,7 @@ from .units import Cells, UnitKeys, bucket_values, person_ids, scratch, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
            "release_values", "release_prepared", "Tagging", "tag_task", "BucketRelease", "release_group",
-           "ROWS_BLOCK_VALUES", "piece_name"]
+           "ROWS_BLOCK_VALUES", "piece_name", "MemoRelease", "combine_memos"]
 
 #: Rows mode privatizes a partition in blocks of about this many values.
 ROWS_BLOCK_VALUES = 1 << 22
@@ -259,6 +259,8 @@ class BucketRelease:
     cells: Cells
     k: int
     categorical: bool
+    #: the handler gets ``(values, person ids)`` (a longitudinal release, :class:`MemoRelease`)
+    persons: bool = False
 
 
 def release_group(g: int, groups: int, parts: list[dict[str, np.ndarray]], job: BucketRelease) -> Any:
@@ -267,7 +269,7 @@ def release_group(g: int, groups: int, parts: list[dict[str, np.ndarray]], job: 
     first, stop, _, _ = job.cells.group_cells(g, groups)
     where = f"the rows of buckets {first}..{stop - 1} (grouped by person)"
     try:
-        values = bucket_values(parts, job.k, job.cells, first, stop, job.categorical)
+        values = bucket_values(parts, job.k, job.cells, first, stop, job.categorical, job.persons)
     except (OSError, MemoryError):
         raise
     except Exception as exc:
@@ -285,3 +287,36 @@ def release_group(g: int, groups: int, parts: list[dict[str, np.ndarray]], job: 
             return acc
         accs.append(acc)
     return job.combine(*accs)
+
+
+# --- longitudinal releases: memoized reports, keyed by person ---------------------------------------------------
+@dataclass(frozen=True)
+class MemoRelease:
+    """What a bucket of persons becomes in a longitudinal release: the exact sums of their memoized reports
+    (:meth:`~ldp_dask.channels.Memoized.memo_stats` under the series' memo key, derived on the driver), the
+    instantaneous layer drawn on them under the bucket's key, and each person's (person, report) digest pair for
+    the ledger. Nothing else leaves the worker."""
+
+    channel: Channel
+    memo_key: int
+    clip: bool
+
+    def __call__(self, values: Any, where: str, index: int, key: bytes | None) -> dict[str, Any] | TaskError:
+        x, person = values
+        try:
+            x, n_clipped = self.channel.prepare(x, clip=self.clip)
+        except InputDataError as exc:
+            return error_value(where, exc)
+        exact, pairs = self.channel.memo_stats(x, person, self.memo_key)  # type: ignore[attr-defined]
+        m = len(x)
+        digest = digest_arrays(np.array([m]), exact["sum"], pairs)
+        noisy = self.channel.add_noise(exact, m, generator(bind_key(key or b"", digest)))
+        del exact
+        return {"n": m, "clipped": n_clipped, "pieces": 1, "tag": content_tag(key or b"", digest),
+                "stats": {k: exactsum.from_float(np.asarray(v, dtype=np.float64)) for k, v in noisy.items()},
+                "pairs": pairs}
+
+
+def combine_memos(*accs: dict[str, Any]) -> dict[str, Any]:
+    """:func:`combine_sums`, and the buckets' digest pairs together."""
+    return {**combine_sums(*accs), "pairs": np.concatenate([a["pairs"] for a in accs])}

@@ -326,9 +326,10 @@ def pad_index(person: np.ndarray, starts: np.ndarray, k: int) -> tuple[np.ndarra
 
 
 def bucket_values(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, first: int, stop: int,
-                  categorical: bool) -> list[Any]:
+                  categorical: bool, persons: bool = False) -> list[Any]:
     """The values buckets ``first`` to ``stop`` release: exactly ``k`` reports per person (:func:`pad_index`),
-    one array per bucket (numpy, or a pyarrow array of categories).
+    one array per bucket (numpy, or a pyarrow array of categories); with ``persons``, a pair per bucket: the
+    values and each report's person id (a longitudinal release keys a person's report by it).
 
     The parts are those of a group from every map task; the kept rows and their order are a function of the
     set of rows alone (:func:`kept_index`), so the release is the same in this process and on any cluster,
@@ -346,7 +347,11 @@ def bucket_values(parts: list[dict[str, np.ndarray]], k: int, cells: Cells, firs
     values = rows["value"][keep]  # a copy: the rows and positions are scratch
     edges = starts[::per]
     out = [values[edges[i]:edges[i + 1]] for i in range(stop - first)]
-    return [pa.array(v) for v in out] if categorical else out  # an object array converts in C
+    out = [pa.array(v) for v in out] if categorical else out  # an object array converts in C
+    if not persons:
+        return out
+    ids = rows["person"][keep]
+    return [(v, ids[edges[i]:edges[i + 1]]) for i, v in enumerate(out)]
 
 
 #: Registers of the persons sketch (:func:`person_sketch`): 2^12, a relative error of about 1.04/√4096 = 1.6%.

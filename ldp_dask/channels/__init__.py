@@ -16,6 +16,7 @@ from .hadamard import HadamardResponse
 from .histogram import LaplaceHistogram, default_bins
 from .hybrid import HybridMean
 from .mean import LaplaceMean
+from .memo import MEMO_CHANNELS, MemoFrequencies, MemoHistogram, Memoized, MemoMean, memoized
 from .rr import ENCODINGS, RandomizedResponse
 from .square_wave import SquareWave
 from .wavelet import CALIBRATIONS, WaveletLaplace, linear_level, wavelet_levels
@@ -54,6 +55,12 @@ __all__ = [
     "GroupMean",
     "GroupHistogram",
     "PLAN_CHANNELS",
+    "MEMO_CHANNELS",
+    "MemoHistogram",
+    "MemoFrequencies",
+    "MemoMean",
+    "Memoized",
+    "memoized",
 ]
 
 #: Registry of channels by their public name (used by summaries and the CLI).
@@ -77,7 +84,7 @@ PLAN_CHANNELS: dict[str, type[Channel]] = {GroupMean.name: GroupMean, GroupHisto
 def channel_class(name: str) -> type[Channel]:
     """The channel class registered under ``name`` (``histogram``, ``mean``, ``wavelet``, ...)."""
     try:
-        return CHANNELS[name] if name in CHANNELS else PLAN_CHANNELS[name]
+        return CHANNELS.get(name) or PLAN_CHANNELS.get(name) or MEMO_CHANNELS[name]
     except (KeyError, TypeError):
         raise LdpDaskError(f"Unknown channel {name!r}; known channels: {', '.join(sorted(CHANNELS))}.") from None
 

@@ -33,7 +33,7 @@ ESTIMATORS: dict[str, Callable[..., Any]] = {
     "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "mean": mean,
     "hybrid-mean": mean, "square-wave": square_wave_density,
     "rr": frequencies, "hadamard": frequencies, "group-mean": group_means,
-    "group-histogram": group_shares,
+    "group-histogram": group_shares, "memo-histogram": frequencies, "memo-rr": frequencies, "memo-mean": mean,
 }
 #: ... and the channels whose summaries also give quantiles with assumption-free intervals (:func:`local_quantiles`).
 QUANTILE_CHANNELS = frozenset({"histogram", "haar", "wavelet", "square-wave"})

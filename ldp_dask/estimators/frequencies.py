@@ -1,4 +1,6 @@
-"""Category frequencies from a categorical summary (randomized response, Hadamard response; docs/estimators.md).
+"""Category frequencies from a categorical summary (randomized response, Hadamard response; docs/estimators.md),
+and the cell shares of a memoized histogram (a night of a longitudinal release, whose reports are a memoized
+optimized unary encoding with the same (p_in, p_out) algebra).
 
 With T_j the number of reports supporting category j — reports of j (kary, warner), 1-bits at coordinate j
 (unary, oue), reports in j's half of the Hadamard indices (hadamard) — and (p_in, p_out) = P(support j | true j),
@@ -24,7 +26,7 @@ import numpy as np
 from scipy.stats import norm
 
 from .._validation import LdpDaskError, check_probability
-from ..channels import CategoricalChannel
+from ..channels import CategoricalChannel, MemoHistogram
 from ..outputs import (
     Described,
     Description,
@@ -117,8 +119,9 @@ def frequencies(summary: Summary | str, projection: str = "none", level: float =
     """Unbiased category frequencies (optionally projected onto the simplex) with intervals."""
     s = read_summary(summary)
     ch: Any = s.channel  # a randomized-response channel (its encoding)
-    if not isinstance(s.channel, CategoricalChannel):
-        raise LdpDaskError(f"frequencies needs a summary of a categorical channel ('rr', 'hadamard'); got {ch.name!r}.")
+    if not isinstance(s.channel, (CategoricalChannel, MemoHistogram)):
+        raise LdpDaskError(f"frequencies needs a summary of a categorical channel ('rr', 'hadamard', 'memo-rr') or "
+                           f"of a memoized histogram ('memo-histogram'); got {ch.name!r}.")
     if projection not in ("none", "simplex"):
         raise LdpDaskError(f"The 'projection' parameter must be 'none' or 'simplex'. Got {projection!r} instead.")
     level = check_probability(level, "level")

@@ -22,7 +22,7 @@ import numpy as np
 from scipy.stats import norm
 
 from .._validation import LdpDaskError, check_probability
-from ..channels import HybridMean, LaplaceMean
+from ..channels import HybridMean, LaplaceMean, MemoMean
 from ..outputs import summary_info
 from ..summary import Summary, read_summary
 from .results import MeanEstimate
@@ -33,9 +33,12 @@ __all__ = ["mean"]
 def mean(summary: Summary | str, level: float = 0.95) -> MeanEstimate:
     """Private mean with a noise-aware confidence interval at ``level``."""
     s = read_summary(summary)
-    if not isinstance(s.channel, (LaplaceMean, HybridMean)):
-        raise LdpDaskError(f"mean needs a summary of a mean channel ('mean', 'hybrid-mean'); got {s.channel.name!r}.")
+    if not isinstance(s.channel, (LaplaceMean, HybridMean, MemoMean)):
+        raise LdpDaskError(f"mean needs a summary of a mean channel ('mean', 'hybrid-mean', 'memo-mean'); got "
+                           f"{s.channel.name!r}.")
     level = check_probability(level, "level")
+    if isinstance(s.channel, MemoMean):
+        return _memo_mean(s, level)
     if isinstance(s.channel, HybridMean):
         return _hybrid_mean(s, level)
     lo, hi = s.channel.domain
@@ -81,3 +84,21 @@ def _hybrid_mean(s: Summary, level: float) -> MeanEstimate:
         value=theta, se=se, ci=ci, level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
         noise_share=min(max(share, 0.0), 1.0), info={**summary_info(s), "mechanism": ch.mechanism},
     )
+
+
+def _memo_mean(s: Summary, level: float) -> MeanEstimate:
+    """One night of a memoized mean: unbiased from the share of 1-bits; the standard error plugs the share into
+    the Bernoulli variance, which bounds the variance of a mean of independent Bernoullis with those rates
+    (:class:`~ldp_dask.channels.MemoMean`)."""
+    ch = s.channel
+    assert isinstance(ch, MemoMean)
+    n = s.n
+    if n < 2:
+        raise LdpDaskError(f"a mean interval needs at least 2 reports; the summary has {n}.")
+    lo, hi = ch.domain
+    theta, se = ch.estimate(float(s.sums["sum"][0]), n)
+    z = float(norm.ppf(0.5 + level / 2))
+    ci = (max(lo, theta - z * se), min(hi, theta + z * se))
+    return MeanEstimate(value=theta, se=se, ci=ci, level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
+                        noise_share=1.0 - (hi - theta) * (theta - lo) / max((se * se * n), 1e-300)
+                        if lo < theta < hi else 1.0, info=summary_info(s))

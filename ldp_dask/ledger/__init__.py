@@ -67,13 +67,12 @@ from .budget import (
     Part,
     charges_of,
     check_scope,
-    nights_left,
+    dataset_summaries,
     overlaps,
-    person_groups,
     release_of,
     spent_per_person,
-    spent_view,
 )
+from .memos import MemoUpdate, series_states, settle_memos
 from .sqlite import SQLiteStore
 from .store import ACTIVE, LedgerError, Store, Tx
 
@@ -109,6 +108,8 @@ class Reservation:
     identity_root: str = ""
     #: what the ledger found and the user should know (an append-only dataset counted conservatively from now on)
     note: str = ""
+    #: a longitudinal release, once settled: the distribution of spend over its series' persons
+    spread: dict[str, Any] | None = None
 
 
 def _recorded_parts(tx: Tx, exclude: int | None = None) -> dict[str, set[str | None]]:
@@ -407,14 +408,17 @@ class Ledger:
                            float(epsilon), identity_root=tight[1] if tight else root, note="; ".join(notes))
 
     def settle(self, reservation: Reservation, content_tag: str | None, reproducible: bool = True,
-               part_tags: Mapping[str, str] | None = None) -> Reservation:
+               part_tags: Mapping[str, str] | None = None, memos: MemoUpdate | None = None) -> Reservation:
         """Decide the charge once the output is computed, just before it is published (status *publishing*).
 
         Free when a committed release has the same release key and content
         digest; otherwise charged its ε, which a tentative reservation must
         still fit (:class:`BudgetExceeded` otherwise: nothing is published).
         A partitioned release gives each part's content tag in ``part_tags``
-        (by part key): each part is free or charged on its own.
+        (by part key): each part is free or charged on its own. A longitudinal
+        release gives its ``memos``: it is charged the increase of its series'
+        largest spend per person (:func:`.memos.settle_memos`), at most the ε
+        reserved, and its note gives the spend's distribution over persons.
         """
         with self.store.transaction() as tx:
             row = tx.one("SELECT status, root, parts FROM releases WHERE id=?", (reservation.id,))
@@ -432,9 +436,18 @@ class Ledger:
                 return dataclasses.replace(reservation, epsilon=0.0, reused=True, tentative=False)
             if reservation.tentative:
                 self._check_fits(tx, reservation, row["root"], [(row["root"], reservation.requested)])
+            charged, spread = reservation.requested, None
+            if memos is not None:
+                charged, spread = settle_memos(tx, reservation.id, row["root"], memos)
+                if charged > reservation.requested * (1 + 1e-12):  # pragma: no cover - a reservation's bug
+                    raise LedgerError(f"a longitudinal release reserved ε {reservation.requested:g} but its series "
+                                      f"grew by {charged:g}; nothing was published")
+                tx.run("UPDATE releases SET note=? WHERE id=?",
+                       ("; ".join(filter(None, [reservation.note, "longitudinal: " + json.dumps(spread)])),
+                        reservation.id))
             tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=? WHERE id=?",
-                   (reservation.requested, content_tag, reservation.id))
-            return dataclasses.replace(reservation, epsilon=reservation.requested, reused=False, tentative=False)
+                   (charged, content_tag, reservation.id))
+            return dataclasses.replace(reservation, epsilon=charged, reused=False, tentative=False, spread=spread)
 
     def _settle_parts(self, tx: Tx, reservation: Reservation, row: dict[str, Any], content_tag: str | None,
                       reproducible: bool, part_tags: Mapping[str, str]) -> Reservation:
@@ -552,37 +565,8 @@ class Ledger:
             declared = tx.all("SELECT * FROM datasets ORDER BY name")
             rows = tx.all(f"SELECT id, root, column_name, scope, privacy_unit, epsilon, parts, files, key_id "
                           f"FROM releases WHERE status IN {ACTIVE}")
-        items = [{"dataset": d["name"], "root": d["root"], "budget": float(d["epsilon_limit"]),
-                  "privacy_unit": d["privacy_unit"], "append_only": bool(d["append_only"]),
-                  "fallback": d["fallback"]} for d in declared]
-        charges = charges_of(rows)
-        touches: dict[Any, set[str]] = {}
-        for loc, _, rid in charges:
-            touches.setdefault(release_of(rid), set()).add(loc)
-        for r in rows:
-            if not any(overlaps(loc, d["root"]) for d in declared for loc in touches.get(r["id"], {r["root"]})) \
-                    and not any(i["root"] == r["root"] for i in items):
-                items.append({"dataset": None, "root": r["root"], "budget": None, "privacy_unit": r["privacy_unit"],
-                              "append_only": False, "fallback": None})
-        for item in items:
-            mine = [r for r in rows if any(overlaps(loc, item["root"]) for loc in touches.get(r["id"], {r["root"]}))]
-            unit = item["privacy_unit"] or ROW_UNIT
-            follow = self._follows(declared, item["root"])
-            item["follows_locations"] = follow
-            ids = {r["id"] for r in mine}
-            own = [c for c in charges if release_of(c[2]) in ids]
-            item["spent"] = spent_per_person(own, item["root"], unit, follow)
-            item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow, own)
-            item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow, own)
-            item["groups"] = person_groups(own, item["root"]) if follow else {}
-            # a nightly series: the newest partitioned release's charge here is the rate at which nights are spent
-            night = max((r["id"] for r in mine if r.get("parts")), default=None)
-            rate = 0.0 if night is None else spent_per_person([c for c in own if release_of(c[2]) == night],
-                                                                 item["root"], unit, follow)
-            item["night_rate"] = rate if rate > 0 else None
-            item["nights_left"] = (nights_left(item["budget"] - item["spent"], rate)
-                                   if rate > 0 and item["budget"] is not None else None)
-        return items
+            series = series_states(tx)
+        return dataset_summaries(declared, rows, self._follows, series)
 
 
 def open_ledger(ledger: Ledger | str | os.PathLike[str] | bool | None) -> Ledger | None:

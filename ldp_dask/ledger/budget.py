@@ -18,7 +18,7 @@ from .._validation import LdpDaskError
 from ..privacy import ROW_UNIT
 
 __all__ = ["SCOPES", "ROW_UNIT", "BudgetExceeded", "Part", "overlaps", "spent_per_person", "charges_of", "release_of", "nights_left",
-           "person_groups", "spent_view", "check_scope"]
+           "person_groups", "spent_view", "check_scope", "dataset_summaries"]
 
 SCOPES = ("local", "central")
 
@@ -206,3 +206,43 @@ def nights_left(remaining: float, rate: float) -> int:
 def check_scope(scope: str) -> None:
     if scope not in SCOPES:
         raise LdpDaskError(f"The 'scope' parameter must be 'local' or 'central'. Got {scope!r} instead.")
+
+
+def dataset_summaries(declared: list[dict[str, Any]], rows: list[dict[str, Any]], follows: Any,
+                      series: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """What :meth:`ldp_dask.ledger.Ledger.summary` lists, from the declared datasets and the active releases:
+    per dataset its spend per person and the views of it; ``follows(declared, root)`` says whether a root's rows
+    are followed by location. ``series`` are the longitudinal series' states (:func:`.memos.series_states`):
+    each dataset lists those on its rows, with the distribution of spend over their persons."""
+    items = [{"dataset": d["name"], "root": d["root"], "budget": float(d["epsilon_limit"]),
+              "privacy_unit": d["privacy_unit"], "append_only": bool(d["append_only"]),
+              "fallback": d["fallback"]} for d in declared]
+    charges = charges_of(rows)
+    touches: dict[Any, set[str]] = {}
+    for loc, _, rid in charges:
+        touches.setdefault(release_of(rid), set()).add(loc)
+    for r in rows:
+        if not any(overlaps(loc, d["root"]) for d in declared for loc in touches.get(r["id"], {r["root"]})) \
+                and not any(i["root"] == r["root"] for i in items):
+            items.append({"dataset": None, "root": r["root"], "budget": None, "privacy_unit": r["privacy_unit"],
+                          "append_only": False, "fallback": None})
+    for item in items:
+        mine = [r for r in rows if any(overlaps(loc, item["root"]) for loc in touches.get(r["id"], {r["root"]}))]
+        unit = item["privacy_unit"] or ROW_UNIT
+        follow = follows(declared, item["root"])
+        item["follows_locations"] = follow
+        ids = {r["id"] for r in mine}
+        own = [c for c in charges if release_of(c[2]) in ids]
+        item["spent"] = spent_per_person(own, item["root"], unit, follow)
+        item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow, own)
+        item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow, own)
+        item["groups"] = person_groups(own, item["root"]) if follow else {}
+        # a nightly series: the newest partitioned release's charge here is the rate at which nights are spent
+        night = max((r["id"] for r in mine if r.get("parts")), default=None)
+        rate = 0.0 if night is None else spent_per_person([c for c in own if release_of(c[2]) == night],
+                                                             item["root"], unit, follow)
+        item["night_rate"] = rate if rate > 0 else None
+        item["nights_left"] = (nights_left(item["budget"] - item["spent"], rate)
+                               if rate > 0 and item["budget"] is not None else None)
+        item["longitudinal"] = [dict(m) for m in series if overlaps(m["root"], item["root"])]
+    return items

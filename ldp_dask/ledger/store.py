@@ -17,18 +17,32 @@ from .._validation import LdpDaskError
 
 __all__ = ["Store", "Tx", "LedgerError", "SCHEMA_VERSION", "MIGRATIONS", "TABLES", "ACTIVE", "check_schema"]
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 
 
 #: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
 #: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew; version 4 the files
-#: a release read, where they really lie, and datasets declared append-only).
+#: a release read, where they really lie, and datasets declared append-only; version 5 the states of longitudinal
+#: series, :mod:`.memos`).
+_MEMO_STATES = """CREATE TABLE IF NOT EXISTS memo_states (
+        series TEXT NOT NULL,
+        release_id BIGINT NOT NULL,
+        root TEXT NOT NULL,
+        epsilon_memo DOUBLE PRECISION NOT NULL,
+        epsilon_bits DOUBLE PRECISION,
+        nights INTEGER NOT NULL,
+        persons BIGINT NOT NULL,
+        state BYTEA NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (series, release_id))"""
+
 MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
                     "UPDATE ledger_meta SET value='3' WHERE key='schema'"],
               "3": ["ALTER TABLE releases ADD COLUMN files TEXT",
                     "ALTER TABLE datasets ADD COLUMN append_only INTEGER NOT NULL DEFAULT 0",
                     "ALTER TABLE datasets ADD COLUMN fallback TEXT",
-                    "UPDATE ledger_meta SET value='4' WHERE key='schema'"]}
+                    "UPDATE ledger_meta SET value='4' WHERE key='schema'"],
+              "4": [_MEMO_STATES, "UPDATE ledger_meta SET value='5' WHERE key='schema'"]}
 
 
 TABLES = [
@@ -68,6 +82,7 @@ TABLES = [
         lease_until DOUBLE PRECISION NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS releases_by_root ON releases (root)",
     "CREATE INDEX IF NOT EXISTS releases_by_key ON releases (release_key)",
+    _MEMO_STATES,
 ]
 
 

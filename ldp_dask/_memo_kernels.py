@@ -1,0 +1,100 @@
+"""Fused numba kernels of the memoized channels (:mod:`ldp_dask.channels.memo`): one pass over a bucket's persons.
+
+Each person's permanent randomness is Philox4x64-10 (Salmon, Moraes, Dror and Shaw 2011) evaluated at counters
+``(person, state, lane, use)`` under the release's 128-bit memo key, word for word the blocks of
+:func:`ldp_dask.noise.philox_blocks` (the numpy reference the tests compare with). A block's four 64-bit words give
+eight 32-bit uniforms; a report bit is 1 when its uniform falls below an integer threshold out of 2^32, so every
+response probability is an exact rational and the ε a channel spends is computed from it.
+
+Uses (the counter's last word): :data:`USE_BITS` the report's bits, :data:`USE_DIGEST` the keyed digest of the
+(person, state) report the ledger counts, :data:`USE_PERSON` the keyed digest of the person, :data:`USE_ALPHA` the
+person's α-point of the rounding (Ding, Kulkarni and Yekhanin 2017).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["USE_BITS", "USE_DIGEST", "USE_PERSON", "USE_ALPHA", "memo_unary", "memo_bit", "alpha_points"]
+
+USE_BITS, USE_DIGEST, USE_PERSON, USE_ALPHA = 1, 2, 3, 4
+
+_M0, _M1 = np.uint64(0xD2E7470EE14C6C93), np.uint64(0xCA5A826395121157)
+_W0, _W1 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBB67AE8584CAA73B)
+_LOW, _S32, _S11 = np.uint64(0xFFFFFFFF), np.uint64(32), np.uint64(11)
+_TO_UNIT = 1.0 / 9007199254740992.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mulhilo(a: np.uint64, b: np.uint64) -> tuple[np.uint64, np.uint64]:
+    a0, a1, b0, b1 = a & _LOW, a >> _S32, b & _LOW, b >> _S32
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> _S32) + (p01 & _LOW) + (p10 & _LOW)
+    return p11 + (p01 >> _S32) + (p10 >> _S32) + (mid >> _S32), a * b
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _philox(c0: np.uint64, c1: np.uint64, c2: np.uint64, c3: np.uint64, k0: np.uint64,
+            k1: np.uint64) -> tuple[np.uint64, np.uint64, np.uint64, np.uint64]:
+    for r in range(10):
+        if r:
+            k0 = k0 + _W0
+            k1 = k1 + _W1
+        hi0, lo0 = _mulhilo(_M0, c0)
+        hi1, lo1 = _mulhilo(_M1, c2)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return c0, c1, c2, c3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digests(p: np.uint64, s: np.uint64, k0: np.uint64, k1: np.uint64) -> tuple[np.uint64, np.uint64]:
+    d, _, _, _ = _philox(p, np.uint64(0), np.uint64(0), np.uint64(USE_PERSON), k0, k1)
+    m, _, _, _ = _philox(p, s, np.uint64(0), np.uint64(USE_DIGEST), k0, k1)
+    return d, m
+
+
+@njit(cache=True, nogil=True)
+def memo_unary(person: np.ndarray, state: np.ndarray, k0: np.uint64, k1: np.uint64, t_in: np.uint64,
+               t_out: np.uint64, counts: np.ndarray, pairs: np.ndarray) -> None:
+    """Memoized unary reports: person i (id ``person[i]``, state ``state[i]`` in 0..d−1, d = ``len(counts)``) reports
+    bit j = 1 when the 32-bit uniform j of its (person, state) blocks is below ``t_in`` (j = its state) or ``t_out``
+    (any other j); ``counts[j]`` gets the number of 1-bits at j, ``pairs[i]`` the person's and the report's
+    digests. Nothing else leaves: the bits are summed as they are drawn."""
+    d = counts.shape[0]
+    for i in range(person.shape[0]):
+        p, s = person[i], np.uint64(state[i])
+        pairs[i, 0], pairs[i, 1] = _digests(p, s, k0, k1)
+        for lane in range((d + 7) // 8):
+            w0, w1, w2, w3 = _philox(p, s, np.uint64(lane), np.uint64(USE_BITS), k0, k1)
+            base = lane * 8
+            for t in range(8):
+                j = base + t
+                if j >= d:
+                    break
+                w = (w0, w1, w2, w3)[t // 2]
+                u = (w & _LOW) if t % 2 == 0 else (w >> _S32)
+                if u < (t_in if j == state[i] else t_out):
+                    counts[j] += 1
+
+
+@njit(cache=True, nogil=True)
+def alpha_points(person: np.ndarray, k0: np.uint64, k1: np.uint64, out: np.ndarray) -> None:
+    """Each person's α-point in [0, 1): the top 53 bits of its :data:`USE_ALPHA` block's first word."""
+    for i in range(person.shape[0]):
+        a, _, _, _ = _philox(person[i], np.uint64(0), np.uint64(0), np.uint64(USE_ALPHA), k0, k1)
+        out[i] = float(a >> _S11) * _TO_UNIT
+
+
+@njit(cache=True, nogil=True)
+def memo_bit(person: np.ndarray, level: np.ndarray, k0: np.uint64, k1: np.uint64, thresholds: np.ndarray,
+             ones: np.ndarray, pairs: np.ndarray) -> None:
+    """Memoized one-bit reports: person i at rounded level z = ``level[i]`` reports 1 when the first 32-bit uniform
+    of its (person, z) block is below ``thresholds[z]``; ``ones[0]`` gets the number of 1s, ``pairs[i]`` the
+    digests."""
+    for i in range(person.shape[0]):
+        p, z = person[i], np.uint64(level[i])
+        pairs[i, 0], pairs[i, 1] = _digests(p, z, k0, k1)
+        w0, _, _, _ = _philox(p, z, np.uint64(0), np.uint64(USE_BITS), k0, k1)
+        if (w0 & _LOW) < thresholds[level[i]]:
+            ones[0] += 1

@@ -1,0 +1,143 @@
+"""Per-person accounting of longitudinal releases: how many distinct memoized reports each person has released.
+
+A longitudinal release (:mod:`ldp_dask.channels.memo`) returns, besides its noisy sums, one pair of keyed 64-bit
+digests per person: the person's, and the memoized report's (a function of the memo key, the person and the
+state). Equal digests mean the same person, the same report; nothing else can be read from them without the key.
+The ledger keeps, per *series* (one memo key: a column, a channel and its parameters, a privacy unit, a key), the
+set of distinct pairs released and each person's number of nights, and charges each person
+
+    spend = min(reports · ε_memo, nights · ε_bits)
+
+(docs/privacy.md, "Longitudinal releases"; ε_bits is infinite without the instantaneous layer). A release is
+recorded with the increase of the largest spend of its series, so the sum of a series' recorded charges is the
+most any one person has spent in it, and the budget rules (:mod:`.budget`) add it to every other release of the
+dataset as before. The state is stored per release (table ``memo_states``) and read from the newest release
+still active: a release removed before publishing leaves no trace in it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .store import ACTIVE, Tx
+
+__all__ = ["MemoUpdate", "MemoState", "merge", "spend_of", "spend_quantiles", "settle_memos", "series_states"]
+
+#: Quantiles of the spend over persons that the ledger reports.
+QUANTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class MemoUpdate:
+    """What a longitudinal release tells the ledger: its series, ε of a new memoized report, ε of one night's
+    report against any other (None without an instantaneous layer) and the (person, report) digest pairs."""
+
+    series: str
+    epsilon_memo: float
+    epsilon_bits: float | None
+    pairs: np.ndarray
+
+
+@dataclass(frozen=True)
+class MemoState:
+    """A series' released reports: the distinct (person, report) pairs (sorted), and per person (sorted) the
+    number of distinct reports and of nights."""
+
+    pairs: np.ndarray
+    persons: np.ndarray
+    reports: np.ndarray
+    nights: np.ndarray
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.savez_compressed(buf, pairs=self.pairs, persons=self.persons, reports=self.reports, nights=self.nights)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> MemoState:
+        with np.load(io.BytesIO(bytes(blob))) as z:
+            return cls(z["pairs"], z["persons"], z["reports"], z["nights"])
+
+
+def _unique_rows(pairs: np.ndarray) -> np.ndarray:
+    """The distinct rows of an (m, 2) uint64 array, sorted by (column 0, column 1)."""
+    if len(pairs) == 0:
+        return np.empty((0, 2), np.uint64)
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    p = pairs[order]
+    keep = np.r_[True, (p[1:, 0] != p[:-1, 0]) | (p[1:, 1] != p[:-1, 1])]
+    return p[keep]
+
+
+def merge(state: MemoState | None, pairs: np.ndarray) -> MemoState:
+    """The state after a night whose persons released ``pairs`` (one night more for each of its persons)."""
+    tonight = _unique_rows(np.asarray(pairs, dtype=np.uint64).reshape(-1, 2))
+    old = state.pairs if state is not None else np.empty((0, 2), np.uint64)
+    everything = _unique_rows(np.concatenate([old, tonight]))
+    persons, reports = np.unique(everything[:, 0], return_counts=True)
+    nights = np.zeros(len(persons), np.int64)
+    if state is not None:
+        nights[np.searchsorted(persons, state.persons)] = state.nights
+    nights[np.searchsorted(persons, np.unique(tonight[:, 0]))] += 1
+    return MemoState(everything, persons, reports.astype(np.int64), nights)
+
+
+def spend_of(state: MemoState, epsilon_memo: float, epsilon_bits: float | None) -> np.ndarray:
+    """ε per person of the series: min(reports·ε_memo, nights·ε_bits)."""
+    spend = state.reports * float(epsilon_memo)
+    if epsilon_bits is not None and math.isfinite(epsilon_bits) and epsilon_bits < epsilon_memo:
+        spend = np.minimum(spend, state.nights * float(epsilon_bits))
+    return spend
+
+
+def spend_quantiles(spend: np.ndarray) -> dict[str, Any]:
+    """The distribution of spend over persons: how many, the median, the 90th and 99th percentiles, the most."""
+    if len(spend) == 0:
+        return {"persons": 0}
+    qs = np.quantile(spend, QUANTILES)
+    return {"persons": int(len(spend)), "p50": float(qs[0]), "p90": float(qs[1]), "p99": float(qs[2]),
+            "max": float(spend.max()), "mean": float(spend.mean())}
+
+
+def _current(tx: Tx, series: str) -> dict[str, Any] | None:
+    return tx.one("SELECT m.* FROM memo_states m JOIN releases r ON r.id = m.release_id WHERE m.series=? AND "
+                  f"r.status IN {ACTIVE} ORDER BY m.release_id DESC LIMIT 1", (series,))
+
+
+def settle_memos(tx: Tx, release_id: int, root: str, update: MemoUpdate) -> tuple[float, dict[str, Any]]:
+    """Record a longitudinal release's pairs (in the ledger's transaction): the increase of the series' largest
+    spend per person, which is what the release is charged, and the spend's distribution after it."""
+    row = _current(tx, update.series)
+    before = None if row is None else MemoState.from_bytes(row["state"])
+    after = merge(before, update.pairs)
+    top_before = 0.0 if before is None else float(spend_of(before, update.epsilon_memo, update.epsilon_bits).max(
+        initial=0.0))
+    spend = spend_of(after, update.epsilon_memo, update.epsilon_bits)
+    quantiles = spend_quantiles(spend)
+    tx.run("INSERT INTO memo_states (series, release_id, root, epsilon_memo, epsilon_bits, nights, persons, state, "
+           "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+           (update.series, release_id, root, float(update.epsilon_memo), update.epsilon_bits,
+            int(after.nights.max(initial=0)), len(after.persons), after.to_bytes(), time.time()))
+    if row is not None:  # the state before this one stays until this release is committed or gone
+        tx.run("DELETE FROM memo_states WHERE series=? AND release_id<?", (update.series, row["release_id"]))
+    return max(0.0, float(spend.max(initial=0.0)) - top_before), quantiles
+
+
+def series_states(tx: Tx) -> list[dict[str, Any]]:
+    """Every series' current state, with its root and the distribution of spend over its persons."""
+    out = []
+    for s in tx.all("SELECT DISTINCT series FROM memo_states"):
+        row = _current(tx, s["series"])
+        if row is None:
+            continue
+        state = MemoState.from_bytes(row["state"])
+        out.append({"series": row["series"], "root": row["root"], "nights": int(row["nights"]),
+                    "epsilon_memo": float(row["epsilon_memo"]), "epsilon_bits": row["epsilon_bits"],
+                    **spend_quantiles(spend_of(state, row["epsilon_memo"], row["epsilon_bits"]))})
+    return out

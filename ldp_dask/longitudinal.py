@@ -1,0 +1,79 @@
+"""Longitudinal releases: the same persons every night, each repeating its memoized report while its state holds.
+
+A longitudinal release is a privacy-unit release (:mod:`ldp_dask.units`: one report per person) whose channel is
+memoized (:mod:`ldp_dask.channels.memo`): a person's report is a keyed function of the series' *memo key*, the
+person and the state of their value. The memo key is derived on the driver from the secret and the series'
+context — the column, the channel and its parameters, the privacy unit; not the night's data — so that it is the
+same every night, and the ledger counts each person's distinct reports by their digests
+(:mod:`ldp_dask.ledger.memos`). The instantaneous layer and the buckets' noise use the usual per-release keys.
+
+The pipeline (:func:`ldp_dask.pipeline.privatize`) runs :func:`ldp_dask.pipeline.map_units` with a
+:class:`~ldp_dask.tasks.MemoRelease` handler under :func:`memo_key` and hands the digest pairs to the release path
+(:func:`memo_update`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+from typing import Any
+
+from ._validation import LdpDaskError
+from .channels import Channel, Memoized
+from .ledger.memos import MemoUpdate
+from .noise import Secret, _canonical, keyed_digest
+from .options import RunOptions
+from .source import Dataset
+from .summary import Summary
+
+__all__ = ["series_context", "memo_key", "series_id", "check_longitudinal", "longitudinal_metadata", "memo_update"]
+
+
+def series_context(dataset: Dataset, channel: Channel) -> dict[str, Any]:
+    """What a series is: the column, the memoized channel with its parameters, the privacy unit."""
+    return {"v": 1, "column": dataset.column, "channel": channel.name, "params": channel.params(),
+            "unit": dataset.unit}
+
+
+def memo_key(secret: Secret, context: dict[str, Any]) -> int:
+    """The series' 128-bit memo key, ``HMAC(secret, "memo" ‖ context)`` (driver side; sent to the workers, never
+    the secret)."""
+    d = hmac.new(secret.key, b"ldp_dask/memo/v1|" + _canonical(context), hashlib.sha256).digest()
+    return int.from_bytes(d[:16], "little")
+
+
+def series_id(secret: Secret, context: dict[str, Any]) -> str:
+    """The series' public name in the ledger: a keyed digest of its context."""
+    return keyed_digest(secret, "memo-series", _canonical(context))[:32]
+
+
+def check_longitudinal(dataset: Dataset, channel: Channel, mode: str, options: RunOptions, secret: Secret) -> None:
+    """Refuse what a longitudinal release cannot be, naming the fix."""
+    if dataset.unit is None:
+        raise LdpDaskError("a longitudinal release memoizes each person's report: it needs a privacy unit "
+                           "(privacy_unit='id', --privacy-unit id) naming the person of each row")
+    if options.max_contributions != 1:
+        raise LdpDaskError("a longitudinal release makes one report per person a night: max_contributions "
+                           f"(--max-contributions) must be 1, got {options.max_contributions}")
+    if mode != "summary":
+        raise LdpDaskError(f"a longitudinal release runs in summary mode only; got mode={mode!r}")
+    if not secret.reproducible:
+        raise LdpDaskError("a longitudinal release needs a key kept from night to night (LDP_DASK_SECRET, "
+                           "--secret-file): under a fresh key every report would be new, and charged anew")
+    if not isinstance(channel, Memoized):  # pragma: no cover - the callers memoize it
+        raise LdpDaskError(f"the {channel.name!r} channel is not memoized")
+
+
+def longitudinal_metadata(channel: Channel, series: str) -> dict[str, Any]:
+    """What a longitudinal summary records of its series and of what a person spends (docs/privacy.md)."""
+    ch: Any = channel
+    bits = ch._bits_epsilon()
+    return {"series": series, "epsilon_memo": channel.epsilon_spent(), "epsilon_night": ch.night_epsilon(),
+            "epsilon_bits": None if math.isinf(bits) else bits, "instant": ch.instant}
+
+
+def memo_update(summary: Summary, pairs: Any) -> MemoUpdate:
+    """What the ledger records of a longitudinal summary (:mod:`ldp_dask.ledger.memos`)."""
+    info = summary.metadata["longitudinal"]
+    return MemoUpdate(info["series"], float(info["epsilon_memo"]), info["epsilon_bits"], pairs)

@@ -301,9 +301,13 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     request = ChannelRequest(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, chosen, a.mode)
     opts = _run_options(a, request.value_kind == "numeric")
     dataset, channel, request = plan_column(a.source, a.column, request, opts)
+    if not a.longitudinal and (a.instant is not None or a.memo_levels != 1):
+        raise LdpDaskError("--instant and --memo-levels apply to --longitudinal only.")
     summary = release_column(dataset, channel, request, opts, out=a.out, rows_out=a.rows_out,
                              overwrite=a.overwrite, incremental=a.incremental, since=a.since, window=a.window,
-                             skip_changed=a.skip_changed)
+                             skip_changed=a.skip_changed,
+                             longitudinal={"instant": a.instant, "levels": a.memo_levels} if a.longitudinal else None)
+    channel = summary.channel
     meta = summary.file_metadata()
     info = {"summary": summary.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
             "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
@@ -312,7 +316,9 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
             "choice": summary.metadata.get("choice"), "partitions_read": summary.metadata.get("partitions_read"),
             "partitions_reused": summary.metadata.get("partitions_reused"),
             "epsilon_charged": summary.receipt.epsilon if summary.receipt and summary.receipt.ledger else None,
-            "partitions_charged": summary.receipt.partitions[0] if summary.receipt and summary.receipt.partitions else None}
+            "partitions_charged": summary.receipt.partitions[0] if summary.receipt and summary.receipt.partitions else None,
+            "longitudinal": summary.metadata.get("longitudinal"),
+            "spend": dict(summary.receipt.spend) if summary.receipt and summary.receipt.spend else None}
     if a.json:
         print(json.dumps(info))
     else:

@@ -54,6 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--window", default=None, metavar="DAYS",
                    help="e.g. 30d: release only the files of the last 30 days of a table partitioned by date "
                         "directories (date=YYYY-MM-DD/), ending at the newest (implies --incremental)")
+    r.add_argument("--longitudinal", action="store_true",
+                   help="with --privacy-unit: memoize each person's report (histogram, rr, mean), so that a person "
+                        "whose value stays in its cell repeats last night's report and spends nothing new; the "
+                        "ledger charges each person by their distinct reports")
+    r.add_argument("--instant", type=float, default=None, metavar="EPSILON",
+                   help="with --longitudinal: ε of a fresh randomization of the memoized report each night "
+                        "(RAPPOR's instantaneous layer; none by default)")
+    r.add_argument("--memo-levels", type=int, default=1,
+                   help="with --longitudinal and a mean: cells of the α-point rounding (default 1: the two ends "
+                        "of the domain)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     run_flags(r)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._validation import LdpDaskError
-from .channels import AUTO, Channel, build_channel, value_kind_of
+from .channels import AUTO, Channel, build_channel, memoized, value_kind_of
 from .options import RunOptions
 from .partitions import follows_n, params_following_n
 from .pipeline import privatize
@@ -112,14 +112,18 @@ def predict_units(dataset: Dataset, channel: Channel, options: RunOptions) -> fl
 def release_column(dataset: Dataset, channel: Channel, request: ChannelRequest, options: RunOptions, *,
                    out: str | os.PathLike[str] | None = None, rows_out: str | os.PathLike[str] | None = None,
                    overwrite: bool = False, incremental: bool = False, since: Any = None,
-                   window: str | None = None, skip_changed: bool = False) -> Summary:
+                   window: str | None = None, skip_changed: bool = False,
+                   longitudinal: dict[str, Any] | None = None) -> Summary:
     """Release a planned column through the one release path; a series of partitioned releases is warned about
-    when the channel's parameters follow n (:func:`ldp_dask.partitions.follows_n`). The summary carries its
+    when the channel's parameters follow n (:func:`ldp_dask.partitions.follows_n`). ``longitudinal`` (the
+    memoized channel's ``instant`` and ``levels``) makes it a longitudinal release. The summary carries its
     receipt and the outputs written."""
     if incremental or since is not None or window is not None:
         follows_n(request.build, dataset.n)
     if dataset.unit is not None:
         predict_units(dataset, channel, options)
+    if longitudinal is not None:
+        channel = memoized(channel, **longitudinal)
     return privatize(dataset, column=dataset.column, channel=channel, mode=request.mode, out=out,
                      rows_path=rows_out, overwrite=overwrite, options=options, incremental=incremental,
                      since=since, window=window, skip_changed=skip_changed)

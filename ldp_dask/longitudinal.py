@@ -4,7 +4,8 @@ A longitudinal release is a privacy-unit release (:mod:`ldp_dask.units`: one rep
 memoized (:mod:`ldp_dask.channels.memo`): a person's report is a keyed function of the series' *memo key*, the
 person and the state of their value. The memo key is derived on the driver from the secret and the series'
 context — the column, the channel and its parameters, the privacy unit; not the night's data — so that it is the
-same every night, and the ledger counts each person's distinct reports by their digests
+same every night (the root is in it too: a moved table starts a new series), and the ledger counts each person's
+distinct reports by their digests
 (:mod:`ldp_dask.ledger.memos`). The instantaneous layer and the buckets' noise use the usual per-release keys.
 
 The pipeline (:func:`ldp_dask.pipeline.privatize`) runs :func:`ldp_dask.pipeline.map_units` with a
@@ -31,9 +32,11 @@ __all__ = ["series_context", "memo_key", "series_id", "check_longitudinal", "lon
 
 
 def series_context(dataset: Dataset, channel: Channel) -> dict[str, Any]:
-    """What a series is: the column, the memoized channel with its parameters, the privacy unit."""
-    return {"v": 1, "column": dataset.column, "channel": channel.name, "params": channel.params(),
-            "unit": dataset.unit}
+    """What a series is: the dataset's root, the column, the memoized channel with its parameters, the privacy
+    unit. The root is in it so that two tables whose persons share ids never share reports (nor the ledger's
+    count of them); a table moved to another root starts a new series, charged anew."""
+    return {"v": 1, "root": dataset.root, "column": dataset.column, "channel": channel.name,
+            "params": channel.params(), "unit": dataset.unit}
 
 
 def memo_key(secret: Secret, context: dict[str, Any]) -> int:

@@ -406,16 +406,17 @@ def read_summary(path: str | os.PathLike[str] | Summary, key: Any = None, *,
 def _checked(url: str, meta: dict[str, Any],
              table: pa.Table) -> tuple[Channel, dict[str, np.ndarray], tuple[Partition, ...]]:
     """Validate a summary's structure against its channel; returns the channel and the statistics."""
-    from .channels import CHANNELS, PLAN_CHANNELS
+    from .channels import CHANNELS, MEMO_CHANNELS, PLAN_CHANNELS
 
     def bad(what: str) -> InputDataError:
         return InputDataError(f"{url!r} is not a valid summary: {what}")
 
     name, params = meta.get("channel"), meta.get("channel_params")
-    if (name not in CHANNELS and name not in PLAN_CHANNELS) or not isinstance(params, dict):
+    known = isinstance(name, str) and any(name in reg for reg in (CHANNELS, PLAN_CHANNELS, MEMO_CHANNELS))
+    if not known or not isinstance(params, dict):
         raise bad(f"unknown channel {name!r} or parameters that are not an object")
     try:
-        channel = channel_from_params(name, params)
+        channel = channel_from_params(str(name), params)
     except (LdpDaskError, TypeError, ValueError) as exc:
         raise bad(f"its {name} parameters are invalid ({' '.join(str(exc).split())})") from None
     n = meta.get("n")

@@ -1,0 +1,154 @@
+"""Longitudinal releases end to end: 30 nights of a snapshot table on a real LocalCluster, real Parquet, the real
+ledger (SQLite, and PostgreSQL), the command line — a person whose value stays in its cell pays once."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ldp_dask
+from ldp_dask import BudgetExceeded, LdpDaskError
+from ldp_dask.channels import MemoMean
+from ldp_dask.cli import main
+from ldp_dask.estimators import frequencies, mean
+from ldp_dask.ledger import Ledger
+
+pytestmark = pytest.mark.cluster
+
+PERSONS, NIGHTS, CELLS = 20_000, 30, 10
+
+
+def _night(directory, values):
+    directory.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"id": np.arange(PERSONS), "x": values}).to_parquet(directory / "snapshot.parquet")
+
+
+def _within_cells(rng, values, share):
+    """``share`` of the persons move their value inside their cell (a counter that ticks, a balance that drifts)."""
+    out = values.copy()
+    move = rng.random(PERSONS) < share
+    cell = np.floor(out[move] / CELLS)
+    out[move] = cell * CELLS + rng.uniform(0.5, 9.5, move.sum())
+    return out
+
+
+def test_thirty_nights_of_unchanged_cells_cost_one_nights_epsilon(tmp_path, cluster):
+    rng = np.random.default_rng(11)
+    root, ledger = tmp_path / "table", tmp_path / "ledger.sqlite"
+    Ledger(ledger).declare("customers", f"file://{root}", limit=2.5, privacy_unit="id")
+    values = np.floor(rng.beta(2, 5, PERSONS) * 100 / CELLS) * CELLS + 5.0
+    charged, spread, fresh = [], None, 0
+    for night in range(NIGHTS):
+        if night:
+            values = _within_cells(rng, values, 0.1)
+        if night == 15:  # 50 persons change cell
+            values[:50] = (values[:50] + 30) % 100
+        _night(root, values)
+        s = ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(1.0, CELLS, (0, 100)),
+                               longitudinal=True, privacy_unit="id", seed=5, ledger=str(ledger),
+                               client=cluster.scheduler.address)
+        charged.append(s.receipt.epsilon)
+        # a night whose every report repeats (nobody changed cell) publishes bit-identical sums: a free re-run
+        spread = s.receipt.spend or spread
+        assert s.receipt.reused == (s.receipt.spend is None)
+        fresh += not s.receipt.reused
+        est = frequencies(s)
+        truth = np.bincount((values // CELLS).astype(int), minlength=CELLS) / PERSONS
+        assert (np.abs(est.frequencies - truth) <= 4.5 * est.se).all()  # 10 cells × 30 nights at 4.5 SE: ≤ 2·10⁻³
+    eps = s.channel.epsilon_spent()
+    assert charged[0] == pytest.approx(eps) and charged[15] == pytest.approx(eps)
+    assert sum(charged) == pytest.approx(2 * eps)  # every other night: no person's spend grew
+    assert spread["persons"] == PERSONS and spread["p50"] == pytest.approx(eps) and spread["max"] == pytest.approx(2 * eps)
+    (item,) = [i for i in Ledger(ledger).summary() if i["dataset"] == "customers"]
+    assert item["spent"] == pytest.approx(2 * eps)
+    (series,) = item["longitudinal"]
+    assert series["persons"] == PERSONS and series["nights"] == fresh and series["max"] == pytest.approx(2 * eps)
+    assert fresh >= 2  # the first night and the night of the change at least
+    with pytest.raises(BudgetExceeded):  # one ordinary night at ε 1 would pass the budget of 2.5
+        ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(1.0, CELLS, (0, 100)), privacy_unit="id",
+                           seed=5, ledger=str(ledger), client=cluster.scheduler.address)
+
+
+def test_a_longitudinal_summary_reads_back_and_reruns_free(tmp_path, cluster):
+    rng = np.random.default_rng(12)
+    root, ledger, out = tmp_path / "t", tmp_path / "l.sqlite", tmp_path / "m.summary.parquet"
+    values = rng.uniform(0, 100, PERSONS)
+    _night(root, values)
+    common = dict(privacy_unit="id", seed=9, ledger=str(ledger), client=cluster.scheduler.address)
+    s = ldp_dask.privatize(str(root), "x", MemoMean(1.0, (0, 100), levels=4, instant=2.0), out=out, **common)
+    back = ldp_dask.read_summary(out, allow_unverified=True)
+    assert back.channel == MemoMean(1.0, (0, 100), levels=4, instant=2.0)
+    assert back.metadata["longitudinal"]["epsilon_bits"] == pytest.approx(2.0, rel=1e-8)
+    est = mean(back)
+    assert abs(est.value - values.mean()) <= 4.5 * est.se
+    again = ldp_dask.privatize(str(root), "x", MemoMean(1.0, (0, 100), levels=4, instant=2.0), out=out,
+                               overwrite=True, **common)
+    assert again.receipt.reused and again.receipt.epsilon == 0 and again.sums == s.sums
+
+
+def test_what_a_longitudinal_release_cannot_be_is_refused(tmp_path, cluster):
+    root = tmp_path / "t"
+    _night(root, np.zeros(PERSONS))
+    hist = ldp_dask.LaplaceHistogram(1.0, CELLS, (0, 100))
+    common = dict(ledger=False, client="local")
+    with pytest.raises(LdpDaskError, match="needs a privacy unit"):
+        ldp_dask.privatize(str(root), "x", hist, longitudinal=True, seed=1, **common)
+    with pytest.raises(LdpDaskError, match="max_contributions"):
+        ldp_dask.privatize(str(root), "x", hist, longitudinal=True, seed=1, privacy_unit="id", max_contributions=2,
+                           **common)
+    with pytest.raises(LdpDaskError, match="kept from night to night"):
+        ldp_dask.privatize(str(root), "x", hist, longitudinal=True, privacy_unit="id", **common)
+    with pytest.raises(LdpDaskError, match="not partitioned"):
+        ldp_dask.privatize(str(root), "x", hist, longitudinal=True, privacy_unit="id", seed=1, incremental=True,
+                           **common)
+    with pytest.raises(LdpDaskError, match="no memoized form"):
+        ldp_dask.privatize(str(root), "x", ldp_dask.WaveletLaplace(1.0, (0, 100), j0=2, j1=4), longitudinal=True,
+                           privacy_unit="id", seed=1, **common)
+
+
+def test_the_command_line_releases_nights_and_prints_the_spend(tmp_path, capsys, cluster):
+    rng = np.random.default_rng(13)
+    root, ledger = tmp_path / "t", tmp_path / "l.sqlite"
+    values = rng.uniform(0, 100, PERSONS)
+    args = ["privatize", str(root), "--column", "x", "--channel", "mean", "--domain", "0", "100", "--epsilon", "1",
+            "--privacy-unit", "id", "--longitudinal", "--memo-levels", "2", "--seed", "4", "--ledger", str(ledger),
+            "--scheduler", cluster.scheduler.address, "--json", "--overwrite"]
+    spends = []
+    for night in range(3):
+        values[:100] = rng.uniform(0, 100, 100)  # 100 persons change value
+        _night(root, values)
+        assert main([*args, "--out", str(tmp_path / f"n{night}.parquet")]) == 0
+        info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert info["channel"] == "memo-mean" and info["longitudinal"]["epsilon_memo"] <= 1.0
+        spends.append(info["spend"])
+    assert spends[-1]["persons"] == PERSONS and spends[-1]["p50"] == pytest.approx(spends[0]["max"])
+    assert spends[-1]["max"] <= 3 * spends[0]["max"] + 1e-9  # levels 2: at most 3 distinct reports ever
+    assert main(["privatize", str(root), "--column", "x", "--channel", "mean", "--domain", "0", "100",
+                 "--epsilon", "1", "--memo-levels", "2", "--out", str(tmp_path / "z.parquet"), "--seed", "4",
+                 "--no-ledger"]) == 2
+    assert "--longitudinal only" in capsys.readouterr().err
+
+
+@pytest.mark.postgres
+def test_a_postgresql_ledger_keeps_the_series(tmp_path, postgres, cluster):
+    from pg_server import fresh_database
+
+    ledger = fresh_database(postgres, "ledger_longitudinal")
+    rng = np.random.default_rng(14)
+    root = tmp_path / "t"
+    values = rng.uniform(0, 100, PERSONS)
+    hist = ldp_dask.LaplaceHistogram(0.5, CELLS, (0, 100))
+    charged = []
+    for night in range(3):
+        if night == 2:
+            values[:10] = (values[:10] + 50) % 100
+        _night(root, values)
+        s = ldp_dask.privatize(str(root), "x", hist, longitudinal=True, privacy_unit="id", seed=6,
+                               ledger=ledger, client=cluster.scheduler.address)
+        charged.append(s.receipt.epsilon)
+    eps = s.channel.epsilon_spent()
+    assert charged == pytest.approx([eps, 0.0, eps])
+    assert s.receipt.spend["persons"] == PERSONS and s.receipt.spend["max"] == pytest.approx(2 * eps)

@@ -74,6 +74,11 @@ def budget_facts(receipt: Any) -> tuple[tuple[str, str], ...]:
         out.append((f"ε per {unit} remaining", f"{receipt.remaining:g}"))
     if receipt.nights_left is not None:
         out.append(("nights left at this night's rate", str(receipt.nights_left)))
+    spend = getattr(receipt, "spend", None)
+    if spend:  # a longitudinal release: how ε is spread over the series' persons
+        out.append((f"ε per {unit} over the series' {spend['persons']:,} persons",
+                    f"median {spend['p50']:g}, 90% {spend['p90']:g}, 99% {spend['p99']:g}, max {spend['max']:g}, "
+                    f"mean {spend['mean']:.4g}"))
     return tuple(out)
 
 

@@ -33,13 +33,13 @@ def plan_release(source: str, column: str, request: ChannelRequest, run: RunOpti
 @task(persist_result=False, cache_policy=NONE)  # no input hashing: the options hold the key's source
 def run_release(planned: dict[str, Any], out: str, rows_out: str | None, overwrite: bool, run: RunOptions,
                 incremental: bool = False, since: str | None = None, window: str | None = None,
-                skip_changed: bool = False) -> ldp_dask.Summary:
+                skip_changed: bool = False, longitudinal: dict[str, Any] | None = None) -> ldp_dask.Summary:
     """The release path: reserve ε, run the Dask pipeline (Dask retries its own tasks), write, commit; the
     library's warnings go to the run's log."""
     with logged_warnings(get_run_logger()):
         return release_column(planned["dataset"], planned["channel"], planned["request"], run, out=out,
                               rows_out=rows_out, overwrite=overwrite, incremental=incremental, since=since,
-                              window=window, skip_changed=skip_changed)
+                              window=window, skip_changed=skip_changed, longitudinal=longitudinal)
 
 
 @flow(name="ldp-privatize", log_prints=False)
@@ -60,6 +60,9 @@ def privatize_flow(
     since: str | None = None,
     window: str | None = None,
     skip_changed: bool = False,
+    longitudinal: bool = False,
+    instant: float | None = None,
+    memo_levels: int = 1,
     **run: Any,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
@@ -73,7 +76,9 @@ def privatize_flow(
     ``incremental``, ``since`` and ``window`` make it a partitioned release
     that reads only the files that changed since an earlier summary
     (:func:`ldp_dask.privatize`, docs/how-to/incremental.md); ``skip_changed``
-    keeps the earlier sums of a file that changed instead of releasing it again.
+    keeps the earlier sums of a file that changed instead of releasing it again. ``longitudinal`` (with a
+    ``privacy_unit``) memoizes each person's report, ``instant`` and ``memo_levels`` being the memoized
+    channel's options (docs/how-to/longitudinal.md); the artifact then shows the spend's percentiles over persons.
     """
     from prefect.runtime import flow_run
 
@@ -85,7 +90,10 @@ def privatize_flow(
     ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
-    summary = run_release(planned, out, rows_out, overwrite, run_opts, incremental, since, window, skip_changed)
+    memo = {"instant": instant, "levels": memo_levels} if longitudinal else None
+    summary = run_release(planned, out, rows_out, overwrite, run_opts, incremental, since, window, skip_changed,
+                          memo)
+    ch = summary.channel
     path = summary.written["summary"]
     partitions = None
     if summary.partitions:
@@ -105,6 +113,7 @@ def privatize_flow(
         "rows_out": rows_out, "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
         "choice": summary.metadata.get("choice"), "partitions": partitions,
         "budget": dict(budget_facts(summary.receipt)),
+        "longitudinal": summary.metadata.get("longitudinal"),
     }
     ledger_line = summary.receipt.line() if summary.receipt else "ledger: not recorded"
     reading = () if partitions is None else (("partitions", f"{partitions['read']} read, {partitions['reused']} "

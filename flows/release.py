@@ -86,6 +86,9 @@ def release_flow(
     incremental: bool = False,
     window: str | None = None,
     skip_changed: bool = False,
+    longitudinal: bool = False,
+    instant: float | None = None,
+    memo_levels: int = 1,
     **run: Any,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` into ``out_dir/<date>/``, then estimate it and write an HTML report.
@@ -98,6 +101,11 @@ def release_flow(
     (``LDP_DASK_SECRET`` or a secret file), since a series is extended only
     under the key that started it; ``skip_changed`` releases the new day
     without an old file that changed (a correction), keeping its earlier sums.
+    ``longitudinal`` (with a ``privacy_unit``; ``instant``, ``memo_levels``)
+    releases a snapshot table of the same persons each night, each person
+    repeating a memoized report while the state of its value holds
+    (docs/how-to/longitudinal.md): a night costs a person nothing new unless
+    its state changed; the artifact shows the spend's percentiles over persons.
     ``window`` (``"30d"``) releases the last
     days of a date-partitioned table. ``mode="rows"`` also writes the
     privatized rows beside the summary (``<stem>.rows/``). The other
@@ -122,7 +130,8 @@ def release_flow(
         release = privatize_flow(source=source, column=column, out=summary, domain=domain, channel=channel,
                                  epsilon=epsilon, bins=bins, mode=mode, rows_out=rows_out, options=options,
                                  incremental=incremental or window is not None, since=since, window=window,
-                                 skip_changed=skip_changed, **run)
+                                 skip_changed=skip_changed, longitudinal=longitudinal, instant=instant,
+                                 memo_levels=memo_levels, **run)
         release["reused"] = False
     written: dict[str, str] = {"summary": summary}
     has_estimate = estimator_for(channel) is not None

@@ -13,8 +13,12 @@ person's α-point of the rounding (Ding, Kulkarni and Yekhanin 2017).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 __all__ = ["USE_BITS", "USE_DIGEST", "USE_PERSON", "USE_ALPHA", "memo_unary", "memo_bit", "alpha_points"]
 
@@ -26,12 +30,22 @@ _LOW, _S32, _S11 = np.uint64(0xFFFFFFFF), np.uint64(32), np.uint64(11)
 _TO_UNIT = 1.0 / 9007199254740992.0
 
 
+@intrinsic
+def _umulhi(typingctx: Any, a: Any, b: Any) -> Any:
+    """The high 64 bits of the 128-bit product a·b (one machine multiply, where numba has no 128-bit integer)."""
+    sig = types.uint64(types.uint64, types.uint64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        wide = ir.IntType(128)
+        product = builder.mul(builder.zext(args[0], wide), builder.zext(args[1], wide))
+        return builder.trunc(builder.lshr(product, ir.Constant(wide, 64)), ir.IntType(64))
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _mulhilo(a: np.uint64, b: np.uint64) -> tuple[np.uint64, np.uint64]:
-    a0, a1, b0, b1 = a & _LOW, a >> _S32, b & _LOW, b >> _S32
-    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
-    mid = (p00 >> _S32) + (p01 & _LOW) + (p10 & _LOW)
-    return p11 + (p01 >> _S32) + (p10 >> _S32) + (mid >> _S32), a * b
+    return _umulhi(a, b), a * b  # type: ignore[call-arg]
 
 
 @njit(cache=True, nogil=True, inline="always")

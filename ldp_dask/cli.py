@@ -148,6 +148,10 @@ def _cmd_budget(a: argparse.Namespace) -> int:
         if r.get("nights_left") is not None:
             print(f"      nightly series: ε {r['night_rate']:g} per {r['privacy_unit']} a night; "
                   f"{r['nights_left']} more night(s) fit")
+        for m in r.get("longitudinal", ()):
+            print(f"      longitudinal series {m['series'][:12]} ({m['nights']} nights): ε per {r['privacy_unit']} "
+                  f"over {m['persons']:,} persons: median {m['p50']:g}, 90% {m['p90']:g}, 99% {m['p99']:g}, "
+                  f"max {m['max']:g}")
         if r.get("fallback"):
             print(f"      declared append-only, counted conservatively since: {r['fallback']}")
         elif r.get("append_only"):

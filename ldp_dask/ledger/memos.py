@@ -46,8 +46,8 @@ class MemoUpdate:
 
 @dataclass(frozen=True)
 class MemoState:
-    """A series' released reports: the distinct (person, report) pairs (sorted), and per person (sorted) the
-    number of distinct reports and of nights."""
+    """A series' released reports: the distinct (person, report) pairs, and per person (sorted) the number of
+    distinct reports and of nights. Stored uncompressed: keyed digests do not compress."""
 
     pairs: np.ndarray
     persons: np.ndarray
@@ -56,7 +56,7 @@ class MemoState:
 
     def to_bytes(self) -> bytes:
         buf = io.BytesIO()
-        np.savez_compressed(buf, pairs=self.pairs, persons=self.persons, reports=self.reports, nights=self.nights)
+        np.savez(buf, pairs=self.pairs, persons=self.persons, reports=self.reports, nights=self.nights)
         return buf.getvalue()
 
     @classmethod
@@ -65,26 +65,97 @@ class MemoState:
             return cls(z["pairs"], z["persons"], z["reports"], z["nights"])
 
 
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _pair_hash(pairs: np.ndarray) -> np.ndarray:
+    """One 64-bit mix of each (person, report) pair: sorting by it is one key, not two."""
+    z: np.ndarray = pairs[:, 0] ^ ((pairs[:, 1] << np.uint64(17)) | (pairs[:, 1] >> np.uint64(47)))
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
 def _unique_rows(pairs: np.ndarray) -> np.ndarray:
-    """The distinct rows of an (m, 2) uint64 array, sorted by (column 0, column 1)."""
+    """The distinct rows of an (m, 2) uint64 array. Sorted by their :func:`_pair_hash`, where equal rows meet;
+    should two distinct rows share a hash (about m²/2⁶⁵), by (column 0, column 1) instead: exact either way."""
     if len(pairs) == 0:
         return np.empty((0, 2), np.uint64)
-    order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+    h = _pair_hash(pairs)
+    order = np.argsort(h)
+    p, hs = pairs[order], h[order]
+    same_hash = hs[1:] == hs[:-1]
+    same_row = same_hash & (p[1:, 0] == p[:-1, 0]) & (p[1:, 1] == p[:-1, 1])
+    if np.array_equal(same_hash, same_row):
+        return p[np.r_[True, ~same_row]]
+    order = np.lexsort((pairs[:, 1], pairs[:, 0]))  # a hash shared by distinct rows: the exact two-key sort
     p = pairs[order]
-    keep = np.r_[True, (p[1:, 0] != p[:-1, 0]) | (p[1:, 1] != p[:-1, 1])]
-    return p[keep]
+    return p[np.r_[True, (p[1:, 0] != p[:-1, 0]) | (p[1:, 1] != p[:-1, 1])]]
+
+
+def _distinct(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of ``a`` and their counts (a sort and a diff: ten times ``np.unique`` here)."""
+    s = np.sort(a)
+    if len(s) == 0:
+        return s, np.zeros(0, np.int64)
+    first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    return s[first], np.diff(np.r_[first, len(s)])
 
 
 def merge(state: MemoState | None, pairs: np.ndarray) -> MemoState:
-    """The state after a night whose persons released ``pairs`` (one night more for each of its persons)."""
-    tonight = _unique_rows(np.asarray(pairs, dtype=np.uint64).reshape(-1, 2))
+    """The state after a night whose persons released ``pairs`` (one night more for each of its persons).
+
+    The state's pairs are kept sorted by :func:`_pair_hash`, so a night sorts only its own pairs, looks each up
+    and inserts the new ones (linear in the state); should two distinct pairs ever share a hash, the state is
+    rebuilt by the exact two-key sort (:func:`_merge_exact`) instead."""
+    tonight = np.asarray(pairs, dtype=np.uint64).reshape(-1, 2)
+    if state is None or len(state.pairs) == 0 or len(tonight) == 0:
+        return _merge_exact(state, tonight)
+    old_hash = _pair_hash(state.pairs)
+    h = _pair_hash(tonight)
+    order = np.argsort(h)
+    h, t = h[order], tonight[order]
+    repeat = np.r_[False, h[1:] == h[:-1]]
+    if repeat.any():  # a person twice in a night (ids that collide): the same pair once, else the exact way
+        same = repeat[1:] & (t[1:, 0] == t[:-1, 0]) & (t[1:, 1] == t[:-1, 1])
+        if not np.array_equal(repeat[1:], same):
+            return _merge_exact(state, tonight)
+        h, t = h[~repeat], t[~repeat]
+    at = np.searchsorted(old_hash, h)
+    inside = at < len(old_hash)
+    found = np.zeros(len(h), bool)
+    found[inside] = old_hash[at[inside]] == h[inside]
+    hit = at[found]
+    if not (np.all(old_hash[1:] > old_hash[:-1]) and np.array_equal(state.pairs[hit], t[found])):
+        return _merge_exact(state, tonight)  # a hash shared by distinct pairs
+    fresh = t[~found]
+    everything = np.insert(state.pairs, at[~found], fresh, axis=0)
+    persons, reports, nights = state.persons, state.reports, state.nights
+    tonight_persons = _distinct(t[:, 0])[0]
+    where = np.searchsorted(persons, tonight_persons)
+    known = where < len(persons)
+    known[known] = persons[where[known]] == tonight_persons[known]
+    if not known.all():
+        add = tonight_persons[~known]
+        spot = where[~known]
+        persons = np.insert(persons, spot, add)
+        reports, nights = np.insert(reports, spot, 0), np.insert(nights, spot, 0)
+    reports = reports + np.bincount(np.searchsorted(persons, fresh[:, 0]), minlength=len(persons))
+    nights = nights.copy()
+    nights[np.searchsorted(persons, tonight_persons)] += 1
+    return MemoState(everything, persons, reports, nights)
+
+
+def _merge_exact(state: MemoState | None, tonight: np.ndarray) -> MemoState:
+    """:func:`merge` from scratch: every pair sorted again (the first night, and after a shared hash)."""
     old = state.pairs if state is not None else np.empty((0, 2), np.uint64)
     everything = _unique_rows(np.concatenate([old, tonight]))
-    persons, reports = np.unique(everything[:, 0], return_counts=True)
+    persons, reports = _distinct(everything[:, 0])
     nights = np.zeros(len(persons), np.int64)
     if state is not None:
         nights[np.searchsorted(persons, state.persons)] = state.nights
-    nights[np.searchsorted(persons, np.unique(tonight[:, 0]))] += 1
+    nights[np.searchsorted(persons, _distinct(tonight[:, 0])[0])] += 1
     return MemoState(everything, persons, reports.astype(np.int64), nights)
 
 

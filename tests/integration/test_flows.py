@@ -442,3 +442,40 @@ nulls = 0
     again = plan_flow(date="2026-11-24", **common)  # the night's report is there: nothing is spent
     assert again["reused"] and len(open_ledger(led).entries()) == 2
     assert (folder / "index.html").exists() and json.loads((folder / "estimates.json").read_text())["statistics"]
+
+
+def test_the_nightly_flow_releases_a_snapshot_longitudinally(prefect_harness, cluster, tmp_path, capsys):
+    """The nightly release flow with ``longitudinal=True``: three nights of the same 3,000 persons, 100 of whom
+    change cell on night 3; the artifact and ``ldp-dask budget`` show the spend's percentiles over persons."""
+    import anyio
+    import pandas as pd
+    from prefect.client.orchestration import get_client
+
+    from ldp_dask.cli import main
+    from ldp_dask.flows import release_flow
+
+    table, led = tmp_path / "snapshot", str(tmp_path / "ledger.sqlite")
+    table.mkdir()
+    x = np.random.default_rng(3).uniform(0, 0.5, 3_000)
+
+    async def newest(key: str) -> str:
+        async with get_client() as client:
+            r = await client._client.post("/artifacts/filter", json={"limit": 50, "offset": 0, "sort": "CREATED_DESC"})
+            return next(a for a in r.json() if a["key"] == key)["data"]
+
+    for night in (1, 2, 3):
+        if night == 3:
+            x[:100] += 0.5  # another of the 8 cells
+        pd.DataFrame({"user": np.arange(3_000), "x": x}).to_parquet(table / "today.parquet")
+        res = release_flow(source=str(table), column="x", out_dir=str(tmp_path / "out"), domain=[0.0, 1.0],
+                           channel="histogram", epsilon=1.0, bins=8, date=f"2026-11-0{night}", longitudinal=True,
+                           privacy_unit="user", ledger=led, scheduler=cluster.scheduler.address, seed=5)
+        assert res["release"]["longitudinal"]["epsilon_memo"] <= 1.0
+        art = anyio.run(newest, "ldp-release")
+        top = 1 if night < 3 else 2
+        assert f"| ε per user over the series' 3,000 persons | median 1, 90% 1, 99% {top}, max {top}" in art \
+            or night == 2  # night 2 repeats night 1's reports: a free re-run, nothing new to show
+    capsys.readouterr()
+    assert main(["budget", "--ledger", led]) == 0
+    out = capsys.readouterr().out
+    assert "over 3,000 persons: median 1, 90% 1, 99% 2, max 2" in out and ": 2 per user" in out

@@ -182,3 +182,32 @@ def test_the_kernels_sums_are_the_sums_of_the_persons_reports(ch):
     x = rng.integers(0, 5, 3000) if ch.name == "memo-rr" else rng.random(3000)
     stats, _ = ch.memo_stats(x, person, KEY)
     assert np.array_equal(stats["sum"], ch.reports(x, person, KEY).sum(axis=0))
+
+
+def _rot(m):
+    return ((m << np.uint64(17)) | (m >> np.uint64(47))).astype(np.uint64)
+
+
+def test_the_ledgers_fast_merge_equals_the_exact_one_night_after_night_even_on_a_shared_hash():
+    from ldp_dask.ledger.memos import _merge_exact, _pair_hash
+
+    rng = np.random.default_rng(5)
+    persons = rng.integers(0, 2**63, 5000, dtype=np.uint64)
+    memo = rng.integers(0, 2**63, 5000, dtype=np.uint64)
+    fast = exact = None
+    for night in range(6):
+        change = rng.random(5000) < 0.2
+        memo = np.where(change, rng.integers(0, 2**63, 5000, dtype=np.uint64), memo)
+        present = rng.random(5000) < 0.9  # some persons miss a night
+        tonight = np.stack([persons[present], memo[present]], 1)
+        if night == 4:  # a pair whose hash equals a stored pair's (p ^ rot(m) is what the hash mixes)
+            p1, m1 = fast.pairs[0]
+            m2 = np.uint64(12345)
+            crafted = np.array([[p1 ^ _rot(np.array([m1]))[0] ^ _rot(np.array([m2]))[0], m2]], np.uint64)
+            assert _pair_hash(crafted)[0] == _pair_hash(fast.pairs[:1])[0]
+            tonight = np.concatenate([tonight, crafted, tonight[:3]])  # and three pairs twice
+        fast, exact = merge(fast, tonight), _merge_exact(exact, tonight)
+        for name in ("persons", "reports", "nights"):
+            assert np.array_equal(getattr(fast, name), getattr(exact, name)), (night, name)
+        assert len(fast.pairs) == len(exact.pairs)
+    assert exact.reports.max() >= 2 and exact.nights.max() == 6

@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/incremental.py
 	$(PY) benchmarks/plans.py
+	$(PY) benchmarks/longitudinal.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

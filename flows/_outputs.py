@@ -75,10 +75,13 @@ def budget_facts(receipt: Any) -> tuple[tuple[str, str], ...]:
     if receipt.nights_left is not None:
         out.append(("nights left at this night's rate", str(receipt.nights_left)))
     spend = getattr(receipt, "spend", None)
-    if spend:  # a longitudinal release: how ε is spread over the series' persons
-        out.append((f"ε per {unit} over the series' {spend['persons']:,} persons",
-                    f"median {spend['p50']:g}, 90% {spend['p90']:g}, 99% {spend['p99']:g}, max {spend['max']:g}, "
-                    f"mean {spend['mean']:.4g}"))
+    if spend:  # a longitudinal release: how ε is spread over the series' persons (a plan: per statistic)
+        parts = spend.get("series", [spend])
+        for i, p in enumerate(parts):
+            which = f"the series' {spend['persons']:,} persons" if len(parts) == 1 else f"persons, statistic {i + 1}"
+            out.append((f"ε per {unit} over {which}", f"median {p.get('p50', 0):g}, 90% {p.get('p90', 0):g}, "
+                                                   f"99% {p.get('p99', 0):g}, max {p.get('max', 0):g}, "
+                                                   f"mean {p.get('mean', 0):.4g}"))
     return tuple(out)
 
 

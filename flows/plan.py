@@ -53,6 +53,7 @@ def plan_flow(
     skip_changed: bool = False,
     design: str | None = None,
     confidence: float = 0.95,
+    longitudinal: bool = False,
     **run: Any,
 ) -> dict[str, Any]:
     """Release the plan (a TOML file of statistics) over ``source`` into ``out_dir/<date>/``, as one pass and one
@@ -61,7 +62,9 @@ def plan_flow(
     ``epsilon`` is the total ε per row, split among the statistics as ``ldp-dask plan check`` shows. With
     ``incremental`` each night extends the newest earlier day's plan in ``out_dir`` (only new or changed files
     are read and charged; the split of the first night is kept); ``skip_changed`` keeps the earlier sums of a file
-    changed since. ``design`` forces ``split-epsilon`` or ``split-rows``.
+    changed since. ``design`` forces ``split-epsilon`` or ``split-rows``. ``longitudinal`` (with a
+    ``privacy_unit``) memoizes every person's report of every statistic (docs/how-to/longitudinal.md); the
+    artifact shows the spend's percentiles per statistic.
     """
     from prefect.runtime import flow_run
 
@@ -79,7 +82,7 @@ def plan_flow(
     with logged_warnings(logger):
         result = ldp_dask.release_plan(plan, source, epsilon, out=folder, level=confidence, design=design,
                                        incremental=incremental, since=since, skip_changed=skip_changed,
-                                       options=run_options(run, str(flow_run.get_id())))
+                                       longitudinal=longitudinal, options=run_options(run, str(flow_run.get_id())))
     for s in result.statistics:
         publish_statistic(s)
         logger.info("%s: ε %.4g per row, %d reports", s.label, s.epsilon, s.n)

@@ -91,7 +91,7 @@ def _cmd_release(a: argparse.Namespace) -> int:
     plan = Plan.from_toml(a.plan)
     result = release_plan(plan, a.source, a.epsilon, out=a.out, overwrite=a.overwrite, level=a.confidence,
                           design=a.design, incremental=a.incremental, since=a.since, skip_changed=a.skip_changed,
-                          options=_run_options(a))
+                          longitudinal=a.longitudinal, options=_run_options(a))
     if a.json:
         print(json.dumps(result.to_dict(), default=str))
     else:

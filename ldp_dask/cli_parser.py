@@ -223,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "read and charged (implies --incremental)")
     rl.add_argument("--skip-changed", action="store_true",
                     help="with --since: do not release again a file changed since (keep its earlier sums)")
+    rl.add_argument("--longitudinal", action="store_true",
+                    help="with --privacy-unit: memoize every person's report of every statistic (histograms, "
+                         "frequencies, means), so that a person whose values stay in their cells spends nothing "
+                         "new; the ledger charges each statistic's series by its persons' distinct reports")
     _confidence_arg(rl)
     rl.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     rl.add_argument("--json", action="store_true", help="print every estimate as JSON")

@@ -59,7 +59,8 @@ __all__ = ["release_plan", "PlanRelease", "StatisticRelease"]
 def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: float, *,
                  out: str | os.PathLike[str] | None = None, overwrite: bool = False, level: float = 0.95,
                  design: str | None = None, incremental: bool = False, since: str | os.PathLike[str] | None = None,
-                 skip_changed: bool = False, options: RunOptions | None = None, **run_options: Any) -> PlanRelease:
+                 skip_changed: bool = False, longitudinal: bool = False, options: RunOptions | None = None,
+                 **run_options: Any) -> PlanRelease:
     """Release every statistic of a plan from one pass over ``source``, as one release.
 
     Parameters
@@ -91,6 +92,13 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         for every statistic) and charged; the others' kept sums are reused. Implies ``incremental``.
     skip_changed : bool
         With ``since``: a file changed since that night is not released again; its kept sums are used.
+    longitudinal : bool
+        With a privacy unit (``privacy_unit=``): a longitudinal release of every statistic
+        (docs/how-to/longitudinal.md). Every person reports every statistic (split ε), each statistic's report
+        memoized on the state of the person's value, so a person whose states hold repeats last night's reports
+        and spends nothing new; the ledger charges each statistic's series by its persons' distinct reports.
+        Histograms, frequencies and means, without groups; each statistic reads its column on its own pass
+        (its persons bounded apart), under one ledger entry and one report.
     options : RunOptions, optional
         How the release runs (cluster, key, ledger, clipping, ...); ``**run_options`` override its fields.
 
@@ -114,10 +122,16 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         plan_ = Plan.from_toml(plan_)
     level = check_probability(level, "level")
     opts = RunOptions.of(options, **run_options)
-    if opts.privacy_unit is not None:
-        raise LdpDaskError("a plan splits ε per row: plans with a privacy unit are not offered yet; release each "
-                           "statistic on its own with --privacy-unit")
+    if opts.privacy_unit is not None and not longitudinal:
+        raise LdpDaskError("a plan splits ε per row: plans with a privacy unit are offered for longitudinal "
+                           "releases only (longitudinal=True, --longitudinal); release each statistic on its own "
+                           "with --privacy-unit")
+    if longitudinal and (incremental or since is not None):
+        raise LdpDaskError("a longitudinal plan reads the whole table each night (its persons' reports repeat by "
+                           "themselves): it is not incremental; leave out incremental and since")
     datasets, by, plan_ = plan_datasets(plan_, source, opts)
+    if longitudinal:
+        return _longitudinal(plan_, datasets, opts, epsilon, design, out, overwrite, level)
     if incremental or since is not None:
         return _series(plan_, datasets, by, opts, epsilon, design, since, skip_changed, out, overwrite, level)
     rows = {s.column: d.n for s, d in zip(plan_.statistics, datasets)}
@@ -176,6 +190,53 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     targets = _targets(plan_, out)
     done = release(whole, charge, compute, opts, targets=targets, write=_writer(secret), overwrite=overwrite,
                    content_tag=_content_tag)
+    return done.attach()
+
+
+def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon: float, design: str | None,
+                  out: Any, overwrite: bool, level: float) -> PlanRelease:
+    """A longitudinal plan: ε split among the statistics (every person reports each), each statistic a memoized
+    series of its own (:mod:`ldp_dask.longitudinal`), one release, one report."""
+    from .channels import memoized
+    from .longitudinal import check_longitudinal, memo_update
+    from .pipeline import _run_memoized, _with_key
+
+    if design not in (None, "split-epsilon"):
+        raise LdpDaskError("a longitudinal plan splits ε: every person reports every statistic, each memoized; "
+                           f"design={design!r} is not offered")
+    for s in plan_.statistics:
+        if s.group is not None or s.target in ("quantiles", "gof"):
+            raise LdpDaskError(f"the statistic {s.label!r} has no memoized form (a longitudinal plan releases "
+                               "histograms, frequencies and means, without groups)")
+    checked = check(plan_, {s.column: d.n for s, d in zip(plan_.statistics, datasets)}, epsilon, "split-epsilon")
+    channels = tuple(memoized(p.channel) for p in checked.statistics)
+    secret, opts = _with_key(opts)
+    for d, ch in zip(datasets, channels):
+        check_longitudinal(d, ch, "summary", opts, secret)
+        if getattr(ch, "domain", None) is not None:
+            d.check_range(ch.domain, opts.clip)  # type: ignore[attr-defined]
+    spent = [ch.epsilon_spent() for ch in channels]
+    params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e}
+              for s, ch, e in zip(plan_.statistics, channels, spent)}
+    charge = Charge("local", "plan", params, sum(spent),
+                    context={"mode": "summary", "design": "split-epsilon", "longitudinal": 1})
+    whole = dataclasses.replace(datasets[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
+    updates: dict[int, list[Any]] = {}
+
+    def compute(sec: Secret, _: Outputs) -> PlanRelease:
+        released, found = [], []
+        for s, d, ch, p, e in zip(plan_.statistics, datasets, channels, checked.statistics, spent):
+            summary, pairs = _run_memoized(d, ch, sec, opts)
+            found.append(memo_update(summary, pairs))
+            statistic_metadata(s, summary.metadata, ch, e, "split-epsilon", None, len(channels), sum(spent))
+            summary.metadata.update(privacy_unit=d.unit, epsilon_per_unit=e)
+            released.append(statistic_release(s, summary, e, None, p.se, level))
+        result = PlanRelease("split-epsilon", float(epsilon), sum(spent), tuple(released), level)
+        updates[id(result)] = found
+        return result
+
+    done = release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
+                   overwrite=overwrite, content_tag=_content_tag, memos=lambda r: updates.pop(id(r)))
     return done.attach()
 
 

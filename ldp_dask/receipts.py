@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .ledger.budget import nights_left
 from .privacy import ROW_UNIT
@@ -70,7 +70,7 @@ class Receipt:
     privacy_unit: str = ROW_UNIT
     partitions: tuple[int, int] | None = None
     note: str = ""
-    spend: Mapping[str, float] | None = None
+    spend: Mapping[str, Any] | None = None
 
     @property
     def remaining(self) -> float | None:
@@ -100,9 +100,12 @@ class Receipt:
                     f"no partition released anew ({read} read reproduced recorded ones): no ε spent")
         if self.spend is not None and not self.reused:
             s = self.spend
-            note = (f"the series' largest spend per {self.privacy_unit} grew by ε {self.epsilon:g}; over its "
-                    f"{s.get('persons', 0):,} persons ε median {s.get('p50', 0):g}, 90% {s.get('p90', 0):g}, "
-                    f"99% {s.get('p99', 0):g}, max {s.get('max', 0):g}")
+            parts = s.get("series", [s])
+            spread = "; ".join(f"ε median {p.get('p50', 0):g}, 90% {p.get('p90', 0):g}, 99% {p.get('p99', 0):g}, "
+                               f"max {p.get('max', 0):g}" for p in parts)
+            note = (f"the largest spend per {self.privacy_unit} of its series grew by ε {self.epsilon:g}; over its "
+                    f"{s.get('persons', 0):,} persons {spread}"
+                    + (f" (by statistic; the largest add up to {s.get('max', 0):g})" if len(parts) > 1 else ""))
         limit = (f" of budget {self.limit:g}, remaining {self.remaining:g}" if self.limit is not None
                  else " (no budget set)")
         if self.nights_left is not None:

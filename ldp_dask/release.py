@@ -165,7 +165,7 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             write: Callable[[R, StagedOutputs], None] | None = None, overwrite: bool = False,
             content_tag: Callable[[R], str | None] | None = None,
             part_tags: Callable[[R], Mapping[str, str]] | None = None,
-            memos: Callable[[R], MemoUpdate] | None = None) -> Released[R]:
+            memos: Callable[[R], MemoUpdate | Sequence[MemoUpdate]] | None = None) -> Released[R]:
     """Release ``compute``'s result for ``dataset``: check, reserve, compute, write, settle, publish, commit.
 
     Parameters
@@ -190,9 +190,10 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
         it a re-run is never free.
     part_tags : callable ``(result) -> {part key: tag}``, optional
         A partitioned release's content digests, one per part of ``charge.parts``.
-    memos : callable ``(result) -> MemoUpdate``, optional
-        A longitudinal release's digest pairs: the ledger charges the increase
-        of its series' largest spend per person (:mod:`ldp_dask.ledger.memos`).
+    memos : callable ``(result) -> MemoUpdate or [MemoUpdate, ...]``, optional
+        A longitudinal release's digest pairs (one per series: a plan has one
+        per statistic): the ledger charges the increase of each series' largest
+        spend per person, added up (:mod:`ldp_dask.ledger.memos`).
 
     Returns
     -------

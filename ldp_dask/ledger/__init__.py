@@ -72,7 +72,7 @@ from .budget import (
     release_of,
     spent_per_person,
 )
-from .memos import MemoUpdate, series_states, settle_memos
+from .memos import MemoUpdate, series_states, settle_series
 from .sqlite import SQLiteStore
 from .store import ACTIVE, LedgerError, Store, Tx
 
@@ -408,7 +408,8 @@ class Ledger:
                            float(epsilon), identity_root=tight[1] if tight else root, note="; ".join(notes))
 
     def settle(self, reservation: Reservation, content_tag: str | None, reproducible: bool = True,
-               part_tags: Mapping[str, str] | None = None, memos: MemoUpdate | None = None) -> Reservation:
+               part_tags: Mapping[str, str] | None = None,
+               memos: MemoUpdate | Sequence[MemoUpdate] | None = None) -> Reservation:
         """Decide the charge once the output is computed, just before it is published (status *publishing*).
 
         Free when a committed release has the same release key and content
@@ -416,9 +417,10 @@ class Ledger:
         still fit (:class:`BudgetExceeded` otherwise: nothing is published).
         A partitioned release gives each part's content tag in ``part_tags``
         (by part key): each part is free or charged on its own. A longitudinal
-        release gives its ``memos``: it is charged the increase of its series'
-        largest spend per person (:func:`.memos.settle_memos`), at most the ε
-        reserved, and its note gives the spend's distribution over persons.
+        release gives its ``memos`` (a longitudinal plan, one per statistic): it
+        is charged the increase of its series' largest spend per person, added
+        over its series (:func:`.memos.settle_series`), at most the ε reserved,
+        and its note gives the spend's distribution over persons.
         """
         with self.store.transaction() as tx:
             row = tx.one("SELECT status, root, parts FROM releases WHERE id=?", (reservation.id,))
@@ -438,7 +440,7 @@ class Ledger:
                 self._check_fits(tx, reservation, row["root"], [(row["root"], reservation.requested)])
             charged, spread = reservation.requested, None
             if memos is not None:
-                charged, spread = settle_memos(tx, reservation.id, row["root"], memos)
+                charged, spread = settle_series(tx, reservation.id, row["root"], memos)
                 if charged > reservation.requested * (1 + 1e-12):  # pragma: no cover - a reservation's bug
                     raise LedgerError(f"a longitudinal release reserved ε {reservation.requested:g} but its series "
                                       f"grew by {charged:g}; nothing was published")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,8 @@ import numpy as np
 
 from .store import ACTIVE, Tx
 
-__all__ = ["MemoUpdate", "MemoState", "merge", "spend_of", "spend_quantiles", "settle_memos", "series_states"]
+__all__ = ["MemoUpdate", "MemoState", "merge", "spend_of", "spend_quantiles", "settle_memos", "settle_series",
+           "series_states"]
 
 #: Quantiles of the spend over persons that the ledger reports.
 QUANTILES = (0.5, 0.9, 0.99)
@@ -198,6 +200,21 @@ def settle_memos(tx: Tx, release_id: int, root: str, update: MemoUpdate) -> tupl
     if row is not None:  # the state before this one stays until this release is committed or gone
         tx.run("DELETE FROM memo_states WHERE series=? AND release_id<?", (update.series, row["release_id"]))
     return max(0.0, float(spend.max(initial=0.0)) - top_before), quantiles
+
+
+def settle_series(tx: Tx, release_id: int, root: str,
+                  updates: MemoUpdate | Sequence[MemoUpdate]) -> tuple[float, dict[str, Any]]:
+    """:func:`settle_memos` for one series, or for each of a longitudinal plan's: the charge is the sum of their
+    increases (each person's spend is at most the sum of their spends in each series, whose largest values these
+    are), and the distribution is the series' own, or for several ``{"persons", "max": Σ max, "series": [...]}``
+    with each series' distribution (a person's digests differ from series to series, so their spends are not
+    added person by person)."""
+    if isinstance(updates, MemoUpdate):
+        return settle_memos(tx, release_id, root, updates)
+    settled = [settle_memos(tx, release_id, root, u) for u in updates]
+    spreads = [s for _, s in settled]
+    return sum(c for c, _ in settled), {"persons": max((s.get("persons", 0) for s in spreads), default=0),
+                                        "max": sum(s.get("max", 0.0) for s in spreads), "series": spreads}
 
 
 def series_states(tx: Tx) -> list[dict[str, Any]]:

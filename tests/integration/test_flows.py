@@ -479,3 +479,35 @@ def test_the_nightly_flow_releases_a_snapshot_longitudinally(prefect_harness, cl
     assert main(["budget", "--ledger", led]) == 0
     out = capsys.readouterr().out
     assert "over 3,000 persons: median 1, 90% 1, 99% 2, max 2" in out and ": 2 per user" in out
+
+
+def test_the_plan_flow_runs_a_longitudinal_plan(prefect_harness, cluster, tmp_path):
+    """plan_flow with ``longitudinal=True``: one night of a snapshot plan; the artifact lists each statistic's
+    spend percentiles over persons."""
+    import anyio
+    import pandas as pd
+    from prefect.client.orchestration import get_client
+
+    from ldp_dask.flows import plan_flow
+
+    table = tmp_path / "snapshot"
+    table.mkdir()
+    rng = np.random.default_rng(4)
+    pd.DataFrame({"user": np.arange(3_000), "x": rng.uniform(0, 1, 3_000),
+                  "c": rng.choice(["a", "b"], 3_000)}).to_parquet(table / "today.parquet")
+    toml = tmp_path / "plan.toml"
+    toml.write_text('[[statistic]]\ncolumn = "x"\ntarget = "mean"\ndomain = [0, 1]\n\n'
+                    '[[statistic]]\ncolumn = "c"\ntarget = "frequencies"\ncategories = ["a", "b"]\n')
+    res = plan_flow(plan=str(toml), source=str(table), out_dir=str(tmp_path / "out"), epsilon=1.0,
+                    date="2026-11-01", longitudinal=True, privacy_unit="user", ledger=str(tmp_path / "l.sqlite"),
+                    scheduler=cluster.scheduler.address, seed=5)
+    assert res["design"] == "split-epsilon" and len(res["statistics"]) == 2
+
+    async def newest() -> str:
+        async with get_client() as client:
+            r = await client._client.post("/artifacts/filter", json={"limit": 50, "offset": 0, "sort": "CREATED_DESC"})
+            return next(a for a in r.json() if a["key"] == "ldp-plan")["data"]
+
+    art = anyio.run(newest)
+    assert "| ε per user over persons, statistic 1 | median " in art
+    assert "| ε per user over persons, statistic 2 | median " in art

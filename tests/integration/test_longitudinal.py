@@ -152,3 +152,78 @@ def test_a_postgresql_ledger_keeps_the_series(tmp_path, postgres, cluster):
     eps = s.channel.epsilon_spent()
     assert charged == pytest.approx([eps, 0.0, eps])
     assert s.receipt.spend["persons"] == PERSONS and s.receipt.spend["max"] == pytest.approx(2 * eps)
+
+
+PLAN = {"statistic": [
+    {"column": "x", "target": "distribution", "domain": [0, 100], "bins": CELLS},
+    {"column": "x", "target": "mean", "domain": [0, 100], "name": "x.mean"},
+    {"column": "c", "target": "frequencies", "categories": ["a", "b", "c"]}]}
+
+
+def _snapshot(directory, x, c):
+    directory.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"id": np.arange(PERSONS), "x": x, "c": c}).to_parquet(directory / "snapshot.parquet")
+
+
+def test_a_longitudinal_plan_charges_each_statistic_by_its_distinct_reports(tmp_path, cluster):
+    rng = np.random.default_rng(15)
+    root, ledger = tmp_path / "t", str(tmp_path / "l.sqlite")
+    x, c = rng.uniform(0, 100, PERSONS), rng.choice(["a", "b", "c"], PERSONS)
+    plan = ldp_dask.Plan.from_dict(PLAN)
+    charged = []
+    for night in range(3):
+        if night == 2:
+            c[:300] = np.where(c[:300] == "a", "b", "a")  # 300 persons change category; x holds
+        _snapshot(root, x, c)
+        r = ldp_dask.release_plan(plan, str(root), 1.0, longitudinal=True, privacy_unit="id", seed=8, ledger=ledger,
+                                  client=cluster.scheduler.address, out=tmp_path / f"night{night}")
+        charged.append(r.receipt.epsilon)
+        truth = {"x.distribution": np.bincount((x // CELLS).astype(int), minlength=CELLS) / PERSONS,
+                 "c.frequencies": np.array([np.mean(c == k) for k in "abc"])}
+        for st in r.statistics:
+            if st.statistic.label in truth:
+                assert (np.abs(st.result.frequencies - truth[st.statistic.label]) <= 4.5 * st.result.se).all()
+            else:
+                assert abs(st.result.value - x.mean()) <= 4.5 * st.result.se
+            assert st.summaries[0][1].channel.name.startswith("memo-")
+    eps = {k: v["epsilon"] for k, v in json.loads(Ledger(ledger).entries()[0]["params"]).items()}
+    assert sum(eps.values()) == pytest.approx(1.0, abs=1e-6)  # ε split among the three, each person reports each
+    assert charged[0] == pytest.approx(sum(eps.values())) and charged[1] == 0  # night 2: every report repeats
+    assert charged[2] == pytest.approx(eps["c.frequencies"])  # only the frequencies' series grew
+    spend = r.receipt.spend
+    assert len(spend["series"]) == 3
+    assert spend["max"] == pytest.approx(sum(eps.values()) + eps["c.frequencies"])
+    assert (tmp_path / "night2" / "index.html").exists()
+
+
+def test_what_a_longitudinal_plan_cannot_be_is_refused(tmp_path):
+    root = tmp_path / "t"
+    _snapshot(root, np.zeros(PERSONS), np.full(PERSONS, "a"))
+    common = dict(privacy_unit="id", seed=1, ledger=False, client="local")
+    for statistic, why in (({"column": "x", "target": "quantiles", "domain": [0, 100]}, "no memoized form"),
+                           ({"column": "x", "target": "mean", "domain": [0, 100], "group_by": "c",
+                             "groups": ["a"]}, "no memoized form")):
+        with pytest.raises(LdpDaskError, match=why):
+            ldp_dask.release_plan(ldp_dask.Plan.from_dict({"statistic": [statistic]}), str(root), 1.0,
+                                  longitudinal=True, **common)
+    plan = ldp_dask.Plan.from_dict(PLAN)
+    with pytest.raises(LdpDaskError, match="not incremental"):
+        ldp_dask.release_plan(plan, str(root), 1.0, longitudinal=True, incremental=True, **common)
+    with pytest.raises(LdpDaskError, match="longitudinal releases only"):
+        ldp_dask.release_plan(plan, str(root), 1.0, **common)
+    with pytest.raises(LdpDaskError, match="design='split-rows'"):
+        ldp_dask.release_plan(plan, str(root), 1.0, longitudinal=True, design="split-rows", **common)
+
+
+def test_the_command_line_releases_a_longitudinal_plan(tmp_path, capsys):
+    rng = np.random.default_rng(16)
+    root = tmp_path / "t"
+    _snapshot(root, rng.uniform(0, 100, PERSONS), rng.choice(["a", "b", "c"], PERSONS))
+    toml = tmp_path / "plan.toml"
+    toml.write_text('[[statistic]]\ncolumn = "x"\ntarget = "mean"\ndomain = [0, 100]\n\n'
+                    '[[statistic]]\ncolumn = "c"\ntarget = "frequencies"\ncategories = ["a", "b", "c"]\n')
+    assert main(["release", str(toml), str(root), "--epsilon", "1", "--privacy-unit", "id", "--longitudinal",
+                 "--seed", "2", "--ledger", str(tmp_path / "l.sqlite"), "--local", "--json",
+                 "--out", str(tmp_path / "out")]) == 0
+    body = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [s["channel"] for s in body["statistics"]] == ["memo-mean", "memo-rr"]

@@ -112,7 +112,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     Raises
     ------
     LdpDaskError
-        A statistic the plan cannot run, a privacy unit (not offered for plans yet), a bad option.
+        A statistic the plan cannot run, a privacy unit outside a longitudinal plan, a bad option.
     BudgetExceeded
         The ledger's budget would be exceeded by the plan's total; nothing is read.
     """

@@ -36,7 +36,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import _memo_kernels as kernels
 from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import philox_blocks
 from .base import Channel, NumericChannel, Option, grid_index
@@ -45,6 +44,9 @@ from .categorical import CATEGORIES_OPTION, OTHER_OPTION, CategoricalChannel
 __all__ = ["Memoized", "MemoHistogram", "MemoFrequencies", "MemoMean", "MEMO_CHANNELS", "memoized",
            "INSTANT_OPTION", "LEVELS_OPTION", "SCALE", "unary_thresholds", "flip_threshold", "bit_thresholds"]
 
+#: The counter's last word: which draw of a (person, state) a block is (:mod:`ldp_dask._memo_kernels`, imported
+#: when a channel draws: numba is too heavy for ``--help``).
+USE_BITS, USE_ALPHA = 1, 4
 #: Probabilities are integer thresholds out of 2^32 (32-bit uniforms from the keyed Philox blocks).
 SCALE = 1 << 32
 #: A bucket's persons are drawn in batches of this many (the digest pairs are kept; the bits are summed).
@@ -220,7 +222,7 @@ class _MemoUnary(Memoized):
         state = self._states(x)
         out = np.empty((len(state), self.dim), np.uint8)
         for lane in range((self.dim + 7) // 8):
-            w = _blocks(key, person, state, lane, kernels.USE_BITS)
+            w = _blocks(key, person, state, lane, USE_BITS)
             u = np.empty((len(state), 8), np.uint64)
             u[:, 0::2], u[:, 1::2] = w & np.uint64(0xFFFFFFFF), w >> np.uint64(32)
             cols = range(lane * 8, min(self.dim, lane * 8 + 8))
@@ -233,11 +235,13 @@ class _MemoUnary(Memoized):
         state = self._states(x)
         counts = np.zeros(self.dim, np.int64)
         pairs = np.empty((len(state), 2), np.uint64)
+        from .._memo_kernels import memo_unary
+
         k0, k1 = _keys(key)
         person = np.ascontiguousarray(person, dtype=np.uint64)
         for a in range(0, len(state), _BATCH):
             b = min(len(state), a + _BATCH)
-            kernels.memo_unary(person[a:b], state[a:b], k0, k1, np.uint64(self.t_in), np.uint64(self.t_out),
+            memo_unary(person[a:b], state[a:b], k0, k1, np.uint64(self.t_in), np.uint64(self.t_out),
                                counts, pairs[a:b])
         return {"sum": counts}, pairs
 
@@ -393,20 +397,22 @@ class MemoMean(Memoized, NumericChannel):
 
     def reports(self, x: np.ndarray, person: np.ndarray, key: int) -> np.ndarray:
         zero = np.zeros(len(person), np.uint64)
-        a = _blocks(key, person, zero, 0, kernels.USE_ALPHA)[:, 0]
+        a = _blocks(key, person, zero, 0, USE_ALPHA)[:, 0]
         level = self.levels_of(x, (a >> np.uint64(11)).astype(np.float64) / 2.0**53)
-        u = _blocks(key, person, level, 0, kernels.USE_BITS)[:, 0] & np.uint64(0xFFFFFFFF)
+        u = _blocks(key, person, level, 0, USE_BITS)[:, 0] & np.uint64(0xFFFFFFFF)
         return (u < self.thresholds[level])[:, None].astype(np.uint8)
 
     def memo_stats(self, x: np.ndarray, person: np.ndarray, key: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        from .._memo_kernels import alpha_points, memo_bit
+
         k0, k1 = _keys(key)
         person = np.ascontiguousarray(person, dtype=np.uint64)
         alpha = np.empty(len(person))
-        kernels.alpha_points(person, k0, k1, alpha)
+        alpha_points(person, k0, k1, alpha)
         level = self.levels_of(x, alpha)
         ones = np.zeros(1, np.int64)
         pairs = np.empty((len(level), 2), np.uint64)
-        kernels.memo_bit(person, level, k0, k1, self.thresholds, ones, pairs)
+        memo_bit(person, level, k0, k1, self.thresholds, ones, pairs)
         return {"sum": ones}, pairs
 
 

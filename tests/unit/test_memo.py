@@ -211,3 +211,9 @@ def test_the_ledgers_fast_merge_equals_the_exact_one_night_after_night_even_on_a
             assert np.array_equal(getattr(fast, name), getattr(exact, name)), (night, name)
         assert len(fast.pairs) == len(exact.pairs)
     assert exact.reports.max() >= 2 and exact.nights.max() == 6
+
+
+def test_the_kernels_use_counters_agree_with_the_channels():
+    from ldp_dask.channels import memo
+
+    assert (memo.USE_BITS, memo.USE_ALPHA) == (K.USE_BITS, K.USE_ALPHA)

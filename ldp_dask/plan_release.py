@@ -210,6 +210,12 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
                                "histograms, frequencies and means, without groups)")
     checked = check(plan_, {s.column: d.n for s, d in zip(plan_.statistics, datasets)}, epsilon, "split-epsilon")
     channels = tuple(memoized(p.channel) for p in checked.statistics)
+    seen: dict[Any, str] = {}
+    for s, ch in zip(plan_.statistics, channels):  # one series each: the same memo key would draw the same reports
+        twin = seen.setdefault((s.column, ch.name, repr(sorted(ch.params().items()))), s.label)
+        if twin != s.label:
+            raise LdpDaskError(f"the statistics {twin!r} and {s.label!r} would release the same memoized reports "
+                               "(the same column, channel and parameters): keep one of them")
     secret, opts = _with_key(opts)
     for d, ch in zip(datasets, channels):
         check_longitudinal(d, ch, "summary", opts, secret)

@@ -206,6 +206,10 @@ def test_what_a_longitudinal_plan_cannot_be_is_refused(tmp_path):
         with pytest.raises(LdpDaskError, match=why):
             ldp_dask.release_plan(ldp_dask.Plan.from_dict({"statistic": [statistic]}), str(root), 1.0,
                                   longitudinal=True, **common)
+    twins = {"statistic": [{"column": "x", "target": "mean", "domain": [0, 100], "name": "a"},
+                           {"column": "x", "target": "mean", "domain": [0, 100], "name": "b"}]}
+    with pytest.raises(LdpDaskError, match="the same memoized reports"):
+        ldp_dask.release_plan(ldp_dask.Plan.from_dict(twins), str(root), 1.0, longitudinal=True, **common)
     plan = ldp_dask.Plan.from_dict(PLAN)
     with pytest.raises(LdpDaskError, match="not incremental"):
         ldp_dask.release_plan(plan, str(root), 1.0, longitudinal=True, incremental=True, **common)

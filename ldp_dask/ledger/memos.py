@@ -18,6 +18,7 @@ still active: a release removed before publishing leaves no trace in it.
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -178,8 +179,12 @@ def spend_quantiles(spend: np.ndarray) -> dict[str, Any]:
             "max": float(spend.max()), "mean": float(spend.mean())}
 
 
-def _current(tx: Tx, series: str) -> dict[str, Any] | None:
-    return tx.one("SELECT m.* FROM memo_states m JOIN releases r ON r.id = m.release_id WHERE m.series=? AND "
+_LISTED = "m.series, m.release_id, m.root, m.epsilon_memo, m.epsilon_bits, m.nights, m.persons, m.spread"
+
+
+def _current(tx: Tx, series: str, columns: str = "m.*") -> dict[str, Any] | None:
+    """The series' state of its newest active release (``columns``: without the state, for a listing)."""
+    return tx.one(f"SELECT {columns} FROM memo_states m JOIN releases r ON r.id = m.release_id WHERE m.series=? AND "
                   f"r.status IN {ACTIVE} ORDER BY m.release_id DESC LIMIT 1", (series,))
 
 
@@ -189,14 +194,14 @@ def settle_memos(tx: Tx, release_id: int, root: str, update: MemoUpdate) -> tupl
     row = _current(tx, update.series)
     before = None if row is None else MemoState.from_bytes(row["state"])
     after = merge(before, update.pairs)
-    top_before = 0.0 if before is None else float(spend_of(before, update.epsilon_memo, update.epsilon_bits).max(
-        initial=0.0))
+    top_before = 0.0 if row is None else float(json.loads(row["spread"]).get("max", 0.0))
     spend = spend_of(after, update.epsilon_memo, update.epsilon_bits)
     quantiles = spend_quantiles(spend)
-    tx.run("INSERT INTO memo_states (series, release_id, root, epsilon_memo, epsilon_bits, nights, persons, state, "
-           "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    tx.run("INSERT INTO memo_states (series, release_id, root, epsilon_memo, epsilon_bits, nights, persons, spread, "
+           "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
            (update.series, release_id, root, float(update.epsilon_memo), update.epsilon_bits,
-            int(after.nights.max(initial=0)), len(after.persons), after.to_bytes(), time.time()))
+            int(after.nights.max(initial=0)), len(after.persons), json.dumps(quantiles), after.to_bytes(),
+            time.time()))
     if row is not None:  # the state before this one stays until this release is committed or gone
         tx.run("DELETE FROM memo_states WHERE series=? AND release_id<?", (update.series, row["release_id"]))
     return max(0.0, float(spend.max(initial=0.0)) - top_before), quantiles
@@ -218,14 +223,14 @@ def settle_series(tx: Tx, release_id: int, root: str,
 
 
 def series_states(tx: Tx) -> list[dict[str, Any]]:
-    """Every series' current state, with its root and the distribution of spend over its persons."""
+    """Every series' current state, with its root and the distribution of spend over its persons (as recorded
+    when it was settled: the states themselves are not read)."""
     out = []
     for s in tx.all("SELECT DISTINCT series FROM memo_states"):
-        row = _current(tx, s["series"])
+        row = _current(tx, s["series"], _LISTED)
         if row is None:
             continue
-        state = MemoState.from_bytes(row["state"])
         out.append({"series": row["series"], "root": row["root"], "nights": int(row["nights"]),
                     "epsilon_memo": float(row["epsilon_memo"]), "epsilon_bits": row["epsilon_bits"],
-                    **spend_quantiles(spend_of(state, row["epsilon_memo"], row["epsilon_bits"]))})
+                    **json.loads(row["spread"])})
     return out

@@ -32,6 +32,7 @@ _MEMO_STATES = """CREATE TABLE IF NOT EXISTS memo_states (
         epsilon_bits DOUBLE PRECISION,
         nights INTEGER NOT NULL,
         persons BIGINT NOT NULL,
+        spread TEXT NOT NULL,
         state BYTEA NOT NULL,
         created_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (series, release_id))"""

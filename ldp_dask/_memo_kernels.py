@@ -20,7 +20,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["USE_BITS", "USE_DIGEST", "USE_PERSON", "USE_ALPHA", "memo_unary", "memo_bit", "alpha_points"]
+__all__ = ["USE_BITS", "USE_DIGEST", "USE_PERSON", "USE_ALPHA", "memo_unary", "memo_kary", "memo_bit", "alpha_points"]
 
 USE_BITS, USE_DIGEST, USE_PERSON, USE_ALPHA = 1, 2, 3, 4
 
@@ -112,3 +112,34 @@ def memo_bit(person: np.ndarray, level: np.ndarray, k0: np.uint64, k1: np.uint64
         w0, _, _, _ = _philox(p, z, np.uint64(0), np.uint64(USE_BITS), k0, k1)
         if (w0 & _LOW) < thresholds[level[i]]:
             ones[0] += 1
+
+
+@njit(cache=True, nogil=True)
+def memo_kary(person: np.ndarray, state: np.ndarray, k0: np.uint64, k1: np.uint64, t_keep: np.uint64,
+              counts: np.ndarray, pairs: np.ndarray) -> None:
+    """Memoized k-ary reports: person i keeps its state when the first 32-bit uniform of its (person, state) blocks
+    is below ``t_keep``, else reports one of the d − 1 other categories exactly uniformly (the next uniforms, each
+    rejected at or above the largest multiple of d − 1 below 2^32, then ``u mod (d − 1)``, skipping the state);
+    ``counts[c]`` gets the reports of c, ``pairs[i]`` the digests."""
+    others = np.uint64(counts.shape[0] - 1)
+    limit = (np.uint64(1) << _S32) // others * others
+    for i in range(person.shape[0]):
+        p, s = person[i], np.uint64(state[i])
+        pairs[i, 0], pairs[i, 1] = _digests(p, s, k0, k1)
+        w0, w1, w2, w3 = _philox(p, s, np.uint64(0), np.uint64(USE_BITS), k0, k1)
+        if (w0 & _LOW) < t_keep:
+            counts[state[i]] += 1
+            continue
+        lane, t, report = 0, 1, -1
+        while report < 0:
+            if t == 8:
+                lane += 1
+                t = 0
+                w0, w1, w2, w3 = _philox(p, s, np.uint64(lane), np.uint64(USE_BITS), k0, k1)
+            w = (w0, w1, w2, w3)[t // 2]
+            u = (w & _LOW) if t % 2 == 0 else (w >> _S32)
+            t += 1
+            if u < limit:
+                j = np.int64(u % others)
+                report = j + (j >= state[i])
+        counts[report] += 1

@@ -10,6 +10,8 @@ value's bucket:
     the state is the cell or category j of d; the report is an optimized unary encoding (Wang, Blocki, Li and Jha
     2017) drawn once per (person, state): bit j is 1 with probability p_in = 1/2, every other bit with p_out ≈
     1/(e^ε + 1). Two states' reports differ in law at two bits: ε_memo = ln(p_in(1 − p_out)/((1 − p_in)p_out)).
+    ``memo-rr`` with ``encoding="kary"`` memoizes generalized randomized response instead (the category, or one of
+    the others exactly uniformly): ε_memo = ln(p_in(d − 1)/(1 − p_in)).
 ``memo-mean`` (numeric, domain [lo, hi])
     the value is rounded to one of ``levels + 1`` grid points by its person's α-point: with t = levels·(x −
     lo)/(hi − lo), cell c = min(⌊t⌋, levels − 1) and f = t − c, the state is z = c + 1 when f ≥ 1 − α, else c.
@@ -40,9 +42,11 @@ from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import philox_blocks
 from .base import Channel, NumericChannel, Option, grid_index
 from .categorical import CATEGORIES_OPTION, OTHER_OPTION, CategoricalChannel
+from .rr import RandomizedResponse
 
 __all__ = ["Memoized", "MemoHistogram", "MemoFrequencies", "MemoMean", "MEMO_CHANNELS", "memoized",
-           "INSTANT_OPTION", "LEVELS_OPTION", "SCALE", "unary_thresholds", "flip_threshold", "bit_thresholds"]
+           "INSTANT_OPTION", "LEVELS_OPTION", "SCALE", "unary_thresholds", "flip_threshold", "bit_thresholds",
+           "kary_threshold"]
 
 #: The counter's last word: which draw of a (person, state) a block is (:mod:`ldp_dask._memo_kernels`, imported
 #: when a channel draws: numba is too heavy for ``--help``).
@@ -77,6 +81,15 @@ def flip_threshold(epsilon: float) -> int:
     t = max(1, math.ceil(SCALE / (math.exp(epsilon) + 1)))
     while _log_ratio(SCALE - t, t) > epsilon:
         t += 1
+    return t
+
+
+def kary_threshold(epsilon: float, d: int) -> int:
+    """T out of 2^32: a memoized k-ary report keeps its category with probability T/2^32, the largest T with
+    ln(T(d − 1)/(2^32 − T)) ≤ ε (the others share the rest exactly uniformly)."""
+    t = min(SCALE - 1, math.floor(SCALE * math.exp(epsilon) / (math.exp(epsilon) + d - 1)))
+    while _log_ratio(t * (d - 1), SCALE - t) > epsilon:
+        t -= 1
     return t
 
 
@@ -288,7 +301,7 @@ class MemoHistogram(_MemoUnary, NumericChannel):
 
 
 class MemoFrequencies(_MemoUnary, CategoricalChannel):
-    """Memoized frequencies over public categories: one memoized unary report per (person, category).
+    """Memoized frequencies over public categories: one memoized report per (person, category).
 
     Parameters
     ----------
@@ -299,28 +312,111 @@ class MemoFrequencies(_MemoUnary, CategoricalChannel):
     other : bool
         Map values outside them to ``"__other__"`` instead of failing.
     instant : float, optional
-        ε of the instantaneous layer (per bit).
+        ε of the instantaneous layer (per bit for ``oue``; per report for ``kary``).
+    encoding : {"oue", "kary"}
+        ``oue``: a memoized optimized unary encoding (Wang, Blocki, Li and Jha 2017). ``kary``: memoized
+        generalized randomized response — the category itself with probability p_in = T/2³² (T the largest
+        threshold with ln(p_in(d − 1)/(1 − p_in)) ≤ ε), else one of the d − 1 others exactly uniformly — and its
+        instantaneous layer is k-ary randomized response on the memoized category, ε_bits = instant whatever d.
+        k-ary has the smaller variance below d ≈ 3e^ε + 2.
 
     Notes
     -----
-    As :class:`MemoHistogram`: each night's frequencies are a one-night optimized unary encoding's, variance
-    π_j(1 − π_j)/(n(p_in − p_out)²).
+    Each night's frequencies are a one-night encoding's: θ̂_j = (T_j/n − p_out)/(p_in − p_out), variance
+    π_j(1 − π_j)/(n(p_in − p_out)²), with (p_in, p_out) of both layers together.
     """
 
     name = "memo-rr"
-    options = (CATEGORIES_OPTION, OTHER_OPTION, INSTANT_OPTION)
+    options = (CATEGORIES_OPTION, OTHER_OPTION, INSTANT_OPTION,
+               Option("encoding", "memoized report: optimized unary (oue) or k-ary randomized response (kary)",
+                      default="oue", choices=("oue", "kary")))
 
-    def __init__(self, epsilon: float, categories: Any, other: bool = False, instant: float | None = None) -> None:
+    def __init__(self, epsilon: float, categories: Any, other: bool = False, instant: float | None = None,
+                 encoding: str = "oue") -> None:
         d = self._set_categories(categories, other)
+        if encoding not in ("oue", "kary"):
+            raise LdpDaskError(f"The 'encoding' parameter must be 'oue' or 'kary'. Got {encoding!r} instead.")
+        self.kary = encoding == "kary"
+        self.encoding = f"memo-{encoding}"
         self._set_unary(epsilon, d)
         self._set_instant(instant)
+        if self.kary:
+            self.t_keep = kary_threshold(self.epsilon, d)
+            self._irr = None if self.instant is None else RandomizedResponse(self.instant, list(range(d)))
 
     def params(self) -> dict[str, Any]:
         return {"epsilon": self.epsilon, "categories": list(self.categories), "other": self.other,
-                "instant": self.instant}
+                "instant": self.instant, "encoding": self.encoding.removeprefix("memo-")}
 
     def _states(self, x: np.ndarray) -> np.ndarray:
         return np.asarray(x, dtype=np.int64)  # prepare() made the codes
+
+    # --- k-ary: one category, not d bits ----------------------------------------------------------------------
+    def epsilon_spent(self) -> float:
+        if not self.kary:
+            return super().epsilon_spent()
+        return _log_ratio(self.t_keep * (self.dim - 1), SCALE - self.t_keep)
+
+    @property
+    def report_probabilities(self) -> tuple[float, float]:
+        if not self.kary:
+            return super().report_probabilities
+        d, p = self.dim, self.t_keep / SCALE
+        q = 1.0 if self._irr is None else self._irr.p_in  # the instantaneous layer keeps the report with q
+        return p * q + (1 - p) * (1 - q) / (d - 1), (1 - p) / (d - 1) * q + (1 - (1 - p) / (d - 1)) * (1 - q) / (d - 1)
+
+    def night_epsilon(self) -> float:
+        if not self.kary:
+            return super().night_epsilon()
+        p, q = self.report_probabilities
+        return math.log(p) - math.log(q)
+
+    def _bits_epsilon(self) -> float:
+        if not self.kary:
+            return super()._bits_epsilon()
+        return math.inf if self._irr is None else self._irr.epsilon_spent()
+
+    def instantaneous(self, counts: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
+        if not self.kary or self._irr is None:
+            return super().instantaneous(counts, m, rng)
+        return self._irr.add_noise({"counts": np.asarray(counts, np.int64)}, m, rng)["sum"].astype(np.int64)
+
+    def reports(self, x: np.ndarray, person: np.ndarray, key: int) -> np.ndarray:
+        if not self.kary:
+            return super().reports(x, person, key)
+        state = self._states(x)
+        d, others = self.dim, self.dim - 1
+        limit = SCALE // others * others
+        report = np.full(len(state), -1, np.int64)
+        lane, first = 0, 1
+        while (report < 0).any():
+            w = _blocks(key, person, state, lane, USE_BITS)
+            u = np.empty((len(state), 8), np.uint64)
+            u[:, 0::2], u[:, 1::2] = w & np.uint64(0xFFFFFFFF), w >> np.uint64(32)
+            if lane == 0:
+                keep = u[:, 0] < np.uint64(self.t_keep)
+                report[keep] = state[keep]
+            for t in range(first, 8):
+                take = (report < 0) & (u[:, t] < np.uint64(limit))
+                j = (u[take, t] % np.uint64(others)).astype(np.int64)
+                report[take] = j + (j >= state[take])
+            lane, first = lane + 1, 0
+        out = np.zeros((len(state), d), np.uint8)
+        out[np.arange(len(state)), report] = 1
+        return out
+
+    def memo_stats(self, x: np.ndarray, person: np.ndarray, key: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        if not self.kary:
+            return super().memo_stats(x, person, key)
+        from .._memo_kernels import memo_kary
+
+        state = self._states(x)
+        counts = np.zeros(self.dim, np.int64)
+        pairs = np.empty((len(state), 2), np.uint64)
+        k0, k1 = _keys(key)
+        memo_kary(np.ascontiguousarray(person, dtype=np.uint64), state, k0, k1, np.uint64(self.t_keep), counts,
+                  pairs)
+        return {"sum": counts}, pairs
 
 
 class MemoMean(Memoized, NumericChannel):
@@ -432,7 +528,8 @@ def memoized(channel: Channel, instant: float | None = None, levels: int = 1) ->
     if name == "histogram":
         return MemoHistogram(eps, channel.bins, channel.domain, instant)  # type: ignore[attr-defined]
     if isinstance(channel, CategoricalChannel):
-        return MemoFrequencies(eps, channel.categories, channel.other, instant)
+        encoding = "kary" if getattr(channel, "encoding", None) in ("kary", "warner") else "oue"
+        return MemoFrequencies(eps, channel.categories, channel.other, instant, encoding)
     if name in ("mean", "hybrid-mean"):
         return MemoMean(eps, channel.domain, levels, instant)  # type: ignore[attr-defined]
     raise LdpDaskError(f"a longitudinal release memoizes a histogram, frequencies or a mean; the {name!r} channel "

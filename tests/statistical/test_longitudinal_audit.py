@@ -74,6 +74,7 @@ CASES = {
     # histogram of 4 cells: cells 0 → 2 against 1 → 3, the change at night CHANGE
     "histogram": (MemoHistogram(1.0, 4, (0.0, 1.0)), (0.1, 0.6), (0.3, 0.9)),
     "frequencies": (MemoFrequencies(0.7, ["a", "b", "c"]), (0, 2), (1, 0)),  # category codes: a → c, b → a
+    "frequencies-kary": (MemoFrequencies(1.2, ["a", "b", "c", "d"], encoding="kary"), (0, 2), (1, 3)),
     # one bit, the two ends of the domain: rounded to themselves whatever the person's α-point
     "mean": (MemoMean(1.5, (0.0, 1.0)), (0.0, 1.0), (1.0, 0.0)),
 }
@@ -151,8 +152,9 @@ def test_a_nights_mean_interval_covers_at_its_level(ch):
 
 
 @pytest.mark.parametrize("ch", [MemoHistogram(1.0, 8, (0.0, 10.0)),
-                                MemoFrequencies(2.0, list(range(5)), other=True, instant=3.0)],
-                         ids=["histogram", "frequencies-instant"])
+                                MemoFrequencies(2.0, list(range(5)), other=True, instant=3.0),
+                                MemoFrequencies(1.0, list(range(5)), other=True, instant=2.0, encoding="kary")],
+                         ids=["histogram", "frequencies-instant", "frequencies-kary-instant"])
 def test_a_nights_cell_intervals_cover_at_their_level(ch):
     rng = np.random.default_rng(8)
     x = _data(rng)

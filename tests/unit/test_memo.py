@@ -144,7 +144,9 @@ def test_alpha_point_rounding_is_unbiased_and_moves_only_at_the_persons_alpha_po
 
 def test_memoized_maps_each_one_night_channel_to_its_memoized_form():
     assert memoized(LaplaceHistogram(1.0, 12, (0, 3))) == MemoHistogram(1.0, 12, (0, 3))
-    assert memoized(RandomizedResponse(0.5, ["x", "y"], other=True)) == MemoFrequencies(0.5, ["x", "y"], True)
+    assert memoized(RandomizedResponse(0.5, ["x", "y"], other=True, encoding="oue")) == MemoFrequencies(
+        0.5, ["x", "y"], True)
+    assert memoized(RandomizedResponse(0.5, ["x", "y"])) == MemoFrequencies(0.5, ["x", "y"], encoding="kary")
     assert memoized(LaplaceMean(2.0, (0, 9)), levels=3, instant=1.0) == MemoMean(2.0, (0, 9), 3, 1.0)
     with pytest.raises(LdpDaskError, match="no memoized form"):
         from ldp_dask.channels import WaveletLaplace
@@ -175,7 +177,8 @@ def test_the_ledger_counts_each_persons_distinct_reports_and_nights():
 
 
 @pytest.mark.parametrize("ch", [MemoHistogram(0.8, 21, (0, 1)), MemoFrequencies(2.0, list(range(5))),
-                                MemoMean(1.0, (0, 1), levels=5)], ids=lambda c: c.name)
+                                MemoFrequencies(0.7, list(range(5)), encoding="kary"),
+                                MemoMean(1.0, (0, 1), levels=5)], ids=lambda c: f"{c.name}-{c.params()}")
 def test_the_kernels_sums_are_the_sums_of_the_persons_reports(ch):
     rng = np.random.default_rng(4)
     person = rng.integers(0, 2**63, 3000, dtype=np.uint64)
@@ -217,3 +220,19 @@ def test_the_kernels_use_counters_agree_with_the_channels():
     from ldp_dask.channels import memo
 
     assert (memo.USE_BITS, memo.USE_ALPHA) == (K.USE_BITS, K.USE_ALPHA)
+
+
+@pytest.mark.parametrize("d", [2, 5, 64])
+@pytest.mark.parametrize("eps", [0.3, 1.0, 4.0])
+def test_the_kary_memo_spends_at_most_its_epsilon_and_its_layers_compose(d, eps):
+    from ldp_dask.channels.memo import kary_threshold
+
+    t = kary_threshold(eps, d)
+    spent = math.log(t * (d - 1)) - math.log(SCALE - t)
+    assert spent <= eps and eps - spent < 1e-6 and math.log((t + 1) * (d - 1)) - math.log(SCALE - t - 1) > eps
+    ch = MemoFrequencies(eps, list(range(d)), encoding="kary", instant=1.5)
+    p, q = ch.report_probabilities  # the two layers by hand: keep the memo with q_I, else move uniformly
+    pm, qi = t / SCALE, ch._irr.p_in
+    assert p == pytest.approx(pm * qi + (1 - pm) * (1 - qi) / (d - 1), rel=1e-12)
+    assert p + (d - 1) * q == pytest.approx(1.0, rel=1e-12)  # one report among d categories
+    assert ch._bits_epsilon() <= 1.5 and ch.night_epsilon() < spent

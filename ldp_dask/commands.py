@@ -120,10 +120,10 @@ def release_column(dataset: Dataset, channel: Channel, request: ChannelRequest, 
     receipt and the outputs written."""
     if incremental or since is not None or window is not None:
         follows_n(request.build, dataset.n)
-    if dataset.unit is not None:
-        predict_units(dataset, channel, options)
     if longitudinal is not None:
         channel = memoized(channel, **longitudinal)
+    if dataset.unit is not None:
+        predict_units(dataset, channel, options)
     return privatize(dataset, column=dataset.column, channel=channel, mode=request.mode, out=out,
                      rows_path=rows_out, overwrite=overwrite, options=options, incremental=incremental,
                      since=since, window=window, skip_changed=skip_changed)

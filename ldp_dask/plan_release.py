@@ -200,6 +200,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     from .channels import memoized
     from .longitudinal import check_longitudinal, memo_update
     from .pipeline import _run_memoized, _with_key
+    from .predict import predict
 
     if design not in (None, "split-epsilon"):
         raise LdpDaskError("a longitudinal plan splits ε: every person reports every statistic, each memoized; "
@@ -231,12 +232,14 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
 
     def compute(sec: Secret, _: Outputs) -> PlanRelease:
         released, found = [], []
-        for s, d, ch, p, e in zip(plan_.statistics, datasets, channels, checked.statistics, spent):
+        for s, d, ch, e in zip(plan_.statistics, datasets, channels, spent):
             summary, pairs = _run_memoized(d, ch, sec, opts)
             found.append(memo_update(summary, pairs))
             statistic_metadata(s, summary.metadata, ch, e, "split-epsilon", None, len(channels), sum(spent))
             summary.metadata.update(privacy_unit=d.unit, epsilon_per_unit=e)
-            released.append(statistic_release(s, summary, e, None, p.se, level))
+            predicted = predict(ch, summary.n)  # the memoized channel's, not the one-night channel the split used
+            released.append(statistic_release(s, summary, e, None, predicted.se if predicted else float("nan"),
+                                              level))
         result = PlanRelease("split-epsilon", float(epsilon), sum(spent), tuple(released), level)
         updates[id(result)] = found
         return result

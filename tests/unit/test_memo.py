@@ -236,3 +236,15 @@ def test_the_kary_memo_spends_at_most_its_epsilon_and_its_layers_compose(d, eps)
     assert p == pytest.approx(pm * qi + (1 - pm) * (1 - qi) / (d - 1), rel=1e-12)
     assert p + (d - 1) * q == pytest.approx(1.0, rel=1e-12)  # one report among d categories
     assert ch._bits_epsilon() <= 1.5 and ch.night_epsilon() < spent
+
+
+def test_one_nights_predicted_error_is_the_estimators_at_the_typical_share():
+    from ldp_dask.predict import predict
+
+    ch = MemoFrequencies(1.0, list(range(4)), encoding="kary", instant=2.0)
+    p_in, p_out = ch.report_probabilities
+    pi = p_out + (p_in - p_out) / 4
+    assert predict(ch, 10_000).se == pytest.approx(math.sqrt(pi * (1 - pi) / 10_000) / (p_in - p_out))
+    mean = MemoMean(1.0, (0, 10))
+    # 1BitMean at ε: Var ≤ (10·(e^ε + 1)/(e^ε − 1))²/4 per report
+    assert predict(mean, 10_000).se == pytest.approx(10 * (math.e + 1) / (math.e - 1) / 2 / 100, rel=1e-6)

@@ -71,7 +71,7 @@ def check_longitudinal(dataset: Dataset, channel: Channel, mode: str, options: R
 def longitudinal_metadata(channel: Channel, series: str) -> dict[str, Any]:
     """What a longitudinal summary records of its series and of what a person spends (docs/privacy.md)."""
     ch: Any = channel
-    bits = ch._bits_epsilon()
+    bits = ch.epsilon_bits()
     return {"series": series, "epsilon_memo": channel.epsilon_spent(), "epsilon_night": ch.night_epsilon(),
             "epsilon_bits": None if math.isinf(bits) else bits, "instant": ch.instant}
 

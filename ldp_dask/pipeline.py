@@ -35,7 +35,7 @@ from .policy import warn_cells
 from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
 from .release import Charge, Outputs, Released, plan, release
 from .source import Dataset, Piece
-from .summary import Summary, summary_writer
+from .summary import Summary, summary_of, summary_writer
 from .tasks import (
     BucketRelease,
     ByFile,
@@ -89,14 +89,12 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
                   in_process=dataset.kind == "memory")
     if dataset.unit is None and acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
         raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
-    sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
     metadata = _metadata(dataset, secret, mode, options, rows_path)
     if choice:  # chosen by --channel auto: what was compared, kept with the release
         metadata["choice"] = choice
     metadata.update(privacy_unit=dataset.unit or ROW_UNIT, max_contributions=k,
                     epsilon_per_unit=epsilon_per_unit(channel, k))
-    return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None,
-                   content_tag=f"{acc['tag']:064x}")
+    return summary_of(channel, acc, metadata, options.clip)
 
 
 # --- privacy units: tag rows by person, bound, shuffle by bucket, release per bucket ---------------------------
@@ -222,9 +220,7 @@ def _run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: R
     metadata = _metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=dataset.unit, max_contributions=1, epsilon_per_unit=channel.epsilon_spent(),
                     longitudinal=longitudinal_metadata(channel, series_id(secret, series)))
-    sums = {k: exactsum.to_float(v) for k, v in acc["stats"].items()}
-    return Summary(channel, int(acc["n"]), sums, metadata, n_clipped=int(acc["clipped"]) if options.clip else None,
-                   content_tag=f"{acc['tag']:064x}"), acc["pairs"]
+    return summary_of(channel, acc, metadata, options.clip), acc["pairs"]
 
 
 def _release_summary(source: Any, column: str | None = None, channel: Channel | None = None, mode: str = "summary",

@@ -28,7 +28,6 @@ import dataclasses
 import os
 from typing import Any
 
-from . import exactsum
 from ._io import file_stem
 from ._validation import LdpDaskError, check_probability
 from .channels.categorical import OTHER
@@ -51,7 +50,7 @@ from .policy import warn_cells
 from .privacy import epsilon_per_unit
 from .release import Charge, Outputs, release
 from .source import Dataset
-from .summary import Summary, summary_mac_key
+from .summary import Summary, summary_mac_key, summary_of
 
 __all__ = ["release_plan", "PlanRelease", "StatisticRelease"]
 
@@ -182,8 +181,8 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
                                         spent, shares or [None] * len(spent)):
             metadata = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), ch, e, checked.design, r,
                                           len(channels), charged)
-            made: Summary | list[Summary] = _summary(ch, a, metadata, opts.clip) if "groups" not in a else [
-                _summary(ch, g, group_metadata(metadata, k), opts.clip) for k, g in zip(group_keys(s), a["groups"])]
+            made: Summary | list[Summary] = summary_of(ch, a, metadata, opts.clip) if "groups" not in a else [
+                summary_of(ch, g, group_metadata(metadata, k), opts.clip) for k, g in zip(group_keys(s), a["groups"])]
             released.append(statistic_release(s, made, e, r, p.se, level))
         return PlanRelease(checked.design, float(epsilon), charged, tuple(released), level)
 
@@ -273,11 +272,6 @@ def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: 
     return release_series(plan_, datasets, labels, opts, secret, epsilon, design, since, skip_changed,
                           _targets(plan_, out), _writer(secret), overwrite, finish,
                           lambda label: f"{file_stem(label)}.summary.parquet")
-
-
-def _summary(ch: Any, acc: dict[str, Any], metadata: dict[str, Any], clip: bool) -> Summary:
-    return Summary(ch, int(acc["n"]), {k: exactsum.to_float(v) for k, v in acc["stats"].items()}, metadata,
-                   n_clipped=int(acc["clipped"]) if clip else None, content_tag=f"{acc['tag']:064x}")
 
 
 def _content_tag(result: PlanRelease) -> str:

@@ -43,7 +43,7 @@ from .privacy import epsilon_per_unit
 from .receipts import Receipted
 
 __all__ = ["Summary", "Partition", "read_summary", "verify_summary", "is_summary_file", "summary_mac_key",
-           "sum_partitions", "summary_writer", "FORMAT_VERSION", "METADATA_KEY"]
+           "sum_partitions", "summary_writer", "summary_of", "FORMAT_VERSION", "METADATA_KEY"]
 
 FORMAT_VERSION = 1
 METADATA_KEY = b"ldp_dask.summary"
@@ -351,6 +351,13 @@ def _key_at_hand(key: Any) -> Any:
     sec = resolve_secret()
     return sec if sec.source != "random" else None
 
+
+
+def summary_of(channel: Channel, acc: dict[str, Any], metadata: dict[str, Any], clip: bool) -> Summary:
+    """The summary of a release's reduced accumulator (its exact noisy sums rounded once; the clipped count only
+    when clipping was asked, the keyed content tag for the ledger)."""
+    return Summary(channel, int(acc["n"]), {k: exactsum.to_float(v) for k, v in acc["stats"].items()}, metadata,
+                   n_clipped=int(acc["clipped"]) if clip else None, content_tag=f"{acc['tag']:064x}")
 
 def read_summary(path: str | os.PathLike[str] | Summary, key: Any = None, *,
                  allow_unverified: bool = False) -> Summary:

@@ -26,7 +26,7 @@ An optional *instantaneous* layer (``instant``, RAPPOR's IRR) flips each bit of 
 night with probability r = 1/(e^{instant} + 1). In summary mode it is drawn in distribution per released count
 (Binomial(C_j, 1 − r) + Binomial(n − C_j, r)), so still only sums leave a worker. What a person spends, as a
 function of how many distinct memoized reports of theirs were released, is in docs/privacy.md ("Longitudinal
-releases"); :meth:`Memoized.spend` computes it.
+releases"); :func:`ldp_dask.ledger.memos.spend_of` computes it.
 
 This module is numpy (and the numba kernels it calls): it knows nothing of Dask, files or ledgers.
 """
@@ -120,9 +120,10 @@ class Memoized:
         """r: the probability that the instantaneous layer flips a bit (0 without it)."""
         return self.t_flip / SCALE
 
-    def _bits_epsilon(self) -> float:
-        """ε of one night's report against *any* other memoized report (how the instantaneous layer hides a
-        change of report): the bits that may differ times ln((1 − r)/r); infinite without the layer."""
+    def epsilon_bits(self) -> float:
+        """ε_bits: ε of one night's report against *any* other memoized report (how the instantaneous layer hides
+        a change of report): the bits that may differ times ln((1 − r)/r); infinite without the layer. A person
+        spends min(reports·ε_memo, nights·ε_bits) over a series (:func:`ldp_dask.ledger.memos.spend_of`)."""
         if self.instant is None:
             return math.inf
         return self.report_bits * _log_ratio(SCALE - self.t_flip, self.t_flip)
@@ -138,19 +139,6 @@ class Memoized:
     def night_epsilon(self) -> float:
         """ε of one night's report about the value (permanent and instantaneous layers together)."""
         raise NotImplementedError
-
-    def spend(self, reports: np.ndarray, nights: np.ndarray) -> np.ndarray:
-        """ε per person after its history: ``reports`` distinct memoized reports released over ``nights`` nights.
-
-        min(reports·ε_memo, nights·ε_bits): the memoized reports are independent draws (distinct (person,
-        state) counters), each ε_memo-LDP, and every night's output is post-processing of them; with the
-        instantaneous layer each night's output is also ε_bits-LDP in whatever report it randomizes. Against
-        histories whose reports change on the same nights (docs/privacy.md, "Longitudinal releases")."""
-        memo = np.asarray(reports, dtype=np.float64) * self.epsilon_spent()
-        bits = self._bits_epsilon()
-        if math.isinf(bits):
-            return memo
-        return np.minimum(memo, np.asarray(nights, dtype=np.float64) * bits)
 
     def instantaneous(self, counts: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
         """The instantaneous layer on released bit counts, drawn in distribution: of ``counts[j]`` 1-bits among
@@ -371,9 +359,9 @@ class MemoFrequencies(_MemoUnary, CategoricalChannel):
         p, q = self.report_probabilities
         return math.log(p) - math.log(q)
 
-    def _bits_epsilon(self) -> float:
+    def epsilon_bits(self) -> float:
         if not self.kary:
-            return super()._bits_epsilon()
+            return super().epsilon_bits()
         return math.inf if self._irr is None else self._irr.epsilon_spent()
 
     def instantaneous(self, counts: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:

@@ -48,10 +48,8 @@ def mean(summary: Summary | str, level: float = 0.95) -> MeanEstimate:
     var_x = (hi - mu) * (mu - lo)
     var_noise = s.channel.noise_variance
     se = float(np.sqrt((var_x + var_noise) / n))
-    z = float(norm.ppf(0.5 + level / 2))
-    ci = (max(lo, theta - z * se), min(hi, theta + z * se))
     return MeanEstimate(
-        value=theta, se=se, ci=ci, level=level, n=n, epsilon=s.channel.epsilon,
+        value=theta, se=se, ci=_interval(theta, se, level, (lo, hi)), level=level, n=n, epsilon=s.channel.epsilon,
         domain=(lo, hi), noise_share=var_noise / (var_x + var_noise),
         info=summary_info(s),
     )
@@ -77,11 +75,9 @@ def _hybrid_mean(s: Summary, level: float) -> MeanEstimate:
         var_t = 1 - mu * mu  # Duchi alone: not identified; Bhatia–Davis
     var_t = min(max(var_t, 0.0), 1 - mu * mu)
     se = ch.half * float(np.sqrt(var_z / n))
-    z = float(norm.ppf(0.5 + level / 2))
-    ci = (max(lo, theta - z * se), min(hi, theta + z * se))
     share = 1.0 - var_t / var_z if var_z > 0 else 1.0
     return MeanEstimate(
-        value=theta, se=se, ci=ci, level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
+        value=theta, se=se, ci=_interval(theta, se, level, (lo, hi)), level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
         noise_share=min(max(share, 0.0), 1.0), info={**summary_info(s), "mechanism": ch.mechanism},
     )
 
@@ -97,8 +93,14 @@ def _memo_mean(s: Summary, level: float) -> MeanEstimate:
         raise LdpDaskError(f"a mean interval needs at least 2 reports; the summary has {n}.")
     lo, hi = ch.domain
     theta, se = ch.estimate(float(s.sums["sum"][0]), n)
+    mu = min(max(theta, lo), hi)  # the data's share of a report's variance is at most Bhatia–Davis's bound
+    share = 1.0 - (hi - mu) * (mu - lo) / (se * se * n) if se > 0 else 1.0
+    return MeanEstimate(value=theta, se=se, ci=_interval(theta, se, level, (lo, hi)), level=level, n=n,
+                        epsilon=ch.epsilon, domain=(lo, hi), noise_share=min(max(share, 0.0), 1.0),
+                        info=summary_info(s))
+
+
+def _interval(theta: float, se: float, level: float, domain: tuple[float, float]) -> tuple[float, float]:
+    """The normal interval θ̂ ± z·SE at ``level``, intersected with the domain, where the mean must lie."""
     z = float(norm.ppf(0.5 + level / 2))
-    ci = (max(lo, theta - z * se), min(hi, theta + z * se))
-    return MeanEstimate(value=theta, se=se, ci=ci, level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
-                        noise_share=1.0 - (hi - theta) * (theta - lo) / max((se * se * n), 1e-300)
-                        if lo < theta < hi else 1.0, info=summary_info(s))
+    return max(domain[0], theta - z * se), min(domain[1], theta + z * se)

@@ -89,7 +89,7 @@ def test_a_longitudinal_summary_reads_back_and_reruns_free(tmp_path, cluster):
     assert again.receipt.reused and again.receipt.epsilon == 0 and again.sums == s.sums
 
 
-def test_what_a_longitudinal_release_cannot_be_is_refused(tmp_path, cluster):
+def test_what_a_longitudinal_release_cannot_be_is_refused(tmp_path):
     root = tmp_path / "t"
     _night(root, np.zeros(PERSONS))
     hist = ldp_dask.LaplaceHistogram(1.0, CELLS, (0, 100))

@@ -104,11 +104,13 @@ def test_the_instantaneous_layer_lowers_a_nights_epsilon_and_bounds_any_change()
     assert p == pytest.approx(0.5, abs=1e-9) and q == pytest.approx((1 - r) / (math.e + 1) + r * math.e / (math.e + 1),
                                                                      rel=1e-7)
     assert both.night_epsilon() < plain.epsilon_spent()
-    assert both._bits_epsilon() == pytest.approx(3 * 2.0, rel=1e-8) and math.isinf(plain._bits_epsilon())
-    # spend: min(reports·ε_memo, nights·ε_bits)
-    assert np.allclose(plain.spend(np.array([1, 3]), np.array([30, 30])), [1.0, 3.0], atol=1e-8)
+    assert both.epsilon_bits() == pytest.approx(3 * 2.0, rel=1e-8) and math.isinf(plain.epsilon_bits())
+    # the ledger's spend with the channels' ε: min(reports·ε_memo, nights·ε_bits)
+    state = MemoState(np.empty((0, 2), np.uint64), np.array([1, 2], np.uint64), np.array([1, 3]), np.array([30, 30]))
+    assert np.allclose(spend_of(state, plain.epsilon_spent(), None), [1.0, 3.0], atol=1e-8)
     mean = MemoMean(2.0, (0, 1), instant=0.1)
-    assert np.allclose(mean.spend(np.array([1, 2]), np.array([1, 30])), [0.1, 3.0], rtol=1e-6)  # 30 nights at 0.1 < 2 reports
+    state = MemoState(state.pairs, state.persons, np.array([1, 2]), np.array([1, 30]))
+    assert np.allclose(spend_of(state, mean.epsilon_spent(), mean.epsilon_bits()), [0.1, 3.0], rtol=1e-6)
 
 
 def test_a_person_repeats_the_report_of_a_state_whatever_the_order_and_company():
@@ -235,7 +237,7 @@ def test_the_kary_memo_spends_at_most_its_epsilon_and_its_layers_compose(d, eps)
     pm, qi = t / SCALE, ch._irr.p_in
     assert p == pytest.approx(pm * qi + (1 - pm) * (1 - qi) / (d - 1), rel=1e-12)
     assert p + (d - 1) * q == pytest.approx(1.0, rel=1e-12)  # one report among d categories
-    assert ch._bits_epsilon() <= 1.5 and ch.night_epsilon() < spent
+    assert ch.epsilon_bits() <= 1.5 and ch.night_epsilon() < spent
 
 
 def test_one_nights_predicted_error_is_the_estimators_at_the_typical_share():

@@ -40,7 +40,7 @@ from .source import Piece, Reader
 from .units import Cells, UnitKeys, bucket_values, person_ids, scratch, tag_rows
 
 __all__ = ["ChannelJob", "ByFile", "each_piece", "noisy_sums", "file_sums", "combine_sums", "combine_files",
-           "release_values", "release_prepared", "Tagging", "tag_task", "BucketRelease", "release_group",
+           "release_values", "release_prepared", "release_exact", "Tagging", "tag_task", "BucketRelease", "release_group",
            "ROWS_BLOCK_VALUES", "piece_name", "MemoRelease", "combine_memos"]
 
 #: Rows mode privatizes a partition in blocks of about this many values.
@@ -83,7 +83,11 @@ def each_piece(pieces: tuple[Piece, ...], task: Any, fn: Callable[[Piece], Any])
 
 def noisy_sums(task: Any, job: ChannelJob) -> dict[str, Any] | TaskError:
     """One task's rows, released: its pieces are read and validated one by one (an error names its file), then
-    released together as one partition, under the task's key; returns a small accumulator."""
+    released together as one partition, under the task's key; returns a small accumulator. In summary mode, a
+    channel whose exact sums are integers (``Channel.integer_sums``) sums each piece as it is read, so the task's
+    rows are never held together: integer partial sums add exactly, the same statistics as one pass."""
+    if job.mode == "summary" and job.channel.integer_sums:
+        return _summed_pieces(task, job)
     parts = each_piece(job.pieces, task, lambda p: job.channel.prepare(read_piece(job.reader, p), clip=job.clip))
     if isinstance(parts, TaskError):
         return parts
@@ -92,6 +96,28 @@ def noisy_sums(task: Any, job: ChannelJob) -> dict[str, Any] | TaskError:
     del parts
     try:
         return release_prepared(x, clipped, job, job.keys[task.index], task.index)
+    except (OSError, MemoryError):
+        raise
+    except Exception as exc:
+        return error_value(piece_name(job.pieces[task.start]), exc)
+
+
+def _summed_pieces(task: Any, job: ChannelJob) -> dict[str, Any] | TaskError:
+    """:func:`noisy_sums` of a channel with integer sums: exact statistics piece by piece, added, then noise once."""
+
+    def piece_stats(p: Piece) -> tuple[int, int, dict[str, np.ndarray]]:
+        x, clipped = job.channel.prepare(read_piece(job.reader, p), clip=job.clip)
+        return len(x), clipped, job.channel.exact_stats(x)
+
+    parts = each_piece(job.pieces, task, piece_stats)
+    if isinstance(parts, TaskError):
+        return parts
+    m, clipped, exact = parts[0]
+    for mi, ci, ei in parts[1:]:
+        m, clipped = m + mi, clipped + ci
+        exact = {k: v + ei[k] for k, v in exact.items()}
+    try:
+        return release_exact(exact, m, clipped, job, job.keys[task.index])
     except (OSError, MemoryError):
         raise
     except Exception as exc:
@@ -111,16 +137,20 @@ def release_prepared(x: np.ndarray, n_clipped: int, job: ChannelJob, key: bytes,
     """A partition's validated values → noisy sums drawn once for its ``len(x)`` rows (or privatized rows)."""
     m = len(x)
     if job.mode == "summary":
-        exact = job.channel.exact_stats(x)
-        digest = digest_arrays(np.array([m]), *(exact[k] for k in sorted(exact)))
-        rng = generator(bind_key(key, digest))
-        noisy = job.channel.add_noise(exact, m, rng)
-        del exact  # never leaves this function
-        stats = {k: exactsum.from_float(v) for k, v in noisy.items()}
-    else:
-        digest = digest_arrays(x)
-        rng = generator(bind_key(key, digest))
-        stats = _write_rows(job, index, x, rng)
+        return release_exact(job.channel.exact_stats(x), m, n_clipped, job, key)
+    digest = digest_arrays(x)
+    rng = generator(bind_key(key, digest))
+    stats = _write_rows(job, index, x, rng)
+    return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats, "tag": content_tag(key, digest)}
+
+
+def release_exact(exact: dict[str, np.ndarray], m: int, n_clipped: int, job: ChannelJob, key: bytes) -> dict[str, Any]:
+    """A partition's exact statistics (of its ``m`` rows) → its noisy sums, drawn once under the partition's key
+    bound to its content; the exact statistics never leave this function."""
+    digest = digest_arrays(np.array([m]), *(exact[k] for k in sorted(exact)))
+    noisy = job.channel.add_noise(exact, m, generator(bind_key(key, digest)))
+    del exact
+    stats = {k: exactsum.from_float(v) for k, v in noisy.items()}
     return {"n": m, "clipped": n_clipped, "pieces": 1, "stats": stats, "tag": content_tag(key, digest)}
 
 

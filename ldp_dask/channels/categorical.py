@@ -70,6 +70,25 @@ def category_codes(x: Any, value_set: pa.Array) -> pa.Array:
     return _codes(arr, value_set)
 
 
+#: Integer categories spanning at most this many values are looked up in a table (:func:`_lookup_table`).
+LOOKUP_SPAN = 1 << 16
+#: Integer dtypes the table lookup reads as they are (uint64 may exceed int64: the general path takes it).
+_LOOKUP_DTYPES = frozenset(np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"))
+
+
+def _lookup_table(categories: list[Any]) -> tuple[int, np.ndarray] | None:
+    """(lo, table) with ``table[v − lo]`` the place of integer category v (−1 for none), when the categories are
+    integers spanning at most :data:`LOOKUP_SPAN` values; else None."""
+    if not categories or not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in categories):
+        return None
+    lo, hi = int(min(categories)), int(max(categories))
+    if hi - lo >= LOOKUP_SPAN:
+        return None
+    lut = np.full(hi - lo + 1, -1, dtype=np.int64)
+    lut[np.array(categories, dtype=np.int64) - lo] = np.arange(len(categories))
+    return lo, lut
+
+
 def _codes(arr: pa.Array, value_set: pa.Array) -> pa.Array:
     want = value_set.type
     if arr.type != want:
@@ -85,6 +104,10 @@ def _codes(arr: pa.Array, value_set: pa.Array) -> pa.Array:
             arr = pc.if_else(pc.less_equal(arr, limit), arr, pa.scalar(None, pa.uint64()))
         arr = arr.cast(want)
     return pc.index_in(arr, value_set=value_set)
+
+
+_OUTSIDE = ("the column contains values outside the declared categories; add them to the category list or pass "
+            "other=True (--other)")
 
 
 class CategoricalChannel(Channel):
@@ -113,6 +136,7 @@ class CategoricalChannel(Channel):
         self.other = bool(other)
         self.labels = self.categories + ([OTHER] if self.other else [])
         self._value_set = pa.array(self.categories)
+        self._lut = _lookup_table(self.categories)
         if len(self.labels) < 2:
             raise LdpDaskError(f"the {self.name!r} channel needs at least two categories (counting 'other').")
         return len(self.labels)
@@ -140,18 +164,32 @@ class CategoricalChannel(Channel):
     def prepare(self, x: Any, clip: bool = False) -> tuple[np.ndarray, int]:
         """Map raw values (pyarrow or numpy; strings, dictionary or integers) to category codes 0..d−1.
 
-        Values outside the categories raise unless ``other``; messages never quote values.
+        Values outside the categories raise unless ``other``; messages never quote values. Integer values of
+        integer categories are looked up in a table, in one fused pass (:func:`ldp_dask._kernels.lookup_codes`).
         """
+        lut = getattr(self, "_lut", None)
+        if lut is not None and isinstance(x, pa.ChunkedArray) and x.num_chunks == 1:
+            x = x.chunk(0)
+        if lut is not None and isinstance(x, pa.Array) and pa.types.is_integer(x.type) and x.null_count == 0:
+            x = x.to_numpy(zero_copy_only=True)  # a view of the column's buffer: no copy
+        if lut is not None and isinstance(x, np.ndarray) and x.dtype in _LOOKUP_DTYPES and x.ndim == 1:
+            from .._kernels import lookup_codes
+
+            out = np.empty(len(x), dtype=np.int64)
+            if lookup_codes(x, lut[0], lut[1], len(self.labels) - 1 if self.other else -1, out) and not self.other:
+                raise InputDataError(_OUTSIDE)
+            return out, 0
         codes = category_codes(x, self._value_set)
         missing = codes.null_count
         if missing:
             if not self.other:
-                raise InputDataError(
-                    "the column contains values outside the declared categories; "
-                    "add them to the category list or pass other=True (--other)"
-                )
+                raise InputDataError(_OUTSIDE)
             codes = pc.fill_null(codes, len(self.labels) - 1)
         return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int64), 0
+
+    @property
+    def integer_sums(self) -> bool:
+        return True  # category counts
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         return {"counts": np.bincount(x, minlength=len(self.labels)).astype(np.int64)}

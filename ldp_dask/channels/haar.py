@@ -206,7 +206,11 @@ class HaarLaplace(_HaarBase):
         return self.noise_law.variance
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        counts = np.bincount(_bin_index(self.to_unit(x), self.dim), minlength=self.dim)
+        from .._kernels import fine_histogram
+
+        lo, hi = self.domain
+        counts = np.zeros(self.dim)  # floor(2^J t) per row, t = 1 in the last bin: the cells of _bin_index
+        fine_histogram(np.ascontiguousarray(x, dtype=np.float64), lo, hi - lo, self.level, counts, np.zeros(0))
         return {"sum": counts * self.c}
 
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -318,6 +322,10 @@ class HaarAdaptive(_HaarBase):
         """Counts at ``level`` from counts at the finest level (dyadic sums; last axis)."""
         fine = np.asarray(fine_counts)
         return fine.reshape(*fine.shape[:-1], 1 << level, -1).sum(axis=-1)
+
+    @property
+    def integer_sums(self) -> bool:
+        return True  # counts of the finest bins
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         from .._kernels import fine_histogram

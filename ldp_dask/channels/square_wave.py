@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_epsilon, check_int
-from .base import NumericChannel, Option, grid_index, nudge
+from .base import NumericChannel, Option, grid_counts, grid_index, nudge
 
 __all__ = ["SquareWave", "wave_half_width", "DEFAULT_CELLS", "MAX_CELLS"]
 
@@ -119,12 +119,16 @@ class SquareWave(NumericChannel):
         return 1
 
     # --- data -------------------------------------------------------------------------------------------------
+    @property
+    def integer_sums(self) -> bool:
+        return True  # cell counts
+
     def cell_index(self, x: np.ndarray) -> np.ndarray:
         """Cell of each value (already inside the domain); ``hi`` goes to cell d − 1."""
         return grid_index(x, self.domain, self.cells)
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        return {"counts": np.bincount(self.cell_index(x), minlength=self.cells)}
+        return {"counts": grid_counts(x, self.domain, self.cells)}
 
     def _reports(self, cells: np.ndarray, inside: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """One index per row: uniform on the row's band where ``inside``, else uniform on the other d − 1."""

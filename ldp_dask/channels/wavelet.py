@@ -256,6 +256,10 @@ class WaveletLaplace(NumericChannel):
         t = (np.asarray(x, dtype=np.float64) - lo) / (hi - lo)
         return np.clip(t, 0.0, 1.0, out=t)
 
+    @property
+    def integer_sums(self) -> bool:
+        return self.noise == "lattice"  # sums of coefficients rounded to the lattice
+
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         quantum = LATTICE_QUANTUM if self.noise == "lattice" else 0.0
         lo, hi = self.domain

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ldp_dask
 from ldp_dask import LaplaceHistogram, LaplaceMean, LdpDaskError
 from ldp_dask.channels import build_channel, default_bins
 
@@ -183,3 +184,108 @@ def test_channel_options_are_declared_once_and_read_everywhere():
         with pytest.raises(LdpDaskError, match="do not apply"):
             build_channel(cls.name, 1.0, None if cls.value_kind == "categorical" else (0, 1), n=100,
                           not_an_option=1)
+
+
+# --- fused kernels: the numpy references' numbers, and sums that add over pieces ------------------------------
+@pytest.mark.parametrize("domain", [(0.0, 1.0), (-3.5, 17.25), (0, 7), (1e9, 1e9 + 3.0)])
+@pytest.mark.parametrize("cells", [1, 3, 7, 256, 1000, (1 << 16) + 3])
+def test_fused_grid_counts_are_the_numpy_cells(domain: tuple[float, float], cells: int) -> None:
+    from ldp_dask.channels.base import grid_counts, grid_index
+
+    lo, hi = domain
+    rng = np.random.default_rng(cells)
+    edges = lo + (hi - lo) / cells * np.arange(cells)  # values on the cells' edges, where rounding would show
+    x = np.concatenate([rng.uniform(lo, hi, 20_000), [lo, hi, np.nextafter(hi, lo)], edges[:5000]])
+    got = grid_counts(x, domain, cells)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, np.bincount(grid_index(x, domain, cells), minlength=cells))
+
+
+@pytest.mark.parametrize("domain", [(0.0, 1.0), (-40.0, 2.5e6)])
+def test_fused_lattice_sum_is_the_numpy_sum(domain: tuple[float, float]) -> None:
+    ch = build_channel("mean", 1.0, domain)
+    lo, hi = domain
+    rng = np.random.default_rng(5)
+    steps = lo + ch.granularity * (np.arange(10_000) + 0.5)  # exact half steps: round half to even in both
+    x = np.concatenate([rng.uniform(lo, hi, 50_000), [lo, hi], steps[steps <= hi]])
+    got = ch.exact_stats(x)["sum"]
+    assert got.dtype == np.float64 and np.array_equal(got, np.array([ch._lattice(x).sum()]))
+
+
+INTEGER_SUM_CHANNELS = [
+    ("histogram", {"bins": 37}), ("histogram", {"bins": 1 << 17}), ("mean", {}), ("square-wave", {"n": 10**6}),
+    ("wavelet", {"n": 10**6}), ("rr", {"categories": list(range(9))}),
+]
+
+
+@pytest.mark.parametrize(("name", "kw"), INTEGER_SUM_CHANNELS)
+def test_integer_sums_add_exactly_over_pieces(name: str, kw: dict) -> None:
+    """A channel that says its exact sums are integers gets the statistics of a partition from its pieces' sums
+    (tasks sum pieces as they read them): the pieces' sums must add up to the whole's, bit for bit."""
+    rest = {k: v for k, v in kw.items() if k != "bins"}
+    ch = build_channel(name, 1.0, (0.0, 1.0), kw.get("bins"), **rest) if name != "rr" else build_channel(name, 1.0, **kw)
+    assert ch.integer_sums
+    rng = np.random.default_rng(11)
+    sizes = [70_000, 3, 5_000, 123_457]  # on both sides of the kernels' threshold
+    parts = [ch.prepare(rng.integers(0, 9, s) if name == "rr" else rng.beta(2, 5, s))[0] for s in sizes]
+    whole = ch.exact_stats(np.concatenate(parts))
+    pieces = [ch.exact_stats(p) for p in parts]
+    for k, v in whole.items():
+        assert np.all(v == np.round(v))
+        assert np.array_equal(v, sum(p[k] for p in pieces))
+    assert not build_channel("mean", 1.0, (0.0, 1.0), noise="continuous").integer_sums
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64"])
+@pytest.mark.parametrize("other", [False, True])
+def test_integer_category_lookup_is_the_arrow_lookup(dtype: str, other: bool) -> None:
+    """Integer values of integer categories take a table lookup; its codes are pyarrow's ``index_in``'s."""
+    import pyarrow.compute as pc
+
+    from ldp_dask.channels.categorical import category_codes
+
+    cats = [3, 0, 7, 5, 100, 2, 64]
+    ch = build_channel("rr", 1.0, categories=cats, other=other)
+    rng = np.random.default_rng(3)
+    inside = rng.choice(np.array(cats), 30_000)
+    x = inside.astype(dtype)
+    ref = np.asarray(category_codes(x, pa_array(cats)).to_numpy(zero_copy_only=False), dtype=np.int64)
+    got, clipped = ch.prepare(x)
+    assert clipped == 0 and got.dtype == np.int64 and np.array_equal(got, ref)
+    import pyarrow as pa
+
+    for column in (pa.array(x), pa.chunked_array([pa.array(x)])):  # as a Parquet column arrives
+        assert np.array_equal(ch.prepare(column)[0], ref)
+    outside = np.concatenate([inside, [1, 4, 99, 101, 127]]).astype(dtype)
+    if not other:
+        with pytest.raises(ldp_dask.InputDataError, match="outside the declared categories"):
+            ch.prepare(outside)
+        return
+    codes = category_codes(outside, pa_array(cats))
+    ref = np.asarray(pc.fill_null(codes, len(cats)).to_numpy(zero_copy_only=False), dtype=np.int64)
+    assert np.array_equal(ch.prepare(outside)[0], ref)
+    if np.dtype(dtype).kind == "i":
+        neg = np.array([-1, -128, 3], dtype=dtype)
+        assert ch.prepare(neg)[0].tolist() == [len(cats), len(cats), 0]
+
+
+def pa_array(values: list) -> object:
+    import pyarrow as pa
+
+    return pa.array(values)
+
+
+@pytest.mark.parametrize("level", [0, 1, 5, 10, 17])
+@pytest.mark.parametrize("domain", [(0.0, 1.0), (-2.0, 3.0)])
+def test_fused_haar_counts_are_the_numpy_bins(level: int, domain: tuple[float, float]) -> None:
+    """Haar's level-J counts (one fused pass) are those of its numpy reference, t = (x − lo)/width clipped,
+    ⌊2^J t⌋ with t = 1 in the last bin; the adaptive channel's finest counts likewise."""
+    from ldp_dask.channels.haar import _bin_index
+
+    lo, hi = domain
+    rng = np.random.default_rng(level)
+    edges = lo + (hi - lo) * np.arange(min(1 << level, 4096)) / (1 << level)
+    x = np.concatenate([rng.uniform(lo, hi, 30_001), [lo, hi, np.nextafter(hi, lo)], edges])
+    ch = build_channel("haar", 1.0, domain, level=level)
+    ref = np.bincount(_bin_index(ch.to_unit(x), 1 << level), minlength=1 << level)
+    assert np.array_equal(ch.exact_stats(x)["sum"], ref * ch.c)

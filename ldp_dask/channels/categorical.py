@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._validation import InputDataError, LdpDaskError
-from .base import Channel, Option
+from .base import Channel, Option, use_fused
 
 __all__ = ["CategoricalChannel", "CATEGORIES_OPTION", "OTHER_OPTION", "OTHER", "MAX_CATEGORIES", "check_categories",
            "category_codes"]
@@ -172,7 +172,8 @@ class CategoricalChannel(Channel):
             x = x.chunk(0)
         if lut is not None and isinstance(x, pa.Array) and pa.types.is_integer(x.type) and x.null_count == 0:
             x = x.to_numpy(zero_copy_only=True)  # a view of the column's buffer: no copy
-        if lut is not None and isinstance(x, np.ndarray) and x.dtype in _LOOKUP_DTYPES and x.ndim == 1:
+        if (lut is not None and isinstance(x, np.ndarray) and x.dtype in _LOOKUP_DTYPES and x.ndim == 1
+                and use_fused(len(x))):
             from .._kernels import lookup_codes
 
             out = np.empty(len(x), dtype=np.int64)

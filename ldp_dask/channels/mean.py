@@ -30,7 +30,7 @@ import numpy as np
 
 from .._validation import check_epsilon
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
-from .base import KERNEL_MIN, NOISE_OPTION, NumericChannel, check_noise, noise_scale_for
+from .base import CHUNK, NOISE_OPTION, NumericChannel, check_noise, noise_scale_for, use_fused
 
 LATTICE_STEPS = 1 << 16
 
@@ -89,9 +89,9 @@ class LaplaceMean(NumericChannel):
         return self.noise == "lattice"  # a sum of lattice coordinates
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        if self.noise == "lattice":  # an integer: the lattice coordinates' sum
-            if len(x) < KERNEL_MIN:
-                return {"sum": np.array([self._lattice(x).sum()])}
+        if self.noise == "lattice":  # an integer: the lattice coordinates' sum (exact in float64, below 2^53)
+            if not use_fused(len(x)):
+                return {"sum": np.array([float(sum(self._lattice(x[s:s + CHUNK]).sum() for s in range(0, len(x), CHUNK)))])}
             from .._kernels import lattice_sum  # the same steps per value, fused
 
             lo, _ = self.domain

@@ -187,9 +187,31 @@ def test_channel_options_are_declared_once_and_read_everywhere():
 
 
 # --- fused kernels: the numpy references' numbers, and sums that add over pieces ------------------------------
+@pytest.fixture(params=["numpy", "fused"])
+def counting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test once on each counting path: numpy in chunks, and the fused kernels (a process switches to them
+    after FUSED_AFTER values; here at once, or never)."""
+    from ldp_dask.channels import base
+
+    if request.param == "fused":
+        monkeypatch.setattr(base, "_counted", base.FUSED_AFTER)
+    else:
+        monkeypatch.setattr(base, "FUSED_AFTER", 1 << 62)
+        monkeypatch.setattr(base, "_counted", 0)
+    return str(request.param)
+
+
+def test_a_process_switches_to_the_kernels_after_counting_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ldp_dask.channels import base
+
+    monkeypatch.setattr(base, "_counted", 0)
+    monkeypatch.setattr(base, "FUSED_AFTER", 10_000)
+    assert [base.use_fused(n) for n in (100, 6000, 6000, 5000, 100)] == [False, False, False, True, False]
+
+
 @pytest.mark.parametrize("domain", [(0.0, 1.0), (-3.5, 17.25), (0, 7), (1e9, 1e9 + 3.0)])
 @pytest.mark.parametrize("cells", [1, 3, 7, 256, 1000, (1 << 16) + 3])
-def test_fused_grid_counts_are_the_numpy_cells(domain: tuple[float, float], cells: int) -> None:
+def test_fused_grid_counts_are_the_numpy_cells(domain: tuple[float, float], cells: int, counting: str) -> None:
     from ldp_dask.channels.base import grid_counts, grid_index
 
     lo, hi = domain
@@ -202,7 +224,7 @@ def test_fused_grid_counts_are_the_numpy_cells(domain: tuple[float, float], cell
 
 
 @pytest.mark.parametrize("domain", [(0.0, 1.0), (-40.0, 2.5e6)])
-def test_fused_lattice_sum_is_the_numpy_sum(domain: tuple[float, float]) -> None:
+def test_fused_lattice_sum_is_the_numpy_sum(domain: tuple[float, float], counting: str) -> None:
     ch = build_channel("mean", 1.0, domain)
     lo, hi = domain
     rng = np.random.default_rng(5)
@@ -219,7 +241,7 @@ INTEGER_SUM_CHANNELS = [
 
 
 @pytest.mark.parametrize(("name", "kw"), INTEGER_SUM_CHANNELS)
-def test_integer_sums_add_exactly_over_pieces(name: str, kw: dict) -> None:
+def test_integer_sums_add_exactly_over_pieces(name: str, kw: dict, counting: str) -> None:
     """A channel that says its exact sums are integers gets the statistics of a partition from its pieces' sums
     (tasks sum pieces as they read them): the pieces' sums must add up to the whole's, bit for bit."""
     rest = {k: v for k, v in kw.items() if k != "bins"}
@@ -238,7 +260,7 @@ def test_integer_sums_add_exactly_over_pieces(name: str, kw: dict) -> None:
 
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64"])
 @pytest.mark.parametrize("other", [False, True])
-def test_integer_category_lookup_is_the_arrow_lookup(dtype: str, other: bool) -> None:
+def test_integer_category_lookup_is_the_arrow_lookup(dtype: str, other: bool, counting: str) -> None:
     """Integer values of integer categories take a table lookup; its codes are pyarrow's ``index_in``'s."""
     import pyarrow.compute as pc
 
@@ -277,7 +299,7 @@ def pa_array(values: list) -> object:
 
 @pytest.mark.parametrize("level", [0, 1, 5, 10, 17])
 @pytest.mark.parametrize("domain", [(0.0, 1.0), (-2.0, 3.0)])
-def test_fused_haar_counts_are_the_numpy_bins(level: int, domain: tuple[float, float]) -> None:
+def test_fused_haar_counts_are_the_numpy_bins(level: int, domain: tuple[float, float], counting: str) -> None:
     """Haar's level-J counts (one fused pass) are those of its numpy reference, t = (x − lo)/width clipped,
     ⌊2^J t⌋ with t = 1 in the last bin; the adaptive channel's finest counts likewise."""
     from ldp_dask.channels.haar import _bin_index

@@ -1,9 +1,11 @@
 """Fused numba kernels for the hot loops (pure functions of numpy arrays).
 
 Each kernel has a numpy reference implementation elsewhere (tests compare the
-two); the kernel exists because ``benchmarks/wavelet_rates.py --speed``
-measures it faster. Kernels are compiled once per process and cached on disk
-(``cache=True``).
+two); a kernel exists because a benchmark measures it faster
+(``benchmarks/wavelet_rates.py --speed`` for the wavelet's, ``benchmarks/scaling.py``
+for the counting kernels). Kernels are compiled once per process and cached on
+disk (``cache=True``); the counting kernels are called only once a process has
+counted enough values to recover their load (:func:`ldp_dask.channels.base.use_fused`).
 """
 
 from __future__ import annotations

@@ -13,12 +13,20 @@ Intervals (``interval=``):
     known and is taken out in proportion): its variance is
     (v·k(K − k)/K + F(1 − F))/n, v the variance of one row's noise on one bin, a
     Brownian bridge that is smallest in the tails. F nondecreasing gives, with
-    the pointwise bounds U_k, L_k at level 1 − (1 − level)/2 each side,
+    bounds U_k, L_k that hold at every interior edge at once,
     θ_q ≥ e_k wherever U_k < q and θ_q ≤ e_k wherever L_k > q: the interval
-    is [max{e_k : U_k < q}, min{e_k : L_k > q}]. No assumption about the
-    density within a bin, so its width is at least one bin.
+    is [max{e_k : U_k < q}, min{e_k : L_k > q}]. The inversion takes a
+    maximum over edges, so the bounds must hold simultaneously: F̂_k ± z·sd_k
+    with z the normal quantile at 1 − (1 − level)/(2(K − 1)) (Bonferroni over
+    the K − 1 interior edges; z grows like √(2 log K)). Pointwise bounds fail
+    at some edge almost surely once many edges share F(e_k) = q (a flat CDF at
+    a quantile level, or many bins). Every quantile's interval then holds at
+    once with probability at least ``level``; an interval that comes out
+    inverted (possible only when the band fails) is widened to the domain. No
+    assumption about the density within a bin, so its width is at least one
+    bin.
 ``"band"``
-    The same band, linearly interpolated between edges and inverted: narrower,
+    The same simultaneous band, linearly interpolated between edges and inverted: narrower,
     but it assumes the CDF is close to linear within each bin (the binning bias
     is ignored) and under-covers where the density changes fast within a bin.
 ``"envelope"`` (default for wavelet and square-wave summaries)
@@ -69,10 +77,11 @@ __all__ = ["local_quantiles", "QuantileEstimate", "cdf_band", "INTERVALS"]
 
 #: The interval methods, described (module docstring).
 INTERVALS = {
-    "bins": "CDF band at the bin edges, inverted (no assumption within a bin)",
-    "band": "CDF band interpolated within bins, inverted (assumes a near-linear CDF within each bin)",
-    "envelope": "CDF bounds from envelopes of the step (wavelet, square-wave), inverted (no assumption about the "
-                "density)",
+    "bins": "CDF band at the bin edges, simultaneous over the edges, inverted (no assumption within a bin; all "
+            "the intervals hold at once)",
+    "band": "the same band interpolated within bins, inverted (assumes a near-linear CDF within each bin)",
+    "envelope": "CDF bounds from envelopes of the step (wavelet, square-wave), simultaneous over the grid, "
+                "inverted (no assumption about the density; all the intervals hold at once)",
     "bootstrap": "parametric bootstrap percentile (ignores the estimator's bias; under-covers, see the docs)",
 }
 _SHORT = {"bins": "CDF-band", "band": "interpolated CDF-band", "envelope": "CDF-envelope", "bootstrap": "bootstrap"}
@@ -165,30 +174,45 @@ def cdf_band(summary: Summary) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ch.edges, F, var
 
 
-def _band_intervals(summary: Summary, qs: np.ndarray, level: float, within_bins: bool
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """Invert the pointwise band F̂ ± z·sd at the bin edges (module docstring, "bins" and "band")."""
+def band_z(level: float, edges: int) -> float:
+    """The normal quantile of a band that holds at ``edges`` points at once with probability ≥ ``level``:
+    Φ⁻¹(1 − (1 − level)/(2·edges)) (Bonferroni)."""
     from scipy.stats import norm
 
+    return float(norm.isf((1.0 - level) / (2.0 * max(1, edges))))
+
+
+def _band_intervals(summary: Summary, qs: np.ndarray, level: float, within_bins: bool
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Invert the simultaneous band F̂ ± z·sd at the bin edges (module docstring, "bins" and "band")."""
     edges, F, var = cdf_band(summary)
-    z = float(norm.ppf(0.5 + level / 2))
+    z = band_z(level, len(edges) - 2)  # the K − 1 interior edges; F̂ is exact at both ends
     upper, lower = F + z * np.sqrt(var), F - z * np.sqrt(var)
     if within_bins:
-        return _invert(edges, upper, lower, qs)
-    up, dn = np.maximum.accumulate(upper), np.maximum.accumulate(lower)  # nondecreasing, for the crossings
-    return _crossings(up, edges, qs), _crossings(dn, edges, qs)
+        lo, hi = _invert(edges, upper, lower, qs)
+    else:
+        up, dn = np.maximum.accumulate(upper), np.maximum.accumulate(lower)  # nondecreasing, for the crossings
+        lo, hi = _crossings(up, edges, qs), _crossings(dn, edges, qs)
+    return _widen_inverted(lo, hi, (float(edges[0]), float(edges[-1])))
 
 
 def _envelope_intervals(summary: Summary, qs: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
     """Invert the envelope bounds (module docstring, "envelope"): θ_q ≥ t where the upper bound on P(T < t) is
-    below q, θ_q ≤ t where the lower bound on P(T ≤ t) is above q."""
-    from scipy.stats import norm
+    below q, θ_q ≤ t where the lower bound on P(T ≤ t) is above q; the bounds hold at every grid point at once."""
+    from .envelopes import OFFSETS, cdf_envelope_bounds
 
-    from .envelopes import cdf_envelope_bounds
-
-    t, upper, lower = cdf_envelope_bounds(summary, float(norm.ppf(0.5 + level / 2)))
+    points = len(OFFSETS) * (1 << summary.channel.j0) - 1  # type: ignore[attr-defined]  # the interior grid
+    t, upper, lower = cdf_envelope_bounds(summary, band_z(level, points))
     a, b = summary.channel.domain  # type: ignore[attr-defined]
-    return _invert(a + t * (b - a), upper, lower, qs)
+    return _widen_inverted(*_invert(a + t * (b - a), upper, lower, qs), (a, b))
+
+
+def _widen_inverted(lo: np.ndarray, hi: np.ndarray, domain: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """An interval that comes out inverted (only where the bounds failed) becomes the domain: no claim rather than
+    a wrong one."""
+    inverted = lo > hi
+    lo[inverted], hi[inverted] = domain
+    return lo, hi
 
 
 def _invert(x: np.ndarray, upper: np.ndarray, lower: np.ndarray, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +247,8 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
         A ``histogram``, ``haar``, ``wavelet`` or ``square-wave`` summary.
     q : quantile levels in (0, 1) (default: the deciles)
     level : float
-        Confidence level of each interval (pointwise in q).
+        Confidence level. "bins", "band": of all the intervals at once (a simultaneous CDF band); "envelope",
+        "bootstrap": of each interval.
     B : int
         Bootstrap replicates (``interval="bootstrap"`` only).
     rng : Generator or seed
@@ -259,8 +284,10 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
             raise LdpDaskError("square-wave summaries support interval='envelope' only: a bootstrap that refits EMS "
                                "ignores the smoothing's bias, and its coverage is not measured.")
         est = square_wave_density(s, **estimator_kwargs)
-        edges, upper, lower = square_wave_cdf_bounds(s, level)
-        lo, hi = _invert(edges, upper, lower, qs)
+        # bounds at every interior cell edge at once (Bonferroni: each edge at 1 − (1 − level)/(d − 1))
+        cells = int(ch.cells)  # type: ignore[attr-defined]  # a square-wave channel (wave)
+        edges, upper, lower = square_wave_cdf_bounds(s, 1.0 - (1.0 - level) / max(1, cells - 1))
+        lo, hi = _widen_inverted(*_invert(edges, upper, lower, qs), (float(edges[0]), float(edges[-1])))
         return QuantileEstimate(q=qs, values=np.asarray(est.quantile(qs)), ci_low=lo, ci_high=hi, level=level, B=0,
                                 method=est.method, n=n, epsilon=ch.epsilon, info=summary_info(s), interval=interval)
     if interval == "envelope":

@@ -30,7 +30,7 @@ import numpy as np
 from .._validation import InputDataError, LdpDaskError, check_domain
 
 __all__ = ["Channel", "NumericChannel", "Option", "NOISE_OPTION", "noise_scale_for", "check_values", "NOISE_MODES",
-           "check_noise", "require_n", "nudge", "grid_index", "grid_counts", "use_fused"]
+           "check_noise", "require_n", "nudge", "grid_index", "grid_counts", "use_fused", "chunk_sum"]
 
 #: ``continuous``: Laplace noise on doubles; ``lattice``: every released value on a public
 #: lattice g·ℤ with discrete Laplace noise (docs/privacy.md, floating-point safe).
@@ -145,6 +145,15 @@ def use_fused(n: int) -> bool:
 CHUNK = 1 << 17
 
 
+def chunk_sum(x: np.ndarray, fn: Callable[[np.ndarray], Any], start: Any) -> Any:
+    """``start`` + Σ ``fn(c)`` over the consecutive chunks c of ``x`` (:data:`CHUNK` values each): the numpy
+    paths of the counting steps, whose temporaries then stay in cache."""
+    total = start
+    for s in range(0, len(x), CHUNK):
+        total = total + fn(x[s:s + CHUNK])
+    return total
+
+
 def grid_counts(x: np.ndarray, domain: tuple[float, float], cells: int) -> np.ndarray:
     """How many values of ``x`` (already inside ``domain``) fall in each of ``cells`` equal cells (int64).
 
@@ -160,10 +169,8 @@ def grid_counts(x: np.ndarray, domain: tuple[float, float], cells: int) -> np.nd
         out = np.zeros(cells, dtype=np.int64)
         fused(np.ascontiguousarray(x, dtype=np.float64), float(lo), cells / (hi - lo), int(cells), out)
         return out
-    out = np.zeros(cells, dtype=np.int64)
-    for s in range(0, len(x), CHUNK):
-        out += np.bincount(grid_index(x[s:s + CHUNK], domain, cells), minlength=cells)
-    return out
+    return chunk_sum(x, lambda c: np.bincount(grid_index(c, domain, cells), minlength=cells),
+                     np.zeros(cells, dtype=np.int64))
 
 
 def noise_scale_for(sensitivity: float, epsilon: float) -> float:

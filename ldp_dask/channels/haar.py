@@ -53,7 +53,7 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
-from .base import CHUNK, NOISE_OPTION, NumericChannel, Option, check_noise, noise_scale_for, require_n, use_fused
+from .base import NOISE_OPTION, NumericChannel, Option, check_noise, chunk_sum, noise_scale_for, require_n, use_fused
 
 __all__ = ["HaarLaplace", "HaarAdaptive", "HaarNoise", "haar_level", "adaptive_levels", "MAX_HAAR_LEVEL", "SPLITS",
            "DEFAULT_SPLIT"]
@@ -207,9 +207,8 @@ class HaarLaplace(_HaarBase):
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         if not use_fused(len(x)):
-            binned = np.zeros(self.dim, dtype=np.int64)
-            for s in range(0, len(x), CHUNK):
-                binned += np.bincount(_bin_index(self.to_unit(x[s:s + CHUNK]), self.dim), minlength=self.dim)
+            binned = chunk_sum(x, lambda c: np.bincount(_bin_index(self.to_unit(c), self.dim), minlength=self.dim),
+                               np.zeros(self.dim, dtype=np.int64))
             return {"sum": binned * self.c}
         from .._kernels import fine_histogram
 

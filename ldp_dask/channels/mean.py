@@ -30,7 +30,7 @@ import numpy as np
 
 from .._validation import check_epsilon
 from ..noise import discrete_laplace, discrete_laplace_sum, discrete_laplace_variance, laplace_sum
-from .base import CHUNK, NOISE_OPTION, NumericChannel, check_noise, noise_scale_for, use_fused
+from .base import NOISE_OPTION, NumericChannel, check_noise, chunk_sum, noise_scale_for, use_fused
 
 LATTICE_STEPS = 1 << 16
 
@@ -91,7 +91,7 @@ class LaplaceMean(NumericChannel):
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         if self.noise == "lattice":  # an integer: the lattice coordinates' sum (exact in float64, below 2^53)
             if not use_fused(len(x)):
-                return {"sum": np.array([float(sum(self._lattice(x[s:s + CHUNK]).sum() for s in range(0, len(x), CHUNK)))])}
+                return {"sum": np.array([float(chunk_sum(x, lambda c: self._lattice(c).sum(), 0.0))])}
             from .._kernels import lattice_sum  # the same steps per value, fused
 
             lo, _ = self.domain

@@ -247,8 +247,8 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
         A ``histogram``, ``haar``, ``wavelet`` or ``square-wave`` summary.
     q : quantile levels in (0, 1) (default: the deciles)
     level : float
-        Confidence level. "bins", "band": of all the intervals at once (a simultaneous CDF band); "envelope",
-        "bootstrap": of each interval.
+        Confidence level. "bins", "band", "envelope": of all the intervals at once (CDF bounds that hold at
+        every edge or grid point simultaneously); "bootstrap": of each interval.
     B : int
         Bootstrap replicates (``interval="bootstrap"`` only).
     rng : Generator or seed

@@ -189,8 +189,9 @@ def test_channel_options_are_declared_once_and_read_everywhere():
 # --- fused kernels: the numpy references' numbers, and sums that add over pieces ------------------------------
 @pytest.fixture(params=["numpy", "fused"])
 def counting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test once on each counting path: numpy in chunks, and the fused kernels (a process switches to them
-    after FUSED_AFTER values; here at once, or never)."""
+    """Run a test once on each counting path: numpy in chunks (of 1,000 values here, so that the tests' blocks
+    span several), and the fused kernels (a process switches to them after FUSED_AFTER values; here at once, or
+    never)."""
     from ldp_dask.channels import base
 
     if request.param == "fused":
@@ -198,6 +199,7 @@ def counting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     else:
         monkeypatch.setattr(base, "FUSED_AFTER", 1 << 62)
         monkeypatch.setattr(base, "_counted", 0)
+        monkeypatch.setattr(base, "CHUNK", 1000)
     return str(request.param)
 
 
@@ -260,8 +262,12 @@ def test_integer_sums_add_exactly_over_pieces(name: str, kw: dict, counting: str
 
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64"])
 @pytest.mark.parametrize("other", [False, True])
-def test_integer_category_lookup_is_the_arrow_lookup(dtype: str, other: bool, counting: str) -> None:
-    """Integer values of integer categories take a table lookup; its codes are pyarrow's ``index_in``'s."""
+def test_integer_category_lookup_is_the_arrow_lookup(dtype: str, other: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integer values of integer categories take a table lookup (the fused kernel: pyarrow's own path is the
+    reference); its codes are pyarrow's ``index_in``'s."""
+    from ldp_dask.channels import base
+
+    monkeypatch.setattr(base, "_counted", base.FUSED_AFTER)
     import pyarrow.compute as pc
 
     from ldp_dask.channels.categorical import category_codes

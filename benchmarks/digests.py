@@ -72,8 +72,8 @@ def channels() -> dict[str, object]:
                                                           noise=noise),
             f"haar J=5 {noise}": HaarLaplace(1.0, 5, DOMAIN, noise=noise),
             f"haar auto {noise}": build_channel("haar", 1.0, DOMAIN, n=10**8, noise=noise),
-            f"haar-adaptive rows {noise}": HaarAdaptive(1.0, adaptive_levels(10_000, 1.0), DOMAIN, "rows", noise),
-            f"haar-adaptive epsilon {noise}": HaarAdaptive(1.0, adaptive_levels(10_000, 1.0), DOMAIN, "epsilon",
+            f"haar-adaptive rows {noise}": HaarAdaptive(1.0, adaptive_levels(10_000, 1.0, span=None), DOMAIN, "rows", noise),
+            f"haar-adaptive epsilon {noise}": HaarAdaptive(1.0, adaptive_levels(10_000, 1.0, span=None), DOMAIN, "epsilon",
                                                            noise),
         })
     for enc in ("kary", "unary"):

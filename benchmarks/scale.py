@@ -41,7 +41,7 @@ from _common import machine, tree_sum, write_section  # noqa: E402
 
 import ldp_dask  # noqa: E402
 from ldp_dask.central import quantiles  # noqa: E402
-from ldp_dask.channels import build_channel, wavelet_levels  # noqa: E402
+from ldp_dask.channels import adaptive_levels, build_channel, wavelet_levels  # noqa: E402
 from ldp_dask.reading import read_piece  # noqa: E402
 from ldp_dask.source import open_source  # noqa: E402
 
@@ -109,7 +109,8 @@ def channels(n_max: int) -> dict[str, Any]:
         # the paper's levels (the multilevel case, 5 blocks at 10^8), not the one-level default
         "wavelet": build_channel("wavelet", 1.0, DOMAIN, n=n_max, j1=wavelet_levels(n_max, 1.0)[1]),
         "haar": build_channel("haar", 1.0, DOMAIN, n=n_max),
-        "haar-adaptive": build_channel("haar-adaptive", 1.0, DOMAIN, n=n_max, split="rows"),
+        "haar-adaptive": build_channel("haar-adaptive", 1.0, DOMAIN, n=n_max, split="rows",
+                                       levels=adaptive_levels(n_max, 1.0, span=None)),  # every level: the widest release
         "rr": build_channel("rr", 1.0, categories=CATEGORIES),
     }
 

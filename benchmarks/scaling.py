@@ -114,7 +114,7 @@ def duckdb_job(source: str, threads: int) -> Callable[[], Any]:
 def channel_jobs(client: Any, source: str, n: int) -> dict[str, Callable[[], Any]]:
     import ldp_dask
     from ldp_dask.central import quantiles
-    from ldp_dask.channels import build_channel
+    from ldp_dask.channels import adaptive_levels, build_channel
 
     chans = {
         "histogram": build_channel("histogram", 1.0, DOMAIN, 256),
@@ -122,7 +122,8 @@ def channel_jobs(client: Any, source: str, n: int) -> dict[str, Callable[[], Any
         "haar": build_channel("haar", 1.0, DOMAIN, n=n),
         "rr": build_channel("rr", 1.0, categories=CATEGORIES),
         "wavelet": build_channel("wavelet", 1.0, DOMAIN, n=n),
-        "haar-adaptive": build_channel("haar-adaptive", 1.0, DOMAIN, n=n, split="rows"),
+        "haar-adaptive": build_channel("haar-adaptive", 1.0, DOMAIN, n=n, split="rows",
+                                       levels=adaptive_levels(n, 1.0, span=None)),  # every level: the widest release
     }
     jobs: dict[str, Callable[[], Any]] = {}
     for name, ch in chans.items():

@@ -246,7 +246,7 @@ def _cmd_gof(a: argparse.Namespace) -> int:
     res, _ = gof.run(
         a.source, _read_null(a.null), a.alpha, column=a.column,
         domain=tuple(a.domain) if a.domain else None, epsilon=a.epsilon, adaptive=a.adaptive, split=a.split,
-        J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
+        levels=a.levels, J=a.J, smoothness=a.smoothness, statistic=a.statistic, rows=a.rows, B=a.B, rng=a.calibration_seed,
         summary_out=a.summary_out, out=a.out, plot=a.plot, overwrite=a.overwrite, options=_run_options(a),
         allow_unverified=a.allow_unverified,
     )

@@ -102,7 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--column", default=None, help="raw data: column to privatize")
     g.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"), help="raw data: public domain")
     g.add_argument("--epsilon", type=float, default=None, help="raw data: ε per row")
-    g.add_argument("--adaptive", action="store_true", help="raw data: the adaptive test over all levels")
+    g.add_argument("--adaptive", action="store_true",
+                   help="raw data: the adaptive test over several levels (--levels; default 1 to 4)")
+    g.add_argument("--levels", type=int, nargs="+", default=None, metavar="J",
+                   help="adaptive: the levels J of the test (default 1 to 4: departures best seen at 2 to 16 bins)")
     g.add_argument("--split", choices=["details", "rows", "epsilon"], default="details",
                    help="adaptive: one random Haar detail level per row, shared by every level (details, default: "
                         "the most powerful), one random level per row (rows, the paper's), or ε split across levels")

@@ -11,7 +11,7 @@ from .base import Channel, NumericChannel, Option, noise_scale_for
 from .categorical import CategoricalChannel
 from .group_histogram import GroupHistogram
 from .group_mean import GroupMean
-from .haar import HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
+from .haar import ADAPTIVE_SPAN, HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .hadamard import HadamardResponse
 from .histogram import LaplaceHistogram, default_bins
 from .hybrid import HybridMean
@@ -39,6 +39,7 @@ __all__ = [
     "ENCODINGS",
     "haar_level",
     "adaptive_levels",
+    "ADAPTIVE_SPAN",
     "CALIBRATIONS",
     "CHANNELS",
     "channel_from_params",

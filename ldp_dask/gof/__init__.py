@@ -262,7 +262,8 @@ def _max_standardised(obs: np.ndarray, sims: np.ndarray, level: float) -> tuple[
 
 def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
                  domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
-                 split: str = DEFAULT_SPLIT, J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
+                 split: str = DEFAULT_SPLIT, levels: list[int] | None = None, J: int | None = None,
+                 smoothness: float = 1.0, statistic: str = "summary",
                  rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B,
                  rng: np.random.Generator | int | None = None, summary_out: str | os.PathLike[str] | None = None,
                  out: str | os.PathLike[str] | None = None, plot: str | os.PathLike[str] | None = None,
@@ -283,6 +284,9 @@ def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | 
         result, written = publish(targets, produce, overwrite=overwrite,
                                   inputs=[source] if isinstance(source, (str, os.PathLike)) else [])
         return Released(result, None, written)  # post-processing of an earlier release: nothing new is released
+    if levels is not None and not adaptive:
+        raise LdpDaskError(f"The 'levels' parameter ({levels!r}) is for the adaptive test; pass adaptive=True "
+                           "(CLI --adaptive), or J for a single level.")
     missing = [k for k, v in (("column", column), ("domain", domain), ("epsilon", epsilon)) if v is None]
     if missing:
         raise LdpDaskError(f"testing raw data needs {', '.join(missing)} (or pass a summary file).")
@@ -290,7 +294,8 @@ def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | 
     dataset = plan(source, column, "numeric", opts)
     ch: Any
     if adaptive:
-        ch = build_channel("haar-adaptive", epsilon, domain, n=dataset.n, split=split)  # type: ignore[arg-type]
+        ch = build_channel("haar-adaptive", epsilon, domain, n=dataset.n, split=split,  # type: ignore[arg-type]
+                           levels=levels)
     else:
         ch = build_channel("haar", epsilon, domain, n=dataset.n, level=J, smoothness=smoothness)  # type: ignore[arg-type]
     # everything that can be checked before spending the budget is checked now
@@ -324,7 +329,7 @@ def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | 
 
 def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
         domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
-        split: str = DEFAULT_SPLIT, J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
+        split: str = DEFAULT_SPLIT, levels: list[int] | None = None, J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
         rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
         summary_out: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
         plot: str | os.PathLike[str] | None = None, overwrite: bool = False, options: RunOptions | None = None,
@@ -334,8 +339,8 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
     A summary (object or file) is tested as it is: post-processing, no
     privacy cost. Anything else is a data source and privatizing it is a
     release (recorded in the ledger of ``options``): ``column``, ``domain`` and
-    ``epsilon`` are required, the channel is ``HaarAdaptive`` over
-    :func:`~ldp_dask.channels.adaptive_levels` when ``adaptive`` else
+    ``epsilon`` are required, the channel is ``HaarAdaptive`` over ``levels``
+    (default :func:`~ldp_dask.channels.adaptive_levels`: 1 to 4) when ``adaptive`` else
     ``HaarLaplace`` at level ``J`` (default from n, ε and ``smoothness``).
     Everything checkable (level, B, the null) is checked before the budget is spent.
 
@@ -354,7 +359,7 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
         and ``written`` (the outputs published).
     """
     return _release_test(source, null, level, column=column, domain=domain, epsilon=epsilon, adaptive=adaptive,
-                         split=split, J=J, smoothness=smoothness, statistic=statistic, rows=rows, B=B, rng=rng,
+                         split=split, levels=levels, J=J, smoothness=smoothness, statistic=statistic, rows=rows, B=B, rng=rng,
                          summary_out=summary_out, out=out, plot=plot, overwrite=overwrite, options=options,
                          allow_unverified=allow_unverified, **run).attach()
 

@@ -174,7 +174,7 @@ def test_nested_details_test_beats_row_splitting():
     grid = np.linspace(0, 1, 1 << 16)  # inverse CDF by interpolation on a 2^-16 grid
     rates = {}
     for split in ("details", "rows"):
-        ch = HaarAdaptive(1.0, adaptive_levels(n, 1.0), (0.0, 1.0), split=split)
+        ch = HaarAdaptive(1.0, adaptive_levels(n, 1.0, span=None), (0.0, 1.0), split=split)
         rej = 0
         for r in range(R):
             x = np.interp(u[r], cdf(grid), grid)
@@ -233,14 +233,16 @@ def test_cli_gof_on_summary_and_raw_data(tmp_path, capsys, beta_dataset):
     d = json.loads(capsys.readouterr().out)
     assert d["J"] == 4 and d["n"] == 210_000 and d["B"] == 999
     probs = tmp_path / "p.txt"
-    probs.write_text("\n".join(["0.0625"] * 16))  # too coarse for the adaptive levels (up to 2^11 bins)
+    probs.write_text("\n".join(["0.0625"] * 16))  # too coarse for the levels asked (up to 2^6 bins)
     assert main(["gof", str(beta_dataset), "--column", "x", "--domain", "0", "1", "--epsilon", "1",
-                 "--adaptive", "--null", str(probs), "--local", "--seed", "2"]) == 2
-    assert "length 2^J = 2048" in capsys.readouterr().err
-    probs.write_text("\n".join([repr(1 / 2048)] * 2048))
+                 "--adaptive", "--levels", "1", "2", "3", "4", "5", "6", "--null", str(probs), "--local",
+                 "--seed", "2"]) == 2
+    assert "length 2^J = 64" in capsys.readouterr().err
+    probs.write_text("\n".join([repr(1 / 64)] * 64))
     png = tmp_path / "null.png"
     assert main(["gof", str(beta_dataset), "--column", "x", "--domain", "0", "1", "--epsilon", "1",
-                 "--adaptive", "--null", str(probs), "--local", "--seed", "2", "--B", "999", "--plot", str(png)]) == 0
+                 "--adaptive", "--levels", "1", "2", "3", "4", "5", "6", "--null", str(probs), "--local", "--seed",
+                 "2", "--B", "999", "--plot", str(png)]) == 0
     text = capsys.readouterr().out
     assert "REJECT H0" in text and "split details" in text  # Beta(2,5) is far from uniform at n = 210k
     assert png.read_bytes()[:4] == b"\x89PNG"

@@ -39,8 +39,7 @@ from ..release import Outputs, Released, plan, publish, release
 from ..summary import Summary, is_summary_file, read_summary, summary_writer
 from .calibration import (
     critical_value,
-    detail_null,
-    detail_statistic,
+    nested_statistics,
     pooled_p_values,
     simulate_detail_statistics,
     simulate_joint_statistics,
@@ -198,13 +197,8 @@ def adaptive_test(summary: Summary | str, null: Any, level: float = 0.05, *, B: 
     group_n = np.rint(s.sums["group_n"]).astype(np.int64)
     laws = ch.noise_laws
     if ch.split == "details":
-        energies = np.array([
-            float(detail_statistic(s.sums["sum"][ch.block(j)], int(group_n[j]), detail_null(p0_fine, j, law.c)[1],
-                                   law))
-            for j, law in enumerate(laws)
-        ])
-        pick = np.array(ch.levels) - 1  # S_J = E_0 + … + E_{J−1}
-        obs = np.cumsum(energies)[pick]
+        obs = nested_statistics(s.sums["sum"], group_n, p0_fine, laws, ch.levels)  # S_J = E_0 + … + E_{J−1}
+        pick = np.array(ch.levels) - 1
         sims = np.cumsum(simulate_detail_statistics(group_n, p0_fine, laws, B, gen), axis=1)[:, pick]
         rows_used = np.cumsum(group_n)[pick]
         p_obs, p, thresholds = _max_standardised(obs, sims, level)

@@ -40,7 +40,7 @@ from ..channels.haar import HaarNoise
 __all__ = [
     "summary_statistic", "u_statistic", "detail_statistic", "simulate_summary_statistic", "simulate_joint_statistics",
     "simulate_detail_statistics",
-    "simulate_u_statistic", "pooled_p_values", "critical_value",
+    "simulate_u_statistic", "pooled_p_values", "critical_value", "nested_statistics",
 ]
 
 _CHUNK = 1024  # replicates per chunk, at most
@@ -66,6 +66,16 @@ def detail_null(p0_fine: np.ndarray, j: int, c: float) -> tuple[np.ndarray, np.n
     """(p0 of the 2^{j+1} half-cells, d0 of the 2^j coefficients) of detail level j from the finest bins."""
     halves = p0_fine.reshape(2 << j, -1).sum(axis=1)
     return halves, c * (halves[0::2] - halves[1::2])
+
+
+def nested_statistics(sums: np.ndarray, group_n: np.ndarray, p0_fine: np.ndarray, laws: list[HaarNoise],
+                      levels: list[int]) -> np.ndarray:
+    """(S_J)_{J ∈ ``levels``} of the nested test from the released sums of detail levels 0, …, k−1
+    (concatenated, 2^j values each) with ``group_n[j]`` rows each: S_J = E_0 + … + E_{J−1}."""
+    offsets = np.concatenate([[0], np.cumsum([1 << j for j in range(len(laws))])])
+    energies = [float(detail_statistic(sums[offsets[j]:offsets[j + 1]], int(group_n[j]),
+                                       detail_null(p0_fine, j, law.c)[1], law)) for j, law in enumerate(laws)]
+    return np.cumsum(energies)[np.asarray(levels) - 1]
 
 
 def simulate_detail_statistics(group_n: np.ndarray, p0_fine: np.ndarray, laws: list[HaarNoise], B: int,

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.stats import beta
 
 from ._validation import LdpDaskError, check_int, check_probability
-from .channels import Channel, NumericChannel
+from .channels import Channel, NumericChannel, WaveletSplit
 from .channels.categorical import CategoricalChannel
 
 __all__ = ["audit", "audit_channel", "audit_person", "AuditResult", "worst_pair", "miscalibrated"]
@@ -95,6 +95,16 @@ def _llr(channel: Channel, z: np.ndarray, x: Any, x_prime: Any) -> np.ndarray:
         if isinstance(channel, CategoricalChannel):
             x, x_prime = (int(channel.prepare(np.array([v]))[0][0]) for v in (x, x_prime))
         return channel.log_likelihood(z, x) - channel.log_likelihood(z, x_prime)
+    if isinstance(channel, WaveletSplit):  # the level drawn is revealed: each row's ratio is its level's
+        k = len(channel.parts)
+        g = np.argmax(z[:, :k], axis=1)
+        out = np.zeros(len(z))
+        for gi, part in enumerate(channel.parts):
+            sel = g == gi
+            if sel.any():
+                b = channel.block(gi)
+                out[sel] = _llr(part, z[sel][:, k + b.start: k + b.stop], x, x_prime)
+        return out
     s = _scales(channel)
     a, ap = _mean_view(channel, x), _mean_view(channel, x_prime)
     live = s > 0
@@ -241,6 +251,8 @@ def worst_pair(channel: Channel, grid: int = 257) -> tuple[Any, Any]:
         return channel.labels[0], channel.labels[1]
     if hasattr(channel, "worst_pair"):
         return channel.worst_pair()
+    if isinstance(channel, WaveletSplit):  # the level drawn most often: each level spends all of ε on its rows
+        return worst_pair(channel.parts[int(np.argmax(channel.probabilities))], grid)
     if not isinstance(channel, NumericChannel):
         raise LdpDaskError(f"no automatic pair for channel {channel.name!r}; give x and x' to audit()")
     lo, hi = channel.domain
@@ -274,7 +286,9 @@ def miscalibrated(channel: Channel, factor: float = 2.0) -> Channel:
         ch.epsilon = channel.epsilon
         return ch
     ch = copy.copy(channel)
-    if hasattr(ch, "scales"):
+    if isinstance(ch, WaveletSplit):  # every level's noise divided
+        ch.parts = [miscalibrated(p, factor) for p in ch.parts]  # type: ignore[misc]
+    elif hasattr(ch, "scales"):
         ch.scales = np.asarray(ch.scales) / factor
         if hasattr(ch, "lattice_scales"):
             ch.lattice_scales = np.asarray(ch.lattice_scales) / factor

@@ -153,6 +153,9 @@ class WaveletBasis:
         self._stacked_tab = np.stack([np.append(self._tab["phi"], 0.0), np.append(self._tab["psi"], 0.0)])
         self._stacked_dif = np.stack([np.append(self._dif["phi"], 0.0), np.append(self._dif["psi"], 0.0)])
         self._shift_cache: dict[tuple[str, str, float], np.ndarray] = {}
+        #: two-scale filters: φ_{j−1,k} = Σ_m h_m φ_{j,2k+m}, ψ_{j−1,k} = Σ_m g_m φ_{j,2k+m} (PyWavelets rec_lo, rec_hi)
+        self.h = np.asarray(w.rec_lo, dtype=np.float64)
+        self.g = np.asarray(w.rec_hi, dtype=np.float64)
 
     def __repr__(self) -> str:
         return f"WaveletBasis({self.name!r}, table_level={self.table_level})"
@@ -184,6 +187,30 @@ class WaveletBasis:
                 f"of the {self.name} table (2^-{self.table_level}) in double precision. Got {j!r} instead."
             )
         return check_int(j, name, 0, self.max_level)
+
+    def analysis(self, coefs: np.ndarray, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """One step of the fast wavelet transform: the father coefficients at level j − 1 and the detail
+        coefficients at level j − 1 of the function Σ_{k ∈ N_j} coefs[k + S − 1] φ_{jk}.
+
+        Exact on the real line: c_{j−1,k} = Σ_m h_m c_{j,2k+m} and d_{j−1,k} = Σ_m g_m c_{j,2k+m}, and every
+        φ_{jm} with m ∉ N_j vanishes on [0, 1], so the coefficients N_j lacks are those of functions that are
+        zero there. The map is orthonormal on sequences, so white noise of variance v per coefficient at
+        level j is white with variance v at level j − 1 (the rows of the last few boundary coefficients
+        have norm ≤ 1: at most v).
+        """
+        S = self.support
+        c = np.asarray(coefs, dtype=np.float64)
+        if j < 1 or c.shape != (self.n_coefs(j),):
+            raise LdpDaskError(f"analysis needs level j >= 1 and |N_j| = {self.n_coefs(j) if j >= 1 else '?'} "
+                               f"coefficients; got j={j!r}, shape {c.shape}")
+        # padded[p] = c_{j, p − 2S + 2}: index 2k + m of N_j is position 2k + m + S − 1 of c
+        padded = np.zeros(len(c) + 2 * S + 2)
+        padded[S - 1: S - 1 + len(c)] = c
+        k = self.index_set(j - 1)
+        base = 2 * k + S - 1 + (S - 1)  # position in padded of m = 0
+        idx = base[:, None] + np.arange(S + 1)[None, :]
+        window = padded[idx]
+        return window @ self.h, window @ self.g
 
     # --- evaluation -----------------------------------------------------------------
     def _cells(self, t: np.ndarray, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -20,6 +20,7 @@ from .memo import MEMO_CHANNELS, MemoFrequencies, MemoHistogram, Memoized, MemoM
 from .rr import ENCODINGS, RandomizedResponse
 from .square_wave import SquareWave
 from .wavelet import CALIBRATIONS, WaveletLaplace, linear_level, wavelet_levels
+from .wavelet_split import WaveletSplit, split_levels
 
 __all__ = [
     "Channel",
@@ -29,6 +30,8 @@ __all__ = [
     "HybridMean",
     "SquareWave",
     "WaveletLaplace",
+    "WaveletSplit",
+    "split_levels",
     "wavelet_levels",
     "linear_level",
     "HaarLaplace",
@@ -71,6 +74,7 @@ CHANNELS: dict[str, type[Channel]] = {
     HybridMean.name: HybridMean,
     SquareWave.name: SquareWave,
     WaveletLaplace.name: WaveletLaplace,
+    WaveletSplit.name: WaveletSplit,
     HaarLaplace.name: HaarLaplace,
     HaarAdaptive.name: HaarAdaptive,
     RandomizedResponse.name: RandomizedResponse,

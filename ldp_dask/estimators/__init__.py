@@ -16,10 +16,10 @@ from .local_quantiles import QuantileEstimate, local_quantiles
 from .mean import mean
 from .results import DensityEstimate, MeanEstimate
 from .square_wave import square_wave_cdf_bounds, square_wave_density
-from .wavelet import DEFAULT_GAMMA, THRESHOLDS, wavelet_density, wavelet_thresholds
+from .wavelet import DEFAULT_GAMMA, THRESHOLDS, pooled_split, wavelet_density, wavelet_thresholds
 
 __all__ = [
-    "estimate", "histogram_density", "wavelet_density", "wavelet_thresholds", "mean", "project_simplex",
+    "estimate", "histogram_density", "wavelet_density", "wavelet_thresholds", "pooled_split", "mean", "project_simplex",
     "DensityEstimate", "MeanEstimate", "DEFAULT_GAMMA", "THRESHOLDS", "frequencies", "FrequencyEstimate",
     "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS", "square_wave_density",
     "square_wave_cdf_bounds", "QUANTILE_CHANNELS", "has_local_quantiles", "group_means", "GroupMeansEstimate",
@@ -30,7 +30,7 @@ __all__ = [
 #: Which estimator serves which channel, stated once: the natural estimator of each channel's summaries (adaptive
 #: Haar summaries feed the goodness-of-fit test) ...
 ESTIMATORS: dict[str, Callable[..., Any]] = {
-    "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "mean": mean,
+    "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "wavelet-split": wavelet_density, "mean": mean,
     "hybrid-mean": mean, "square-wave": square_wave_density,
     "rr": frequencies, "hadamard": frequencies, "group-mean": group_means,
     "group-histogram": group_shares, "memo-histogram": frequencies, "memo-rr": frequencies, "memo-mean": mean,

@@ -53,13 +53,14 @@ from typing import Any
 import numpy as np
 
 from .._validation import LdpDaskError, check_probability
-from ..channels import WaveletLaplace
+from ..channels import WaveletLaplace, WaveletSplit
 from ..outputs import summary_info
 from ..summary import Summary, read_summary
 from .histogram import simplex_shift
 from .results import DensityEstimate
 
-__all__ = ["wavelet_density", "wavelet_thresholds", "THRESHOLDS", "DEFAULT_GAMMA", "WaveletFunction"]
+__all__ = ["wavelet_density", "wavelet_thresholds", "pooled_split", "THRESHOLDS", "DEFAULT_GAMMA",
+           "WaveletFunction"]
 
 THRESHOLDS = ("hard", "soft", "none")
 #: γ of λ_j = γ √j σ_j/√n; see the module docstring for how it was chosen.
@@ -73,16 +74,23 @@ def wavelet_thresholds(channel: WaveletLaplace, n: int, gamma: float = DEFAULT_G
 
 
 class WaveletFunction:
-    """f(x) = shift-and-clip of Σ_ℓ Σ_k c_{ℓk} f_{ℓk}(t(x)) / (hi − lo), evaluated exactly."""
+    """f(x) = shift-and-clip of Σ_ℓ Σ_k c_{ℓk} f_{ℓk}(t(x)) / (hi − lo), evaluated exactly.
 
-    def __init__(self, channel: WaveletLaplace, coefs: list[np.ndarray], shift: float | None = None) -> None:
+    ``levels``: the (kind, j) of each array of ``coefs`` (default: the channel's blocks).
+    """
+
+    def __init__(self, channel: WaveletLaplace | WaveletSplit, coefs: list[np.ndarray], shift: float | None = None,
+                 levels: list[tuple[str, int]] | None = None) -> None:
         self.channel, self.coefs, self.shift = channel, coefs, shift
+        own: list[tuple[str, int]] = channel.levels if isinstance(channel, WaveletLaplace) else [
+            ("phi", j) for j in channel.levels]
+        self.levels: list[tuple[str, int]] = list(own if levels is None else levels)
 
     def raw_unit(self, t: np.ndarray) -> np.ndarray:
         """Σ c f(t) on the unit scale (density of t)."""
         b = self.channel.basis
         out = np.zeros(len(t))
-        for (kind, j), c in zip(self.channel.levels, self.coefs):
+        for (kind, j), c in zip(self.levels, self.coefs):
             if np.any(c):
                 out += b.evaluate(t, j, kind, c)  # type: ignore[arg-type]
         return out
@@ -97,6 +105,57 @@ class WaveletFunction:
         shape = x.shape
         v = self.unit(self.channel.to_unit(x.ravel())) / (hi - lo)
         return v.reshape(shape)
+
+
+def pooled_split(channel: WaveletSplit, sums: np.ndarray, group_n: np.ndarray, extra_variance: float = 1.0
+                 ) -> tuple[list[tuple[str, int]], list[np.ndarray], list[float], np.ndarray]:
+    """The levels of a split release pooled and shrunk (docs/estimators.md, "Wavelet density").
+
+    Level L_g's rows estimate its father coefficients ĉ_g = S_g/n_g, each with variance at most
+    v_g = (2σ_g² + ``extra_variance``)/n_g (2σ_g² the noise of one row on one coefficient; the default 1 bounds the
+    average sampling variance per coefficient, Σ_k Var φ_{Lk}(X) ≤ E Σ_k φ_{Lk}(X)² ≈ 2^L). The exact orthonormal
+    change of basis :meth:`~ldp_dask.bases.WaveletBasis.analysis` rewrites ĉ_g as father coefficients at the
+    coarsest level L_1 and detail coefficients at L_1, …, L_g − 1, white noise staying white with the same
+    variance. Each block is then the inverse-variance weighted mean over the levels that carry it (all of them for
+    the father block, those with L_g > j for detail level j), of variance V = 1/Σ 1/v_g, and each detail level j,
+    with d_j coefficients β̂_j, is multiplied by the positive-part James–Stein factor
+
+        a_j = max(0, 1 − d_j V_j / ‖β̂_j‖²)
+
+    (Cai 1999, the level as one block): in Gaussian noise its risk on the level is at most
+    d_j V_j − d_j(d_j − 4) V_j² / (‖β_j‖² + d_j V_j) — about the linear estimate's d_j V_j where the level carries
+    signal, about ‖β_j‖² + 4 V_j where it carries none — so the data choose the resolution between L_1 and L_k.
+
+    Returns the levels ((kind, j): the father block, then each detail level), their coefficients, their
+    per-coefficient variances V (before shrinking) and the factors a_j.
+    """
+    b = channel.basis
+    base, top = channel.levels[0], channel.levels[-1]
+    nv = channel.noise_variances
+    blocks: dict[tuple[str, int], list[tuple[np.ndarray, float]]] = {("phi", base): []}
+    blocks.update({("psi", j): [] for j in range(base, top)})
+    for g, L in enumerate(channel.levels):
+        ng = float(group_n[g])
+        if ng <= 0:
+            continue
+        c = np.asarray(sums[channel.block(g)], dtype=np.float64) / ng
+        v = (float(nv[g]) + extra_variance) / ng
+        for j in range(L, base, -1):
+            c, d = b.analysis(c, j)
+            blocks[("psi", j - 1)].append((d, v))
+        blocks[("phi", base)].append((c, v))
+    levels, coefs, variances = [], [], []
+    for key, items in blocks.items():
+        if not items:  # no row drew a level fine enough for this block
+            continue
+        w = np.array([1.0 / v for _, v in items])
+        levels.append(key)
+        coefs.append(sum(wi * x for wi, (x, _) in zip(w, items)) / w.sum())
+        variances.append(float(1.0 / w.sum()))
+    factors = np.array([max(0.0, 1.0 - len(c) * V / max(float(c @ c), 1e-300))
+                        for c, V in zip(coefs[1:], variances[1:])])
+    coefs = [coefs[0]] + [a * c for a, c in zip(factors, coefs[1:])]
+    return levels, coefs, variances, factors
 
 
 def wavelet_density(
@@ -130,8 +189,9 @@ def wavelet_density(
     """
     s = read_summary(summary)
     ch = s.channel
-    if not isinstance(ch, WaveletLaplace):
-        raise LdpDaskError(f"wavelet_density needs a summary of the 'wavelet' channel; got {ch.name!r}.")
+    if not isinstance(ch, (WaveletLaplace, WaveletSplit)):
+        raise LdpDaskError(f"wavelet_density needs a summary of the 'wavelet' channel (or 'wavelet-split'); got "
+                           f"{ch.name!r}.")
     if threshold not in THRESHOLDS:
         raise LdpDaskError(f"The 'threshold' parameter must be one of {', '.join(THRESHOLDS)}. Got {threshold!r} instead.")
     if projection not in ("density", "none"):
@@ -139,10 +199,13 @@ def wavelet_density(
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not (0 < gamma < math.inf):
         raise LdpDaskError(f"The 'gamma' parameter must be a finite number > 0. Got {gamma!r} instead.")
     level = check_probability(level, "level")
-    G = grid if grid is not None else min(1 << 16, max(1024, 1 << (ch.j1 + 4)))
+    finest = ch.levels[-1] if isinstance(ch, WaveletSplit) else ch.j1
+    G = grid if grid is not None else min(1 << 16, max(1024, 1 << (finest + 4)))
     if isinstance(G, bool) or not isinstance(G, (int, np.integer)) or not (16 <= G <= 1 << 22):
         raise LdpDaskError(f"The 'grid' parameter must be an integer in [16, 4194304]. Got {grid!r} instead.")
     n = s.n
+    if isinstance(ch, WaveletSplit):
+        return _split_density(s, ch, projection, level, G)
     raw = s.sums["sum"] / n
     coefs = [raw[sl].copy() for sl in ch.slices]
     lam = wavelet_thresholds(ch, n, gamma)
@@ -159,22 +222,14 @@ def wavelet_density(
             keep = np.ones(len(c), dtype=bool)
         kept.append(keep)
 
-    lo, hi = ch.domain
-    width = hi - lo
-    t_mid = (np.arange(G) + 0.5) / G
     f = WaveletFunction(ch, coefs)
-    v = f.raw_unit(t_mid)
-    if projection == "density":
-        f.shift = simplex_shift(v / G) * G
-        v = np.maximum(v - f.shift, 0.0)
+    t_mid, v, edges, width = _on_grid(f, projection, G)
     sup_f = float(max(v.max(), 0.0))
     var = np.zeros(G)
     for (kind, j), nv, kp in zip(ch.levels, ch.noise_variances, kept):
         if kp.any():
             var += ch.basis.evaluate(t_mid, j, kind, kp * (nv + sup_f), power=2)  # type: ignore[arg-type]
     se = np.sqrt(var / n) / width
-    edges = lo + np.arange(G + 1) * (width / G)
-    edges[-1] = hi
     linear = ch.linear  # the father level alone: nothing to threshold
     method = ("wavelet-linear" if linear else f"wavelet-{threshold}") + ("+density" if projection == "density" else "")
     n_kept = [int(k.sum()) for k in kept[1:]]
@@ -187,6 +242,52 @@ def wavelet_density(
             "sigmas": ch.sigmas, "projection_shift": f.shift,
             "label": (f"{ch.wavelet} level {ch.j0}, linear" if linear
                       else f"{ch.wavelet} levels {ch.j0}–{ch.j1}, {threshold} threshold"),
+        },
+        evaluator=f,
+    )
+
+
+def _on_grid(f: WaveletFunction, projection: str, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """The estimate at the G cell midpoints of the unit interval (projected onto densities if asked: sets
+    ``f.shift``), the cell edges on the original scale and the domain's width."""
+    lo, hi = f.channel.domain
+    width = hi - lo
+    t_mid = (np.arange(G) + 0.5) / G
+    v = f.raw_unit(t_mid)
+    if projection == "density":
+        f.shift = simplex_shift(v / G) * G
+        v = np.maximum(v - f.shift, 0.0)
+    edges = lo + np.arange(G + 1) * (width / G)
+    edges[-1] = hi
+    return t_mid, v, edges, width
+
+
+def _split_density(s: Summary, ch: WaveletSplit, projection: str, level: float, G: int) -> DensityEstimate:
+    """:func:`wavelet_density` for a split release: the pooled, level-wise shrunk estimate (:func:`pooled_split`).
+
+    Band: the kept terms' variance, each block's V with the sampling bound ‖f̃‖∞ in place of 1, times a_j² for
+    detail level j — pointwise, ignoring the shrinkage's randomness and its bias, as for the other releases.
+    """
+    group_n = np.asarray(s.sums["group_n"], dtype=np.float64)
+    levels, coefs, variances, factors = pooled_split(ch, s.sums["sum"], group_n)
+    f = WaveletFunction(ch, coefs, levels=levels)
+    t_mid, v, edges, width = _on_grid(f, projection, G)
+    sup_f = float(max(v.max(), 0.0))
+    _, _, with_sup, _ = pooled_split(ch, s.sums["sum"], group_n, extra_variance=max(sup_f, 1e-12))
+    var = np.zeros(G)
+    for (kind, j), V, a2 in zip(levels, with_sup, np.concatenate([[1.0], factors**2])):
+        if a2 > 0:
+            var += ch.basis.evaluate(t_mid, j, kind, np.full(ch.basis.n_coefs(j), a2 * V), power=2)  # type: ignore[arg-type]
+    se = np.sqrt(var) / width
+    method = "wavelet-split" + ("+density" if projection == "density" else "")
+    details = ", ".join(f"{j}: {a:.2f}" for (_, j), a in zip(levels[1:], factors))
+    return DensityEstimate(
+        edges=edges, density=v / width, se=se, method=method, n=s.n, epsilon=ch.epsilon, level=level,
+        info={
+            **summary_info(s), "domain": list(ch.domain), "wavelet": ch.wavelet, "levels": list(ch.levels),
+            "shares": list(ch.shares), "rows_per_level": [int(x) for x in group_n],
+            "shrink_factors": [float(a) for a in factors], "projection_shift": f.shift,
+            "label": f"{ch.wavelet} levels {ch.levels[0]}–{ch.levels[-1]} pooled, details shrunk ({details})",
         },
         evaluator=f,
     )

@@ -4,7 +4,8 @@ Run: ``python benchmarks/distributions.py`` (``--quick`` for a smoke run). For �
 n ∈ {10^4, 10^5, 10^6} and three data sets, each data set is released every way at the same ε:
 
 * local histogram: ``LaplaceHistogram`` with the automatic K = ⌈(nε²)^{1/4}⌉, projected onto the simplex;
-* local wavelet: the default ``WaveletLaplace`` release (db4, the father level chosen from n and ε);
+* local wavelet: the default ``wavelet`` release (db4, the rows split among three father levels
+  chosen from n and ε, pooled and shrunk);
 * local Square Wave: ``SquareWave`` (1,024 cells), EMS on the driver;
 * central: deciles by ``ldp_dask.central.quantiles(method="best")`` (ε for the nine together); the CDF by a
   histogram of K = ⌈√(nε)⌉ bins of the exact counts plus Laplace noise of scale 2/ε (replace-one sensitivity 2),

@@ -65,7 +65,8 @@ def main() -> None:
         "## The price of local privacy: deciles at equal ε (`benchmarks/local_vs_central.py`)", "",
         f"Machine: {machine()}. Beta(2, 5) on [0, 1]; MSE summed over the nine deciles against the population "
         f"deciles, mean of {R} data sets; run time {time.perf_counter() - t0:.0f} s. Local: every row privatized "
-        "with ε (histogram with K = ⌈(nε²)^{1/4}⌉, or the default db4 wavelet release: the father level alone), deciles read off the "
+        "with ε (histogram with K = ⌈(nε²)^{1/4}⌉, or the default db4 wavelet release: the rows split among three father "
+        "levels, pooled and shrunk), deciles read off the "
         "estimate. Central: `quantiles(method=\"best\")`, ε for the nine deciles together.", "",
         "| ε | n | local histogram | local wavelet | central best | price (best local / central) |",
         "|---|---|---|---|---|---|", *rows, "",

@@ -4,11 +4,12 @@ Run: ``python benchmarks/quantile_coverage.py`` (part of ``make bench``). For ea
 distribution (Beta(2, 5) on [0, 1]; a lognormal, σ = 0.6, on [0, 8]; a bimodal
 normal mixture on [0, 1]; uniform on [0, 1]) and n ∈ {2·10^4, 2·10^5}, R data
 sets are drawn; each is released through the histogram channel with its
-automatic K and through the default wavelet release (db4, the father level
-alone at its automatic level) — summary mode, lattice noise, exactly as
-``privatize`` releases them — and the nine deciles' 95% intervals are made by
-each method of ``local_quantiles`` (histogram: "bins", the default; "band";
-"bootstrap", B = 200; wavelet: "envelope", the default; "bootstrap",
+automatic K, through the default wavelet release (db4, the rows split among
+three father levels) and through one wavelet father level at its automatic
+level — summary mode, lattice noise, exactly as ``privatize`` releases them —
+and the nine deciles' 95% intervals are made by each method of
+``local_quantiles`` (histogram: "bins", the default; "band"; "bootstrap",
+B = 200; wavelet: "envelope", the default; one level also "bootstrap",
 B = 100). A
 hit is an interval that holds the population decile. Reports per decile the
 coverage (binomial standard error ≤ 1.1% at R = 400) and the mean width as a
@@ -28,15 +29,16 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_section  # noqa: E402
 
-from ldp_dask.channels import build_channel  # noqa: E402
+from ldp_dask.channels import build_channel, linear_level  # noqa: E402
 from ldp_dask.estimators import local_quantiles  # noqa: E402
 from ldp_dask.summary import Summary  # noqa: E402
 
 Q = np.arange(1, 10) / 10
 SIZES = (20_000, 200_000)
-#: (release, channel options, interval methods, bootstrap replicates)
+#: (release, channel options, interval methods, bootstrap replicates); "one level" pins j0 = linear_level(n, ε)
 RELEASES = (("histogram", {}, ("bins", "band", "bootstrap"), 200),
-            ("wavelet", {"wavelet": "db4"}, ("envelope", "bootstrap"), 100))
+            ("wavelet", {"wavelet": "db4"}, ("envelope",), 100),
+            ("wavelet one level", {"wavelet": "db4"}, ("envelope", "bootstrap"), 100))
 DOMAINS = {"Beta(2, 5)": (0.0, 1.0), "lognormal(0, 0.6)": (0.0, 8.0), "bimodal mixture": (0.0, 1.0),
            "uniform": (0.0, 1.0)}
 
@@ -83,8 +85,11 @@ def main() -> None:
         truth = population_deciles(name)
         for n in SIZES:
             for kind, opts, methods, B in RELEASES:
-                ch = build_channel(kind, 1.0, (lo, hi), n=n, **opts)
-                label = f"histogram, K = {ch.bins}" if kind == "histogram" else f"wavelet {ch.wavelet}, J = {ch.j0}"
+                one = {"j0": linear_level(n, 1.0)} if kind == "wavelet one level" else {}
+                ch = build_channel(kind.split()[0], 1.0, (lo, hi), n=n, **opts, **one)
+                label = (f"histogram, K = {ch.bins}" if kind == "histogram" else
+                         f"wavelet {ch.wavelet}, J = {ch.j0}" if one else
+                         f"wavelet {ch.wavelet}, levels {', '.join(map(str, ch.levels))} (split)")
                 rng = np.random.default_rng([n, len(name)])
                 hits = {m: np.zeros(len(Q)) for m in methods}
                 width = {m: np.zeros(len(Q)) for m in methods}
@@ -105,8 +110,9 @@ def main() -> None:
                     print(rows[-1], flush=True)
     body = "\n".join([
         "## Local-DP quantile intervals: coverage and width (`benchmarks/quantile_coverage.py`)", "",
-        f"Machine: {machine()}. Histogram channel with its automatic K, and the default wavelet release (db4, "
-        "father level alone at its automatic level J); ε = 1, lattice noise, summary mode; "
+        f"Machine: {machine()}. Histogram channel with its automatic K, the default wavelet release (db4, the "
+        "rows split among the father levels J − 1, J, J + 1) and one wavelet father level at its automatic level J "
+        "(the default before the split); ε = 1, lattice noise, summary mode; "
         f"{a.reps} data sets per row; nine deciles at nominal 95% (`bins`, `band`, `envelope`: all nine at once, "
         "a simultaneous band; `bootstrap`: each); population deciles as the truth. Width: mean "
         "interval length over the domain's. Bootstrap: B = 200 (histogram), 100 (wavelet). Run time "
@@ -118,7 +124,8 @@ def main() -> None:
         + ", ".join(f"{k} {v:.3f}" for k, v in worst.items()) + " (binomial standard error "
         f"{np.sqrt(0.95 * 0.05 / a.reps):.3f} at 95%). The defaults, `bins` (histogram) and `envelope` (wavelet), "
         "make no assumption about the density and hold at every edge at once, so they over-cover at each decile: "
-        "`bins` is at least one bin wide, `envelope` about one and a half father cells. `band` interpolates the "
+        "`bins` is at least one bin wide, `envelope` about one and a half father cells (for the split release, "
+        "the bounds of its three levels, each from its own rows, Bonferroni over all their grid points). `band` interpolates the "
         "band within bins and under-covers where a "
         "bin holds a fast-changing density (the lognormal's first bins); the bootstrap also ignores the bias "
         "projection pushes into the tails.",

@@ -6,11 +6,11 @@ Run: ``python benchmarks/wavelet_rates.py`` (``--quick`` for a smoke run; about
 (spatially inhomogeneous), and a piecewise-constant density (discontinuous) —
 ε ∈ {0.5, 1, 2} and n from 10^4 to 10^6, it measures on the same data:
 
-* the library's default: the father level alone at ``linear_level(n, ε)`` with the whole
-  budget (the linear estimator), raw and projected onto densities;
-* the ``wavelet-split`` release (levels J − 1, J, J + 1 around ``linear_level``, rows split
-  1 : 2 : 3, lattice noise, drawn by the channel's own summary mode) and its pooled, shrunk
-  estimate;
+* the library's default release (``--channel wavelet``): the rows split among the father
+  levels J − 1, J, J + 1 around J = ``linear_level(n, ε)`` (shares 1 : 2 : 3, lattice noise,
+  drawn by the channel's own summary mode) and its pooled, shrunk estimate;
+* one father level at ``linear_level(n, ε)`` with the whole budget (the linear estimator,
+  the default before the split release), raw and projected onto densities;
 * the adaptive hard-threshold estimator (Butucea et al. 2020, eq. (5)) with the tight and
   the paper calibration, levels j0, j1 from n and ε (Thm 4.1);
 * soft thresholding and the linear estimator (no threshold);
@@ -47,6 +47,7 @@ from ldp_dask.channels import (  # noqa: E402
     LaplaceHistogram,
     WaveletLaplace,
     WaveletSplit,
+    build_channel,
     default_bins,
     linear_level,
     noise_scale_for,
@@ -153,14 +154,15 @@ def run_replicate(dens, n: int, rng: np.random.Generator, jmax: int, gammas) -> 
                     out[(eps, cal, thr, DEFAULT_GAMMA)] = ise(e.pdf(GRID), truth)
                 e = wavelet_density(s, gamma=DEFAULT_GAMMA, projection="density", grid=4096)
                 out[(eps, cal, "hard+proj", DEFAULT_GAMMA)] = ise(e.pdf(GRID), truth)
-        # the library's default release: the father level alone at linear_level(n, ε), all of ε on it
+        # one father level at linear_level(n, ε), all of ε on it (the default before the split release)
         J = linear_level(n, eps, WAVELET)
         ch = WaveletLaplace(eps, (0.0, 1.0), J, J - 1, wavelet=WAVELET, noise="continuous")
         s = Summary(ch, n, {"sum": block[("phi", J)] + laplace_sum(rng, n, ch.scales, ch.dim)}, {})
         out[(eps, "default")] = ise(wavelet_density(s, projection="none", grid=16).pdf(GRID), truth)
         out[(eps, "default+proj")] = ise(wavelet_density(s, grid=4096).pdf(GRID), truth)
-        # the split release, drawn by the channel itself (lattice noise, the rows split per table cell)
-        sp = WaveletSplit.build(eps, (0.0, 1.0), n=n, wavelet=WAVELET)
+        # the default release (split), drawn by the channel itself (lattice noise, the rows split per table cell)
+        sp = build_channel("wavelet", eps, (0.0, 1.0), n=n, wavelet=WAVELET)
+        assert isinstance(sp, WaveletSplit)
         s = Summary(sp, n, sp.stats(x, rng), {})
         out[(eps, "split")] = ise(wavelet_density(s, projection="none", grid=16).pdf(GRID), truth)
         # best linear: father level J alone with the whole budget
@@ -251,7 +253,7 @@ def main() -> None:
                     f"{R[(eps, 'tight', 'hard+proj', DEFAULT_GAMMA)][0]:.3g} | {R[(eps, 'tight', 'soft', DEFAULT_GAMMA)][0]:.3g} | "
                     f"{R[(eps, 'tight', 'none', DEFAULT_GAMMA)][0]:.3g} | {pa[0]:.3g} | **{pa[0] / ad[0]:.1f}×** | "
                     f"{lin[Jb]:.3g} (J={Jb}) | {hist[Kb]:.3g} (K={Kb}) |")
-    # --- the default estimator against the hindsight-best fixed resolution
+    # --- the default (split) and one-level estimators against the hindsight-best fixed resolution
     default_rows, to_best, to_hist, slope_rows, split_to_best, split_to_hist = [], [], [], [], [], []
     dyadic = [K for K in KS if K & (K - 1) == 0]
     for dens in densities:
@@ -289,23 +291,27 @@ def main() -> None:
         "",
         "### The default estimator against the best fixed resolution chosen with hindsight",
         "",
-        "default = the library's default wavelet release (tight calibration, levels not given): the father level "
-        "alone at J = `linear_level(n, ε)`, the whole ε on it, raw linear estimate (± Monte-Carlo se); +proj = "
-        "projected onto densities; split = the `wavelet-split` release (father levels J − 1, J, J + 1, rows split "
-        "1 : 2 : 3, each at the whole ε; lattice noise, drawn by the channel's summary mode) and its pooled estimate "
-        "with the detail levels shrunk (raw); hindsight-best = the smaller of the best linear (father level J alone, "
+        "one level = the father level alone at J = `linear_level(n, ε)`, the whole ε on it (the default before the "
+        "split release), raw linear estimate (± Monte-Carlo se); +proj = projected onto densities; split = the "
+        "library's default release (`--channel wavelet`: father levels J − 1, J, J + 1, rows split 1 : 2 : 3, each at "
+        "the whole ε; lattice noise, drawn by the channel's summary mode) and its pooled estimate with the detail "
+        "levels shrunk (raw); hindsight-best = the smaller of the best linear (father level J alone, "
         "best J) and the best dyadic histogram (K = 2^J, best J), both chosen knowing the truth; default histogram = "
         "LaplaceHistogram with K = ⌈(nε²)^{1/4}⌉; paper/best = the paper's estimator (hard thresholds, paper "
         "calibration and levels) over the hindsight-best.",
         "",
-        "| density | ε | n | J | default | default +proj | hindsight-best | default/best | split | split/best "
-        "| default histogram | default/default histogram | split/default histogram | paper/best |",
+        "| density | ε | n | J | one level | one level +proj | hindsight-best | one level/best | split (default) "
+        "| split/best | default histogram | one level/default histogram | split/default histogram | paper/best |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *default_rows,
         "",
-        f"Default over hindsight-best: worst {to_best_a.max():.2f}, geometric mean {geo(to_best_a):.2f} over "
-        f"{len(to_best)} cells (goal: ≤ 2.5 and ≤ 1.3); split over hindsight-best: worst {max(split_to_best):.2f}, "
-        f"geometric mean {geo(np.array(split_to_best)):.2f}. Default over the default histogram: worst "
+        f"Default (split) over hindsight-best: worst {max(split_to_best):.2f}, geometric mean "
+        f"{geo(np.array(split_to_best)):.2f} over {len(split_to_best)} cells (goal: ≤ 2.5 and ≤ 1.3); one level over "
+        f"hindsight-best: worst {to_best_a.max():.2f}, geometric mean {geo(to_best_a):.2f}. "
+        + "Per density, split / one level (geometric mean): " + "; ".join(
+            f"{d.name} {geo(np.array(split_to_best[i * len(ns) * len(EPSILONS):(i + 1) * len(ns) * len(EPSILONS)])):.2f} / "
+            f"{geo(to_best_a[i * len(ns) * len(EPSILONS):(i + 1) * len(ns) * len(EPSILONS)]):.2f}" for i, d in enumerate(densities))
+        + f". One level over the default histogram: worst "
         f"{to_hist_a.max():.2f}, geometric mean {geo(to_hist_a):.2f}, worse in {int(np.sum(to_hist_a > 1))} of "
         f"{len(to_hist)} cells; split over the default histogram: geometric mean "
         f"{geo(np.array([r for _, r in split_to_hist])):.2f}, worse in "
@@ -313,7 +319,7 @@ def main() -> None:
         f"{sum(r > 1 for d, r in split_to_hist if d == 'smooth')} of "
         f"{sum(d == 'smooth' for d, _ in split_to_hist)}, worst {max(r for d, r in split_to_hist if d == 'smooth'):.2f}).",
         "",
-        "Fitted slope of the default's risk over n ≥ 10^5 against the adaptive minimax exponent (a fixed rule "
+        "Fitted slope of the one-level release's risk over n ≥ 10^5 against the adaptive minimax exponent (a fixed rule "
         "2^J ≍ (nε²)^{1/4} gives −1/2 when the variance dominates, −1/4 when a jump's bias does):",
         "",
         "| density | ε | fitted slope | minimax exponent |",
@@ -367,7 +373,9 @@ def plot(densities, ns, results, jmax) -> None:
             rs = [results[(dens.name, n)][(eps, "tight", "hard", DEFAULT_GAMMA)][0] for n in ns]
             ax.loglog(ns, rs, "o-", color=color, alpha=0.5, label=f"adaptive (paper levels), ε={eps:g}")
             ds = [results[(dens.name, n)][(eps, "default")][0] for n in ns]
-            ax.loglog(ns, ds, "s-", color=color, label=f"default (linear), ε={eps:g}")
+            ax.loglog(ns, ds, "s-", color=color, label=f"one level (linear), ε={eps:g}")
+            ss = [results[(dens.name, n)][(eps, "split")][0] for n in ns]
+            ax.loglog(ns, ss, "^-", color=color, lw=2, label=f"default (split), ε={eps:g}")
             lin = [min(results[(dens.name, n)][(eps, "linear", J)][0] for J in range(jmax + 2)) for n in ns]
             ax.loglog(ns, lin, ":", color=color, alpha=0.7, label=f"best linear, ε={eps:g}")
             ref = rs[0] * (np.array(ns) / ns[0]) ** (-dens.exponent)

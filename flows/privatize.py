@@ -69,7 +69,8 @@ def privatize_flow(
 
     ``options`` holds channel-specific parameters, e.g.
     ``{"wavelet": "db4", "j0": 2, "j1": 8, "calibration": "tight"}`` for the
-    wavelet channel (levels default to the paper's choice from n and ε).
+    wavelet channel (without levels, the default release splits the rows among
+    three father levels chosen from n and ε; docs/channels.md).
     The release is recorded in the privacy budget ``ledger`` before any work
     starts and committed once the summary is written, so a failed or retried
     run never counts twice. Returns public facts about the release.

@@ -20,7 +20,7 @@ from .memo import MEMO_CHANNELS, MemoFrequencies, MemoHistogram, Memoized, MemoM
 from .rr import ENCODINGS, RandomizedResponse
 from .square_wave import SquareWave
 from .wavelet import CALIBRATIONS, WaveletLaplace, linear_level, wavelet_levels
-from .wavelet_split import WaveletSplit, split_levels
+from .wavelet_split import WaveletSplit, default_release, split_levels
 
 __all__ = [
     "Channel",
@@ -140,6 +140,10 @@ def build_channel(
     if extra:
         takes = f"it takes {', '.join(declared)}" if declared else "it takes none"
         raise LdpDaskError(f"The option(s) {', '.join(extra)} do not apply to the {name!r} channel; {takes}.")
+    if cls is WaveletLaplace:  # the default wavelet release splits the rows among three levels
+        split = default_release(epsilon, domain, n, given)
+        if split is not None:
+            return split
     return cls.build(epsilon, domain, n=n, **given)
 
 

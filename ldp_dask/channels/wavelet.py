@@ -13,10 +13,13 @@ otherwise), so the channel spends Σ_ℓ Δ_ℓ / σ_ℓ (basic composition over
 levels), which :meth:`WaveletLaplace.epsilon_spent` computes from the
 tabulated basis itself.
 
-Levels. Given neither j0 nor j1, the tight calibration releases the father level
-alone (j1 = j0 − 1, the whole ε on it) at :func:`linear_level`, and
-``calibration="paper"`` the paper's levels (:func:`wavelet_levels`); an explicit
-j1 asks for detail levels and takes j0 from the paper's rule.
+Levels. Given neither j0 nor j1, the tight calibration builds the split release
+(:class:`~ldp_dask.channels.wavelet_split.WaveletSplit`: father levels J − 1, J, J + 1
+around J = :func:`linear_level`, one per row; with ``noise="continuous"``, which it
+cannot split in summary mode, the father level alone at J, the whole ε on it);
+``calibration="paper"`` gives the paper's levels (:func:`wavelet_levels`); an explicit
+j0 alone gives the father level alone at j0, and an explicit j1 asks for detail levels and
+takes j0 from the paper's rule.
 
 Two calibrations of the σ's:
 
@@ -137,7 +140,9 @@ class WaveletLaplace(NumericChannel):
                     j0 = min(auto_j0, j1) if isinstance(j1, int) and not isinstance(j1, bool) else auto_j0
                 if j1 is None:
                     j1 = max(auto_j1, j0) if isinstance(j0, int) else auto_j1
-            else:  # the default: the father level alone, with the whole budget (the linear estimator)
+            else:
+                # one father level, with the whole budget (the linear estimator). By name, build_channel gives the
+                # split release instead when neither j0 nor continuous noise is asked for (wavelet_split.py)
                 if j0 is None:
                     j0 = linear_level(require_n(n, "the automatic wavelet level"), epsilon, wavelet)
                 j1 = j0 - 1 if isinstance(j0, int) and not isinstance(j0, bool) else j0

@@ -39,9 +39,9 @@ from .._validation import LdpDaskError, check_epsilon, check_int
 from ..bases import DEFAULT_TABLE_LEVEL
 from ..noise import discrete_laplace_sum
 from .base import NOISE_OPTION, NumericChannel, Option, require_n
-from .wavelet import LATTICE_QUANTUM, MAX_DIM, WaveletLaplace, linear_level
+from .wavelet import CALIBRATIONS, LATTICE_QUANTUM, MAX_DIM, WaveletLaplace, _check_nu, linear_level
 
-__all__ = ["WaveletSplit", "split_levels", "DEFAULT_SHARES", "MAX_SPLIT_CELLS"]
+__all__ = ["WaveletSplit", "split_levels", "default_release", "DEFAULT_SHARES", "MAX_SPLIT_CELLS"]
 
 #: Shares of the default levels J − 1, J, J + 1: the finest level needs the most rows (docs/channels.md).
 DEFAULT_SHARES = (1.0, 2.0, 3.0)
@@ -56,6 +56,26 @@ def split_levels(n: int, epsilon: float, wavelet: str = "db4") -> list[int]:
     """
     J = linear_level(n, epsilon, wavelet)
     return sorted({max(0, J - 1), J, J + 1})
+
+
+def default_release(epsilon: float, domain: Any, n: int | None, options: dict[str, Any]) -> WaveletSplit | None:
+    """The ``wavelet`` channel's default release, built by name with ``options`` (its declared options): the split
+    release when neither j0, j1, the paper's calibration nor continuous noise is asked for, else None (the one-level
+    or multilevel :class:`WaveletLaplace`). Options the split has no use for are still validated."""
+    if any(options.get(k) is not None for k in ("j0", "j1")) or options.get("noise", "lattice") != "lattice":
+        return None
+    calibration = options.get("calibration", "tight")
+    if calibration not in CALIBRATIONS:
+        raise LdpDaskError(f"The 'calibration' parameter must be one of {', '.join(CALIBRATIONS)}. "
+                           f"Got {calibration!r} instead.")
+    if calibration != "tight":
+        return None
+    if options.get("nu") is not None:
+        _check_nu(options["nu"])  # refused if invalid, although the split has no detail level to weigh
+    kw = {k: options[k] for k in ("wavelet", "table_level") if options.get(k) is not None}
+    if domain is None:
+        raise LdpDaskError("The 'wavelet' channel needs a public 'domain' (lo, hi).")
+    return WaveletSplit._build(epsilon, tuple(domain), n, **kw)
 
 
 class WaveletSplit(NumericChannel):

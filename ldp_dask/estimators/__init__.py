@@ -36,7 +36,7 @@ ESTIMATORS: dict[str, Callable[..., Any]] = {
     "group-histogram": group_shares, "memo-histogram": frequencies, "memo-rr": frequencies, "memo-mean": mean,
 }
 #: ... and the channels whose summaries also give quantiles with assumption-free intervals (:func:`local_quantiles`).
-QUANTILE_CHANNELS = frozenset({"histogram", "haar", "wavelet", "square-wave"})
+QUANTILE_CHANNELS = frozenset({"histogram", "haar", "wavelet", "wavelet-split", "square-wave"})
 
 
 def has_local_quantiles(channel: Channel | str) -> bool:

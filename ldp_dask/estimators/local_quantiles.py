@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import DECILES, LdpDaskError, check_draws, check_int, check_probability, check_q
-from ..channels import HaarLaplace, LaplaceHistogram, SquareWave, WaveletLaplace
+from ..channels import HaarLaplace, LaplaceHistogram, SquareWave, WaveletLaplace, WaveletSplit
 from ..outputs import (
     Described,
     Description,
@@ -201,9 +201,23 @@ def _envelope_intervals(summary: Summary, qs: np.ndarray, level: float) -> tuple
     below q, θ_q ≤ t where the lower bound on P(T ≤ t) is above q; the bounds hold at every grid point at once."""
     from .envelopes import OFFSETS, cdf_envelope_bounds
 
-    points = len(OFFSETS) * (1 << summary.channel.j0) - 1  # type: ignore[attr-defined]  # the interior grid
-    t, upper, lower = cdf_envelope_bounds(summary, band_z(level, points))
-    a, b = summary.channel.domain  # type: ignore[attr-defined]
+    ch = summary.channel
+    if isinstance(ch, WaveletSplit):
+        # each level's rows are a random sample of the rows, a one-level release of its own: its bounds hold for
+        # the same population CDF; the union of all levels' grids, Bonferroni over every point of every level
+        n_g = np.asarray(summary.sums["group_n"], dtype=np.float64)
+        parts = [(p, int(m), summary.sums["sum"][ch.block(g)]) for g, (p, m) in enumerate(zip(ch.parts, n_g)) if m > 0]
+        points = sum(len(OFFSETS) * (1 << p.j0) - 1 for p, _, _ in parts)
+        bounds = [cdf_envelope_bounds(Summary(p, m, {"sum": np.asarray(S)}, summary.metadata), band_z(level, points))
+                  for p, m, S in parts]
+        t = np.concatenate([b_[0] for b_ in bounds])
+        order = np.argsort(t, kind="stable")
+        t, upper, lower = t[order], np.concatenate([b_[1] for b_ in bounds])[order], \
+            np.concatenate([b_[2] for b_ in bounds])[order]
+    else:
+        points = len(OFFSETS) * (1 << ch.j0) - 1  # type: ignore[attr-defined]  # the interior grid
+        t, upper, lower = cdf_envelope_bounds(summary, band_z(level, points))
+    a, b = ch.domain  # type: ignore[attr-defined]
     return _widen_inverted(*_invert(a + t * (b - a), upper, lower, qs), (a, b))
 
 
@@ -265,7 +279,7 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
     level = check_probability(level, "level")
     B = check_int(B, "B", 10, 100_000)
     binned = isinstance(ch, (LaplaceHistogram, HaarLaplace))
-    wavelet = isinstance(ch, WaveletLaplace)
+    wavelet = isinstance(ch, (WaveletLaplace, WaveletSplit))
     wave = isinstance(ch, SquareWave)
     if interval is None:
         interval = "envelope" if wavelet or wave else "bins"
@@ -295,6 +309,9 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
         lo, hi = _envelope_intervals(s, qs, level)
         return QuantileEstimate(q=qs, values=np.asarray(est.quantile(qs)), ci_low=lo, ci_high=hi, level=level, B=0,
                                 method=est.method, n=n, epsilon=ch.epsilon, info=summary_info(s), interval=interval)
+    if isinstance(ch, WaveletSplit):
+        raise LdpDaskError("wavelet-split summaries support interval='envelope' only: their bootstrap would have to "
+                           "redraw the split and the shrinkage, and its coverage is not measured.")
     if binned and interval != "bootstrap":
         est = histogram_density(s, **estimator_kwargs)
         lo, hi = _band_intervals(s, qs, level, within_bins=interval == "bins")

@@ -206,7 +206,9 @@ class DensityEstimate(Described):
         qs = self.quantile(SHOWN_QUANTILES)
         i = self.info
         if self.smooth:
-            if i["j1"] < i["j0"]:
+            if "levels" in i:  # a split release
+                shape = i["label"]
+            elif i["j1"] < i["j0"]:
                 shape = f"{i['wavelet']} wavelets, father level {i['j0']} alone (linear estimator)"
             else:
                 shape = (f"{i['wavelet']} wavelets, levels {i['j0']}–{i['j1']} ({i['calibration']} calibration), "

@@ -169,3 +169,23 @@ def test_estimate_and_band_from_a_split_summary():
     assert abs(np.sum(e.density * np.diff(e.edges)) - 1.0) < 1e-9
     assert np.all(e.se > 0) and e.info["rows_per_level"] == [int(v) for v in s.sums["group_n"]]
     assert len(e.info["shrink_factors"]) == ch.levels[-1] - ch.levels[0]
+
+
+def test_the_wavelet_channel_by_name_is_the_split_release_unless_told_otherwise():
+    n, eps = 10**5, 1.0
+    J = linear_level(n, eps)
+    ch = build_channel("wavelet", eps, (0.0, 1.0), n=n)
+    assert isinstance(ch, WaveletSplit) and ch.levels == [J - 1, J, J + 1]
+    # one level where asked (j0), where the split cannot be drawn exactly (continuous noise), or the paper's levels
+    assert build_channel("wavelet", eps, (0.0, 1.0), n=n, j0=3).levels == [("phi", 3)]
+    one = build_channel("wavelet", eps, (0.0, 1.0), n=n, noise="continuous")
+    assert isinstance(one, WaveletLaplace) and one.levels == [("phi", J)]
+    assert isinstance(build_channel("wavelet", eps, (0.0, 1.0), n=n, calibration="paper"), WaveletLaplace)
+    # options the split has no use for are still checked
+    with pytest.raises(LdpDaskError, match="'nu' parameter"):
+        build_channel("wavelet", eps, (0.0, 1.0), n=n, nu=0.5)
+    with pytest.raises(LdpDaskError, match="'calibration' parameter"):
+        build_channel("wavelet", eps, (0.0, 1.0), n=n, calibration="loose")
+    s = Summary(ch, n, ch.stats(np.random.default_rng(1).beta(2, 5, n), np.random.default_rng(2)), {})
+    text = str(estimate(s).describe())
+    assert "pooled" in text and "levels" in text

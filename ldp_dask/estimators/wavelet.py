@@ -122,7 +122,7 @@ def pooled_split(channel: WaveletSplit, sums: np.ndarray, group_n: np.ndarray, e
 
         a_j = max(0, 1 − d_j V_j / ‖β̂_j‖²)
 
-    (Cai 1999, the level as one block): in Gaussian noise its risk on the level is at most
+    (Cai 1999, the level as one block): in Gaussian noise, for d_j > 4, its risk on the level is at most
     d_j V_j − d_j(d_j − 4) V_j² / (‖β_j‖² + d_j V_j) — about the linear estimate's d_j V_j where the level carries
     signal, about ‖β_j‖² + 4 V_j where it carries none — so the data choose the resolution between L_1 and L_k.
 

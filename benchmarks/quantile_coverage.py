@@ -130,14 +130,15 @@ def width_scan(reps: int, write: bool) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=400)
+    ap.add_argument("--reps", type=int, default=None, help="data sets per row (default 400; 40 with --width-scan)")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--width-scan", action="store_true",
                     help="widths of the envelope at every level against the bins at every K (40 data sets by default)")
     a = ap.parse_args()
     if a.width_scan:
-        width_scan(a.reps if a.reps != 400 else 40, not a.no_write)
+        width_scan(a.reps or 40, not a.no_write)
         return
+    a.reps = a.reps or 400
     t0 = time.perf_counter()
     rows = []
     worst: dict[str, float] = {}

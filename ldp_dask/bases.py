@@ -317,7 +317,6 @@ class WaveletBasis:
         """
         from ._kernels import fine_histogram
 
-        S, P = self.support, self.per_unit
         counts = np.zeros(1 << bits)
         offs = np.zeros(0 if quantum > 0 else 1 << bits)
         fine_histogram(t, lo, width, bits, counts, offs)
@@ -328,14 +327,28 @@ class WaveletBasis:
             by_bits[b] = (c[0::2] + c[1::2], (o[0::2] + o[1::2] + c[1::2]) * 0.5 if len(o) else o)
         for (kind, j), a in zip(levels, starts):
             c, o = by_bits[j + self.table_level]
-            n_cells = 1 << j
-            if quantum > 0:
-                r = c.reshape(n_cells, P) @ self._by_shift(kind, "lattice", quantum)
-            else:
-                r = np.add(c.reshape(n_cells, P) @ self._by_shift(kind, "tab"),
-                           o.reshape(n_cells, P) @ self._by_shift(kind, "dif"))
-            for m in range(S):  # f_{jk}(t) with k = ⌊2^j t⌋ − m sits at index k + S − 1
-                acc[a + S - 1 - m: a + S - 1 - m + n_cells] += r[:, m]
+            self._add_cell_sums(c, o, j, kind, quantum, acc, int(a))
+
+    def cell_sums(self, counts: np.ndarray, j: int, kind: Kind, quantum: float) -> np.ndarray:
+        """Lattice coordinate sums (unscaled, exact integers) of level j from the rows per table cell of that level
+        (2^{j+L} counts, cell ⌊2^{j+L} t⌋): what :meth:`accumulate_levels` gives in lattice mode for those rows."""
+        out = np.zeros(self.n_coefs(j))
+        self._add_cell_sums(np.asarray(counts, dtype=np.float64), np.zeros(0), j, kind, quantum, out, 0)
+        return out
+
+    def _add_cell_sums(self, c: np.ndarray, o: np.ndarray, j: int, kind: Any, quantum: float, acc: np.ndarray,
+                       start: int) -> None:
+        """Add to ``acc[start:]`` the unscaled sums of level j from the rows ``c`` (and offset sums ``o``, unless
+        ``quantum`` > 0) per table cell of that level: two small matrix products, then S shifted adds."""
+        S, P = self.support, self.per_unit
+        n_cells = 1 << j
+        if quantum > 0:
+            r = c.reshape(n_cells, P) @ self._by_shift(kind, "lattice", quantum)
+        else:
+            r = np.add(c.reshape(n_cells, P) @ self._by_shift(kind, "tab"),
+                       o.reshape(n_cells, P) @ self._by_shift(kind, "dif"))
+        for m in range(S):  # f_{jk}(t) with k = ⌊2^j t⌋ − m sits at index k + S − 1
+            acc[start + S - 1 - m: start + S - 1 - m + n_cells] += r[:, m]
 
     def _by_shift(self, kind: Any, what: str, quantum: float = 0.0) -> np.ndarray:
         """(P, S) matrix M[i, m] = table value at argument m + i/P (``tab``, ``dif`` or ``lattice`` coordinates)."""

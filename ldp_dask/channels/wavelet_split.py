@@ -200,29 +200,20 @@ class WaveletSplit(NumericChannel):
         fine_histogram(np.ascontiguousarray(x, dtype=np.float64), lo, hi - lo, self.bits, counts, np.zeros(0))
         return {"cells": counts.astype(np.int64)}
 
-    def _level_sums(self, cell_counts: np.ndarray, g: int) -> np.ndarray:
-        """Lattice coordinate sums of level ``levels[g]`` from rows per table cell at that level (exact integers)."""
-        b, j = self.basis, self.levels[g]
-        S, P = b.support, b.per_unit
-        lat = b.lattice_values("phi", LATTICE_QUANTUM)
-        C = cell_counts.reshape(1 << j, P).astype(np.float64)  # counts below 2^53: exact products and sums
-        out = np.zeros(b.n_coefs(j))
-        for m in range(S):  # a row in cell (fl, i) adds lat[i + mP] to coefficient fl − m (position fl + S − 1 − m)
-            out[S - 1 - m: S - 1 - m + (1 << j)] += C @ lat[m * P:(m + 1) * P]
-        return out
-
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         cells = np.asarray(exact["cells"], dtype=np.int64)
-        k = len(self.levels)
-        alloc = rng.multinomial(cells, self.probabilities)  # (cells, k): each cell's rows split among the levels
+        occupied = np.flatnonzero(cells)  # an empty cell splits nothing (and draws nothing: the same stream)
+        alloc = rng.multinomial(cells[occupied], self.probabilities)  # each cell's rows split among the levels
         group_n = alloc.sum(axis=0)
         sums = []
         for g, part in enumerate(self.parts):
-            per_cell = alloc[:, g].reshape(-1, 1 << (self.levels[-1] - self.levels[g])).sum(axis=1)
-            coords = self._level_sums(per_cell, g)
+            j = self.levels[g]
+            per_cell = np.bincount(occupied >> (self.levels[-1] - j), weights=alloc[:, g],
+                                   minlength=1 << (j + self.table_level))  # counts < 2^53: exact
+            coords = self.basis.cell_sums(per_cell, j, "phi", LATTICE_QUANTUM)
             t, gran = float(part.lattice_scales[0]), float(part.granularities[0])
             sums.append(gran * (coords + discrete_laplace_sum(rng, int(group_n[g]), t, len(coords))))
-        return {"sum": np.concatenate(sums) if k else np.zeros(0), "group_n": group_n.astype(np.float64)}
+        return {"sum": np.concatenate(sums), "group_n": group_n.astype(np.float64)}
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         k, n = len(self.levels), len(x)

@@ -130,32 +130,46 @@ def pooled_split(channel: WaveletSplit, sums: np.ndarray, group_n: np.ndarray, e
     per-coefficient variances V (before shrinking) and the factors a_j.
     """
     b = channel.basis
-    base, top = channel.levels[0], channel.levels[-1]
-    nv = channel.noise_variances
-    blocks: dict[tuple[str, int], list[tuple[np.ndarray, float]]] = {("phi", base): []}
-    blocks.update({("psi", j): [] for j in range(base, top)})
-    for g, L in enumerate(channel.levels):
-        ng = float(group_n[g])
-        if ng <= 0:
+    base = channel.levels[0]
+    blocks: dict[tuple[str, int], list[tuple[np.ndarray, float]]] = {key: [] for key in _split_blocks(channel)}
+    for g, (L, v) in enumerate(zip(channel.levels, _level_variances(channel, group_n, extra_variance))):
+        if not np.isfinite(v):  # no row drew this level
             continue
-        c = np.asarray(sums[channel.block(g)], dtype=np.float64) / ng
-        v = (float(nv[g]) + extra_variance) / ng
+        c = np.asarray(sums[channel.block(g)], dtype=np.float64) / float(group_n[g])
         for j in range(L, base, -1):
             c, d = b.analysis(c, j)
             blocks[("psi", j - 1)].append((d, v))
         blocks[("phi", base)].append((c, v))
-    levels, coefs, variances = [], [], []
-    for key, items in blocks.items():
-        if not items:  # no row drew a level fine enough for this block
-            continue
-        w = np.array([1.0 / v for _, v in items])
-        levels.append(key)
-        coefs.append(sum(wi * x for wi, (x, _) in zip(w, items)) / w.sum())
-        variances.append(float(1.0 / w.sum()))
+    pooled = _pooled_variances(channel, group_n, extra_variance)
+    levels = [key for key in blocks if blocks[key]]  # a block no row's level carries is left out
+    coefs = [np.sum([x / v for x, v in blocks[key]], axis=0) * pooled[key] for key in levels]  # inverse-variance means
+    variances = [pooled[key] for key in levels]
     factors = np.array([max(0.0, 1.0 - len(c) * V / max(float(c @ c), 1e-300))
                         for c, V in zip(coefs[1:], variances[1:])])
     coefs = [coefs[0]] + [a * c for a, c in zip(factors, coefs[1:])]
     return levels, coefs, variances, factors
+
+
+def _split_blocks(channel: WaveletSplit) -> list[tuple[str, int]]:
+    """The blocks a split release is pooled into: the father level L_1, then detail levels L_1, …, L_k − 1."""
+    return [("phi", channel.levels[0])] + [("psi", j) for j in range(channel.levels[0], channel.levels[-1])]
+
+
+def _level_variances(channel: WaveletSplit, group_n: np.ndarray, extra_variance: float) -> list[float]:
+    """v_g = (2σ_g² + ``extra_variance``)/n_g per level (inf where no row drew it)."""
+    return [(float(nv) + extra_variance) / float(ng) if ng > 0 else math.inf
+            for nv, ng in zip(channel.noise_variances, group_n)]
+
+
+def _pooled_variances(channel: WaveletSplit, group_n: np.ndarray, extra_variance: float) -> dict[tuple[str, int], float]:
+    """V = 1/Σ 1/v_g over the levels that carry each block (all for the father block, L_g > j for detail j)."""
+    v = _level_variances(channel, group_n, extra_variance)
+    out = {}
+    for kind, j in _split_blocks(channel):
+        inv = sum(1.0 / vg for L, vg in zip(channel.levels, v) if kind == "phi" or L > j)
+        if inv > 0:
+            out[(kind, j)] = 1.0 / inv
+    return out
 
 
 def wavelet_density(
@@ -273,9 +287,10 @@ def _split_density(s: Summary, ch: WaveletSplit, projection: str, level: float, 
     f = WaveletFunction(ch, coefs, levels=levels)
     t_mid, v, edges, width = _on_grid(f, projection, G)
     sup_f = float(max(v.max(), 0.0))
-    _, _, with_sup, _ = pooled_split(ch, s.sums["sum"], group_n, extra_variance=max(sup_f, 1e-12))
+    with_sup = _pooled_variances(ch, group_n, max(sup_f, 1e-12))
     var = np.zeros(G)
-    for (kind, j), V, a2 in zip(levels, with_sup, np.concatenate([[1.0], factors**2])):
+    for (kind, j), a2 in zip(levels, np.concatenate([[1.0], factors**2])):
+        V = with_sup[(kind, j)]
         if a2 > 0:
             var += ch.basis.evaluate(t_mid, j, kind, np.full(ch.basis.n_coefs(j), a2 * V), power=2)  # type: ignore[arg-type]
     se = np.sqrt(var) / width

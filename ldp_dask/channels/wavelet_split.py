@@ -20,7 +20,7 @@ chooses the resolution from the data. With levels J − 1, J, J + 1 around :func
 
 Noise is the lattice one only (docs/privacy.md): a lattice coordinate is constant on each table cell of its
 level, so the rows per cell at the finest level (2^{L_k + T} cells, T the table level) are exact sufficient
-statistics from which summary mode draws the random split of each cell's rows (one multinomial per cell) and
+statistics from which summary mode draws the random split of each occupied cell's rows (one multinomial each) and
 every level's sums, exactly in law. Interpolated values (``noise="continuous"``) would need each row's position
 in its cell after the split, which a sum cannot carry, so they are refused.
 

@@ -137,7 +137,7 @@ def test_quantile_intervals_cover(eps):
     for r in range(150):
         x = draw(rng, 20_000)
         # tol = 10: a rough EMS point estimate is enough here; the intervals do not depend on it
-        lq = local_quantiles(ldp_dask.privatize(x, channel=ch, seed=r), q=qs, tol=10.0)
+        lq = local_quantiles(ldp_dask.privatize(x, channel=ch, seed=r), q=qs, select="tol", tol=10.0)
         hits += int(np.sum((lq.ci_low <= truth) & (truth <= lq.ci_high)))
     assert hits / (150 * 9) >= 0.95 - 3.3 * math.sqrt(0.95 * 0.05 / 150), hits
 
@@ -206,7 +206,7 @@ def test_bad_input(kwargs, match):
         ldp_dask.privatize(np.array([0.5, 2.0]), channel=SquareWave(1.0, (0, 1)), seed=1)
     s = ldp_dask.privatize(np.array([0.5, 0.2]), channel=SquareWave(1.0, (0, 1)), seed=1)
     with pytest.raises(LdpDaskError, match="'tol' parameter"):
-        square_wave_density(s, tol=0)
+        square_wave_density(s, select="tol", tol=0)
     for interval in ("bins", "band", "bootstrap"):
         with pytest.raises(LdpDaskError, match="square-wave summaries support interval='envelope' only"):
             local_quantiles(s, interval=interval)

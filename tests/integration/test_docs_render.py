@@ -24,9 +24,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-#: the pages whose formulas are LaTeX, typeset on the site (privacy, channels, estimators, goodness-of-fit and
-#: central-quantiles are converted next, then join this list)
-MATH_PAGES = ("corrections", "central-quantiles", "privacy", "goodness-of-fit", "estimators")
+#: the pages whose formulas are LaTeX, typeset on the site
+MATH_PAGES = ("privacy", "channels", "estimators", "goodness-of-fit", "central-quantiles", "corrections")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 

@@ -425,8 +425,14 @@ def _cmd_report(a: argparse.Namespace) -> int:
 
 
 def _cmd_demo(a: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from .demo import SAMPLE_COLUMNS, run_demo, sample_table
 
+    if a.data_only is not None:
+        where = sample_table(a.data_only)
+        print(f"wrote the sample table {where}/: 2 Parquet files, 120,000 rows")
+        for name, what in SAMPLE_COLUMNS.items():
+            print(f"  {name:<9} {what}")
+        return 0
     res = run_demo(out=a.out, rows=a.rows, files=a.files, epsilon=a.epsilon, workers=a.workers)
     if a.json:
         print(json.dumps(res, default=str))

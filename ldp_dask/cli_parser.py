@@ -20,6 +20,9 @@ __all__ = ["build_parser", "show_progress", "run_flags"]
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ldp-dask", description="Locally private statistics over Parquet with Dask.")
+    from ._version import __version__
+
+    p.add_argument("--version", action="version", version=f"ldp-dask {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     d = sub.add_parser("demo", help="run the embedded demo (synthetic data, LocalCluster, Prefect without a server)",
@@ -30,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--epsilon", type=float, default=1.0, help="ε per row (default: 1)")
     d.add_argument("--workers", type=int, default=2, help="Dask worker processes (default: 2)")
     d.add_argument("--json", action="store_true", help="print the result as JSON")
+    d.add_argument("--data-only", metavar="DIR", default=None,
+                   help="only write the sample table the README's and the docs' examples read (x, distance, carrier, "
+                        "user_id, delay; 120,000 rows) into the new directory DIR, and stop")
 
     r = sub.add_parser("privatize", help="privatize a column into a summary file",
                        description="Privatize one column of a Parquet dataset with a local-DP channel.")

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from scipy import stats
 
-__all__ = ["DemoTruth", "make_data", "run_demo", "PREFECT_SETTINGS"]
+__all__ = ["DemoTruth", "make_data", "sample_table", "run_demo", "PREFECT_SETTINGS", "SAMPLE_COLUMNS"]
 
 HI = 200_000.0
 #: Environment defaults of the demo's Prefect runs (a value the user set wins): the temporary API
@@ -69,6 +69,43 @@ def make_data(directory: str | os.PathLike[str], rows: int = 2_000_000, files: i
         region = rng.integers(0, 5, m).astype(np.int32)
         pq.write_table(pa.table({"income": x, "region": region}), d / f"part-{f:03d}.parquet",
                        row_group_size=250_000)
+    return d
+
+
+#: The columns of :func:`sample_table`, the table the README's and the docs' examples read.
+SAMPLE_COLUMNS = {
+    "x": "float64 in [0, 1], Beta(2, 5)",
+    "distance": "float64 in [0, 5000], a gamma law clipped to the domain",
+    "carrier": "string, eight airline codes",
+    "user_id": "int64, about 3 rows per person (40,000 persons)",
+    "delay": "float64 with about 2% nulls",
+}
+
+
+def sample_table(directory: str | os.PathLike[str], seed: int = 2026) -> Path:
+    """Write the sample table the README and the documentation's examples read: two Parquet files of 60,000 rows
+    (row groups of 30,000) with the columns of :data:`SAMPLE_COLUMNS`. ``ldp-dask demo --data-only DIR``.
+
+    Refuses a ``directory`` that exists and is not empty, so that nothing is overwritten."""
+    d = Path(directory)
+    if d.exists() and (not d.is_dir() or any(d.iterdir())):
+        from ._validation import LdpDaskError
+
+        raise LdpDaskError(f"{d} exists and is not an empty directory; the sample table needs a new one.")
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    carriers = np.array(["AA", "B6", "DL", "EV", "MQ", "UA", "US", "WN"])
+    for i in range(2):
+        n = 60_000
+        delay = rng.normal(10, 30, n)
+        table = pa.table({
+            "x": rng.beta(2, 5, n),
+            "distance": np.clip(rng.gamma(2.0, 500.0, n), 0, 5000),
+            "carrier": carriers[rng.choice(8, n, p=[.2, .15, .15, .1, .1, .15, .05, .1])],
+            "user_id": rng.integers(0, 40_000, n),
+            "delay": pa.array(delay, mask=rng.random(n) < 0.02),
+        })
+        pq.write_table(table, d / f"part-{i}.parquet", row_group_size=30_000)
     return d
 
 

@@ -1,0 +1,37 @@
+"""The command line's small promises: ``--version``, and ``demo --data-only DIR``, the sample table the README's
+snippets read (a clone has no ``data/``)."""
+
+from __future__ import annotations
+
+import pyarrow.dataset as ds
+import pytest
+
+import ldp_dask
+from ldp_dask.cli import main
+from ldp_dask.demo import SAMPLE_COLUMNS
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"ldp-dask {ldp_dask.__version__}"
+
+
+def test_data_only_writes_the_sample_table_and_nothing_else(tmp_path, capsys):
+    where = tmp_path / "data"
+    assert main(["demo", "--data-only", str(where)]) == 0
+    table = ds.dataset(where).to_table()
+    assert table.num_rows == 120_000 and set(table.column_names) == set(SAMPLE_COLUMNS)
+    assert 0 < table["delay"].null_count < 0.05 * table.num_rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # no demo run, no ledger
+    out = capsys.readouterr().out
+    assert "120,000 rows" in out and all(name in out for name in SAMPLE_COLUMNS)
+
+
+def test_data_only_refuses_a_directory_in_use(tmp_path, capsys):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mine.parquet").write_bytes(b"not ours")
+    assert main(["demo", "--data-only", str(tmp_path / "data")]) != 0
+    assert "exists and is not an empty directory" in capsys.readouterr().err
+    assert (tmp_path / "data" / "mine.parquet").read_bytes() == b"not ours"

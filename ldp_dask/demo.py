@@ -116,7 +116,6 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
     Releases are recorded in ``<out>/ledger.sqlite``, the demo's own ledger (a new one each run).
     ``rows`` is 1,000–10^9, ``files`` 1–10,000 (at most one per row), ``workers`` 1–256.
     """
-    import logging
 
     from ._validation import check_epsilon, check_int
 
@@ -132,6 +131,7 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
 
     from ldp_dask.flows import estimate_flow, privatize_flow
 
+    from .engine import LOCAL_CLUSTER
     from .noise import hidden_from_children
 
     outdir = Path(out)
@@ -150,8 +150,7 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
     Path(paths["ledger"]).unlink(missing_ok=True)  # the demo's own record of this run, replaced like its outputs
     with temporary_settings(updates={PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: timeout}), \
             hidden_from_children(), \
-            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                         silence_logs=logging.ERROR) as cluster, Client(cluster):
+            LocalCluster(n_workers=workers, **LOCAL_CLUSTER) as cluster, Client(cluster):
         common = dict(source=str(data), column="income", domain=[0.0, HI], epsilon=epsilon,
                       scheduler=cluster.scheduler_address, seed=seed, overwrite=True,
                       ledger=paths["ledger"])

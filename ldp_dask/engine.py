@@ -505,8 +505,7 @@ def connect(client: Any = None, n_workers: int | None = None,
         # worker processes inherit the environment: the key's variables are hidden while the cluster lives
         # (a nanny restarting a worker spawns it again), and this process still resolves the key
         with hidden_from_children(), _worker_heap(), \
-                LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                             silence_logs=logging.ERROR) as cluster, Client(cluster) as c:
+                LocalCluster(n_workers=workers, **LOCAL_CLUSTER) as cluster, Client(cluster) as c:
             yield c
     elif isinstance(client, str):
         try:
@@ -542,6 +541,14 @@ def _worker_heap() -> Iterator[None]:
         for k, v in added.items():
             if os.environ.get(k) == v:  # Dask's nanny writes its pre-spawn variables back: ours, or the user's
                 del os.environ[k]
+
+
+#: How ldp_dask starts a LocalCluster: worker processes of one thread, no dashboard, quiet logs. The scheduler
+#: still serves its health routes over HTTP, on 8787 unless told otherwise (Dask then warns "Port 8787 is already in
+#: use" whenever another cluster or a second release holds it): a free loopback port instead.
+LOCAL_CLUSTER: dict[str, Any] = {"threads_per_worker": 1, "processes": True, "dashboard_address": None,
+                                 "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
+                                 "silence_logs": logging.ERROR}
 
 
 @contextmanager

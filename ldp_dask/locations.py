@@ -47,15 +47,23 @@ class FileFacts:
     footer: bytes | None = None
 
 
+def _tree(fs: Any, directory: str) -> dict[str, dict[str, Any]]:
+    """The files under ``directory``, recursively, without those under a name starting with ``_`` or ``.``."""
+    return {p: info for p, info in fs.find(directory, detail=True).items()
+            if not any(part.startswith(("_", ".")) for part in p[len(directory):].split("/") if part)}
+
+
 def list_files(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     """The Parquet files of a glob, a directory (recursively, hive partitions included; names starting with
     ``_`` or ``.`` skipped, as Spark and pyarrow do) or a file, sorted, with what the file system says of each
-    (size, modification time or ETag)."""
+    (size, modification time or ETag). A glob's matches may be directories (``flights/date=*/``): each stands for
+    the files under it, as a directory does."""
     if any(c in path for c in "*?["):
-        found = fs.glob(path, detail=True)
+        found = {}
+        for p, info in fs.glob(path, detail=True).items():
+            found.update(_tree(fs, p) if info.get("type") == "directory" else {p: info})
     elif fs.isdir(path):
-        found = {p: info for p, info in fs.find(path, detail=True).items()
-                 if not any(part.startswith(("_", ".")) for part in p[len(path):].split("/") if part)}
+        found = _tree(fs, path)
     elif fs.exists(path):
         found = {path: fs.info(path)}
     else:

@@ -418,7 +418,8 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
     Parameters
     ----------
     source : path, URL, numpy array, pandas DataFrame/Series, pyarrow Table or Dataset
-        A Parquet file, directory, glob or fsspec URL (processed on Dask), or
+        A Parquet file, directory, glob (whose matches may be directories,
+        ``"flights/date=*/"``) or fsspec URL (processed on Dask), or
         in-memory data (processed in-process; same result for the same key
         and partitioning), or a :class:`~ldp_dask.source.Dataset` already
         planned by :func:`~ldp_dask.release.plan` (then its partitioning is

@@ -167,6 +167,11 @@ def test_hive_partitioned_directories_and_globs_plan(tmp_path: Path) -> None:
         "region=us/day=2/p.parquet"]
     glob = plan(str(root / "region=us" / "*" / "*.parquet"), "x", "numeric", RunOptions())
     assert glob.n == 2000 and glob.root == ds.root + "/region=us"
+    # a glob over hive directories stands for the files under them, hidden names skipped as in a directory
+    dirs = plan(str(root / "region=*") + "/", "x", "numeric", RunOptions())
+    assert [p.path for p in dirs.pieces] == [p.path for p in ds.pieces] and dirs.root == ds.root
+    days = plan(str(root / "region=*" / "day=2"), "x", "numeric", RunOptions())
+    assert days.n == 2000 and all("/day=2/" in p.path for p in days.pieces)
     with pytest.raises(InputDataError, match="'region' is a hive partition key"):
         plan(str(root), "region", "categorical", RunOptions())
     s = privatize(str(root), "x", build_channel("histogram", 1.0, domain=(0.0, 1.0), bins=8), client="local",

@@ -59,7 +59,7 @@ def list_files(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     (size, modification time or ETag). A glob's matches may be directories (``flights/date=*/``): each stands for
     the files under it, as a directory does."""
     if any(c in path for c in "*?["):
-        found = {}
+        found: dict[str, dict[str, Any]] = {}
         for p, info in fs.glob(path, detail=True).items():
             found.update(_tree(fs, p) if info.get("type") == "directory" else {p: info})
     elif fs.isdir(path):

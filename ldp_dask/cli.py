@@ -361,8 +361,10 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
         print(json.dumps({**est.to_dict(), "summary_integrity": s.integrity}))
         return 0
     _warn(est)
-    print(est)
-    print(f"summary integrity: {s.integrity}")
+    text = str(est)
+    print(text)
+    if "summary integrity" not in text:  # every estimate's description states it; said once
+        print(f"summary integrity: {s.integrity}")
     for label, path in written.items():
         print(f"wrote {label}: {path}")
     return 0

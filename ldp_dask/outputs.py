@@ -17,6 +17,7 @@ import dataclasses
 import html
 import io
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -170,18 +171,40 @@ class Description:
         return dataclasses.replace(self, facts=self.facts + tuple(facts), title=self.title if title is None else title)
 
 
-def render_text(d: Description) -> str:
-    """Plain text for a terminal: title, headline, aligned facts, the table with right-aligned numbers."""
+#: A terminal shows at most this many rows of a result's table: the first ones and the last few, with a line that
+#: says how to get every row.
+TEXT_ROWS = 40
+#: Of those, the last rows kept.
+TEXT_TAIL = 5
+#: What the truncation line points to (the command line's --json, Python's to_dict() and the HTML report).
+ALL_ROWS_HINT = "every row: --json or --html on the command line, .to_dict() or .to_html() in Python"
+
+
+def render_text(d: Description, max_rows: int | None = TEXT_ROWS) -> str:
+    """Plain text for a terminal: title, headline, aligned facts, the table with right-aligned numbers. A table of
+    more than ``max_rows`` rows shows its first and last rows and one line saying how many are left out and how to
+    get them all (``max_rows=None``: every row)."""
     lines = [d.title] + ([f"  {d.headline}"] if d.headline else [])
     width = max((len(k) for k, _ in d.facts), default=0)
     lines += [f"  {k:<{width}}  {v}" for k, v in d.facts]
     if d.table is not None and d.table.rows:
         t = d.table
-        widths = [max(len(c), *(len(r[i]) for r in t.rows)) for i, c in enumerate(t.columns)]
+        rows = list(t.rows)
+        cut = max_rows is not None and len(rows) > max_rows
+        if cut:
+            assert max_rows is not None
+            shown: list[tuple[str, ...] | None] = [*rows[:max_rows - TEXT_TAIL], None, *rows[-TEXT_TAIL:]]
+        else:
+            shown = list(rows)
+        kept = [r for r in shown if r is not None]
+        widths = [max(len(c), *(len(r[i]) for r in kept)) for i, c in enumerate(t.columns)]
         if t.caption:
             lines.append(f"  {t.caption}")
         lines.append("  " + "  ".join(c.rjust(w) for c, w in zip(t.columns, widths)))
-        for r in t.rows:
+        for r in shown:
+            if r is None:
+                lines.append(f"  … {len(rows) - len(kept):,} of {len(rows):,} rows not shown ({ALL_ROWS_HINT})")
+                continue
             lines.append("  " + "  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)))
     return "\n".join(line.rstrip() for line in lines)
 
@@ -250,6 +273,18 @@ class Described:
     def to_html(self, heading: str = "h2") -> str:
         return render_html(self.describe(), heading)
 
+    def _repr_html_(self) -> str:
+        """What Jupyter shows for a result: its description as HTML and, when it draws one, its plot."""
+        d = self.describe()
+        picture = ""
+        plot = getattr(self, "plot", None)
+        if callable(plot):
+            try:
+                picture = f'<img alt="{html.escape(d.title)}" src="data:image/png;base64,{png_base64(plot())}">'
+            except Exception:  # noqa: BLE001 - a notebook shows the description even when a plot cannot be drawn
+                picture = ""
+        return f'<div class="ldp-dask-result">{render_html(d, "h3")}{picture}</div>'
+
 
 def summary_info(summary: Any) -> dict[str, Any]:
     """What an estimate records about the summary it was made from: column, privacy unit, integrity."""
@@ -269,6 +304,50 @@ def summary_facts(info: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 def fmt(x: float, digits: int = 6) -> str:
     """A number with ``digits`` significant digits."""
     return f"{x:.{digits}g}"
+
+
+def decimals_for(scale: float) -> int | None:
+    """The decimal places that show an uncertainty ``scale`` (a standard error) to two significant digits: 3 for
+    0.056, 1 for 5.9, −1 for 367 (tens). None when ``scale`` is not a positive finite number."""
+    if not (math.isfinite(scale) and scale > 0):
+        return None
+    return 1 - math.floor(math.log10(scale))
+
+
+def _at(x: float, places: int, direction: int = 0) -> str:
+    """``x`` at ``places`` decimals: to the nearest (``direction`` 0), down (−1) or up (+1); a value already on the
+    grid up to float noise stays where it is."""
+    units = x * 10.0 ** places
+    near = round(units)
+    if direction and abs(units - near) > 1e-9 * max(1.0, abs(units)):
+        near = math.floor(units) if direction < 0 else math.ceil(units)
+    text = f"{near / 10.0 ** places:.{max(places, 0)}f}"
+    return "0" if float(text) == 0 else text
+
+
+def fmt_se(x: float, se: float, digits: int = 6) -> str:
+    """``x`` rounded to what its standard error ``se`` supports (the digits that show ``se`` to two significant
+    digits; ``fmt(x, digits)`` when ``se`` is zero, NaN or infinite). 11.5216 with se 5.92 is "11.5"."""
+    places = decimals_for(se)
+    if places is None or not math.isfinite(x):
+        return fmt(x, digits)
+    return _at(x, places)
+
+
+def fmt_interval(lo: float, hi: float, scale: float, digits: int = 6) -> str:
+    """``[lo, hi]`` at the precision ``scale`` supports, rounded outward (the printed interval contains the
+    computed one, so rounding never narrows what the interval claims)."""
+    places = decimals_for(scale)
+    if places is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"[{fmt(lo, digits)}, {fmt(hi, digits)}]"
+    return f"[{_at(lo, places, -1)}, {_at(hi, places, +1)}]"
+
+
+def interval_scale(lo: float, hi: float, level: float = 0.95) -> float:
+    """The standard error a normal interval ``[lo, hi]`` at ``level`` implies: its half-width over z."""
+    from statistics import NormalDist
+
+    return (hi - lo) / (2 * NormalDist().inv_cdf(0.5 + level / 2))
 
 
 # --- the self-contained HTML page of a result (the summary report, report.py, uses it too) -------------------

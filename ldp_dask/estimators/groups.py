@@ -29,7 +29,19 @@ from scipy.stats import norm
 
 from .._validation import LdpDaskError, check_probability
 from ..channels import GroupHistogram, GroupMean
-from ..outputs import Described, Description, Table, fmt, jsonable, save_json, summary_facts, summary_info
+from ..outputs import (
+    Described,
+    Description,
+    Table,
+    fmt,
+    fmt_interval,
+    fmt_se,
+    interval_scale,
+    jsonable,
+    save_json,
+    summary_facts,
+    summary_info,
+)
 from ..summary import Summary, read_summary
 
 __all__ = ["group_means", "GroupMeansEstimate", "group_shares", "GroupSharesEstimate", "fieller", "fieller_share"]
@@ -113,14 +125,14 @@ class GroupMeansEstimate(Described):
     def describe(self) -> Description:
         column = self.info.get("column", "value")
         by = self.info.get("group", {}).get("column", "group")
-        rows = tuple((str(g), fmt(m), fmt(s, 3), f"[{fmt(lo)}, {fmt(hi)}]", f"{r:,.0f}")
+        rows = tuple((str(g), fmt_se(m, s), fmt(s, 2), fmt_interval(lo, hi, s), f"{r:,.0f}")
                      for g, m, s, lo, hi, r in zip(self.labels, self.means, self.se, self.ci_low, self.ci_high,
                                                    self.rows))
         widest = int(np.nanargmax(self.ci_high - self.ci_low)) if len(self.labels) else 0
         return Description(
             f"Locally private mean of {column} per {by} (private group)",
             f"{len(self.labels)} groups; widest {self.level:.0%} interval: {self.labels[widest]} "
-            f"[{fmt(self.ci_low[widest])}, {fmt(self.ci_high[widest])}]",
+            f"{fmt_interval(self.ci_low[widest], self.ci_high[widest], self.se[widest])}",
             (("groups", f"{len(self.labels)} ({by}: the declared keys and 'other')"),
              ("group sizes", "not released exactly: each group's rows are estimated from noisy counts"),
              ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
@@ -221,8 +233,9 @@ class GroupSharesEstimate(Described):
 
     def describe(self) -> Description:
         by = self.info.get("group", {}).get("column", "group")
-        rows = tuple((str(g), c, fmt(self.shares[i, k]), f"[{fmt(self.ci_low[i, k])}, {fmt(self.ci_high[i, k])}]",
-                      f"{self.rows[i]:,.0f}")
+        scale = [[interval_scale(lo, hi, self.level) for lo, hi in zip(a, b)] for a, b in zip(self.ci_low, self.ci_high)]
+        rows = tuple((str(g), c, fmt_se(self.shares[i, k], scale[i][k]),
+                      fmt_interval(self.ci_low[i, k], self.ci_high[i, k], scale[i][k]), f"{self.rows[i]:,.0f}")
                      for i, g in enumerate(self.groups) for k, c in enumerate(self.cells))
         return Description(
             f"Locally private shares of {self.info.get('column', 'value')} per {by} (private group)",

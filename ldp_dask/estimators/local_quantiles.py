@@ -61,7 +61,9 @@ from ..outputs import (
     Description,
     Table,
     finish_plot,
-    fmt,
+    fmt_interval,
+    fmt_se,
+    interval_scale,
     jsonable,
     new_axes,
     save_json,
@@ -114,7 +116,9 @@ class QuantileEstimate(Described):
         return save_json(self.to_dict(), path, overwrite)
 
     def describe(self) -> Description:
-        rows = tuple((f"{q:g}", fmt(v), f"[{fmt(lo)}, {fmt(hi)}]")
+        # each value to the precision its interval supports (the interval rounded outward); to_dict() has them all
+        rows = tuple((f"{q:g}", fmt_se(v, interval_scale(lo, hi, self.level)),
+                      fmt_interval(lo, hi, interval_scale(lo, hi, self.level)))
                      for q, v, lo, hi in zip(self.q, self.values, self.ci_low, self.ci_high))
         return Description(
             title=f"Local-DP quantiles of {self.info.get('column', 'value')}",

@@ -18,6 +18,8 @@ from ..outputs import (
     Table,
     finish_plot,
     fmt,
+    fmt_interval,
+    fmt_se,
     jsonable,
     new_axes,
     save_json,
@@ -237,13 +239,15 @@ class DensityEstimate(Described):
                 "distribution: 'ldp-dask quantiles'")
         return Description(
             title=f"Locally private density of {i.get('column', 'value')}",
-            headline=f"density estimate ({self.method}): 10/50/90% quantiles {fmt(qs[0])} / {fmt(qs[2])} / "
-                     f"{fmt(qs[4])}",
+            # the estimate's quantiles carry no standard error here (ldp-dask quantiles gives their intervals):
+            # four significant digits, not the float's noise
+            headline=f"density estimate ({self.method}): 10/50/90% quantiles {fmt(qs[0], 4)} / {fmt(qs[2], 4)} / "
+                     f"{fmt(qs[4], 4)}",
             facts=(("method", self.method), ("estimator", shape),
                    ("domain", f"[{fmt(self.edges[0])}, {fmt(self.edges[-1])}]"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("band", band),
-                   *((f"quantile {q:.0%} of the estimate", fmt(v)) for q, v in zip(SHOWN_QUANTILES, qs)),
+                   *((f"quantile {q:.0%} of the estimate", fmt(v, 4)) for q, v in zip(SHOWN_QUANTILES, qs)),
                    *summary_facts(i), *(("warning", w) for w in self.warnings)),
             table=table)
 
@@ -347,11 +351,13 @@ class MeanEstimate(Described):
         return save_json(self.to_dict(), path, overwrite)
 
     def describe(self) -> Description:
-        ci = f"[{fmt(self.ci[0])}, {fmt(self.ci[1])}]"
+        # numbers to the precision the standard error supports (two significant digits of it); to_dict() has them all
+        ci = fmt_interval(self.ci[0], self.ci[1], self.se)
+        mean, se = fmt_se(self.value, self.se), fmt(self.se, 2)
         return Description(
             title=f"Locally private mean of {self.info.get('column', 'value')}",
-            headline=f"mean {fmt(self.value)} ± {fmt(self.se, 3)} (se), {self.level:.0%} interval {ci}",
-            facts=(("mean", fmt(self.value)), ("standard error", fmt(self.se, 3)),
+            headline=f"mean {mean} ± {se} (se), {self.level:.0%} interval {ci}",
+            facts=(("mean", mean), ("standard error", se),
                    (f"{self.level:.0%} confidence interval", ci),
                    ("share of the variance from privacy noise", f"{self.noise_share:.1%}"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),

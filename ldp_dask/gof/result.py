@@ -8,7 +8,19 @@ from typing import Any
 
 import numpy as np
 
-from ..outputs import Described, Description, Table, finish_plot, fmt, jsonable, new_axes, save_json
+from ..outputs import (
+    Described,
+    Description,
+    Table,
+    finish_plot,
+    fmt,
+    fmt_interval,
+    fmt_se,
+    interval_scale,
+    jsonable,
+    new_axes,
+    save_json,
+)
 from ..receipts import Receipted
 
 __all__ = ["TestResult"]
@@ -83,8 +95,9 @@ class TestResult(Described, Receipted):
             facts=(("decision", f"{decision} at level {self.level:g}"), ("method", self.method),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"), ("privacy unit", self.privacy_unit),
                    ("J", str(self.J)),
-                   ("statistic", fmt(self.statistic)),
-                   ("critical value", f"{fmt(self.critical_value)} (95% Monte-Carlo interval [{fmt(lo)}, {fmt(hi)}])"),
+                   ("statistic", fmt(self.statistic, 4)),
+                   ("critical value", f"{fmt_se(self.critical_value, interval_scale(lo, hi))} (95% Monte-Carlo "
+                                      f"interval {fmt_interval(lo, hi, interval_scale(lo, hi))})"),
                    ("p-value", f"{self.p_value:.4g} (Monte-Carlo se {self.p_value_se:.2g}), B = {self.B:,}")),
             table=Table(("J", "rows", "statistic", "threshold", "p-value"), rows) if len(rows) > 1 else None)
 

@@ -127,3 +127,43 @@ def test_quantiles_cli_writes_pages_with_accuracy_and_intervals(tmp_path):
     page.feed((tmp_path / "l.html").read_text())
     assert "i" not in page.tags and "img" in page.tags
     assert "95% interval" in page.cells and sum(c.startswith("[") for c in page.cells) == 9
+
+
+# --- the terminal and the notebook ---------------------------------------------------------------------------------
+def test_numbers_are_rounded_to_what_their_standard_error_supports():
+    from ldp_dask.outputs import decimals_for, fmt_interval, fmt_se
+
+    assert fmt_se(11.5216, 5.92) == "11.5" and fmt_se(0.1969123, 0.0056) == "0.1969" and fmt_se(2041.68, 367) == "2040"
+    assert [decimals_for(s) for s in (0.056, 5.9, 367.0)] == [3, 1, -1]
+    assert decimals_for(0.0) is None and fmt_se(1 / 9, float("nan")) == "0.111111"  # no se: six digits, as before
+    rng = np.random.default_rng(5)
+    for lo, width, se in zip(rng.normal(0, 100, 500), rng.exponential(3, 500), rng.exponential(2, 500)):
+        text = fmt_interval(lo, lo + width, se)
+        a, b = (float(v) for v in text.strip("[]").split(", "))
+        assert a <= lo + 1e-12 and b >= lo + width - 1e-12, (lo, width, se, text)  # rounded outward: it contains
+        assert b - a <= width + 2 * 10.0 ** -decimals_for(se) + 1e-9  # and by at most one unit each side
+
+
+def test_a_long_table_is_cut_with_a_line_that_says_how_to_get_every_row():
+    from ldp_dask.outputs import TEXT_ROWS, Description, Table, render_text
+
+    rows = tuple((f"c{i}", f"{i / 7:.3f}") for i in range(1000))
+    text = render_text(Description("t", table=Table(("category", "share"), rows)))
+    assert "c0 " in text and "c999" in text and "c500" not in text
+    assert f"{1000 - TEXT_ROWS:,} of 1,000 rows not shown" in text and "--json" in text and ".to_dict()" in text
+    assert len(text.splitlines()) <= TEXT_ROWS + 4
+    full = render_text(Description("t", table=Table(("category", "share"), rows)), max_rows=None)
+    assert "c500" in full and "not shown" not in full
+    short = render_text(Description("t", table=Table(("category", "share"), rows[:TEXT_ROWS])))
+    assert "not shown" not in short
+
+
+def test_results_render_in_a_notebook():
+    s = ldp_dask.privatize(np.random.default_rng(3).beta(2, 5, 5_000), channel=ldp_dask.LaplaceHistogram(1, 8, (0, 1)),
+                           seed=3, ledger=False)
+    for result, drawn in ((s, False), (ldp_dask.estimate(s), True), (local_quantiles(s), True)):
+        page = result._repr_html_()
+        d = result.describe()
+        assert page.startswith('<div class="ldp-dask-result">') and d.title.split(" of ")[0] in page
+        assert ('src="data:image/png;base64,' in page) == (drawn and hasattr(result, "plot"))
+        HTMLParser().feed(page)

@@ -85,6 +85,46 @@ def test_the_site_builds_strictly(tmp_path):
     assert (tmp_path / "site" / "benchmarks" / "scale.png").is_file()
 
 
+NOTEBOOK = ROOT / "docs" / "how-to" / "notebook.ipynb"
+
+
+def _shown(outputs: list) -> list[str]:
+    """What a cell's outputs show, pictures left out (their PNG bytes follow the plotting library's version)."""
+    shown = []
+    for o in outputs:
+        data = o.get("data", {})
+        text = data.get("text/html") or data.get("text/plain") or o.get("text", "")
+        shown.append(re.sub(r'src="data:image/png;base64,[^"]*"', 'src="…"', "".join(text)))
+    return shown
+
+
+@pytest.mark.slow
+def test_the_notebook_runs_and_shows_what_it_was_saved_with(tmp_path, monkeypatch):
+    """The how-to notebook, run cell by cell in a real Jupyter kernel on the sample table: no cell fails, the results
+    render as HTML (their _repr_html_, the density with its plot), and the outputs the site shows — saved in the
+    notebook — are what the code prints today."""
+    import nbclient
+    import nbformat
+
+    make_data(tmp_path)
+    monkeypatch.setenv("LDP_DASK_LEDGER", str(tmp_path / "ledger.sqlite"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    saved = nbformat.read(NOTEBOOK, as_version=4)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    html = [o["data"]["text/html"] for c in code for o in c.outputs if "text/html" in o.get("data", {})]
+    assert len(html) >= 3 and all('class="ldp-dask-result"' in h for h in html)
+    assert any("data:image/png;base64," in h for h in html)  # the density draws itself
+    assert [_shown(c.outputs) for c in code] == [_shown(c.outputs) for c in saved.cells if c.cell_type == "code"], \
+        ("the saved outputs are stale: run the notebook where the sample table is (ldp-dask demo --data-only "
+         "data/), as this test does, and save it with its outputs")
+
+
 #: pages that read object storage: run against the suite's S3-compatible server, data uploaded to s3://ldp-docs/
 S3_PAGES = {"docs/how-to/object-storage.md"}
 

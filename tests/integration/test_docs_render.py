@@ -89,6 +89,21 @@ def _open(browser, url: str):
     return page, outside
 
 
+def test_the_notebook_page_shows_its_results_offline(site, browser, tmp_path):
+    page, outside = _open(browser, f"{site}/how-to/notebook/")
+    article = page.locator("article")
+    article.get_by_text("Locally private density of x").first.wait_for(timeout=30_000)
+    assert article.locator("img[src^='data:image/png;base64,']").count() >= 1  # the density's plot
+    assert article.locator(".ldp-dask-result table").count() >= 3
+    prose = page.evaluate(_PROSE)
+    assert "$" not in prose and "Traceback" not in prose
+    assert not outside, f"requests off the site: {outside[:3]}"
+    shots = Path(os.environ.get("LDP_DASK_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "docs-notebook.png"))
+    page.close()
+
+
 @pytest.mark.parametrize("name", MATH_PAGES)
 def test_mathematics_is_typeset(site, browser, name, tmp_path):
     page, outside = _open(browser, f"{site}/{name}/")

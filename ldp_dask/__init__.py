@@ -20,7 +20,7 @@ from ._version import __version__
 #: Where each public name lives. Imported on first use (PEP 562), so that ``import ldp_dask`` and the
 #: command line's ``--help`` do not load scipy, Dask, Prefect or matplotlib before they are needed.
 _PUBLIC = {
-    "privatize": "pipeline", "connect": "engine", "RunOptions": "options", "Row": "privacy", "Person": "privacy",
+    "privatize": "pipeline", "connect": "engine", "RunOptions": "options", "RunKwargs": "options", "Row": "privacy", "Person": "privacy",
     "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
     "merge_summaries": "partitions", "Plan": "plans", "check_plan": "plans",
     "release_plan": "plan_release", "PlanRelease": "plan_release",
@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         wavelet_density,
     )
     from .ledger import BudgetExceeded, Ledger
-    from .options import RunOptions
+    from .options import RunKwargs, RunOptions
     from .partitions import merge_summaries
     from .pipeline import privatize
     from .plan_release import PlanRelease, release_plan
@@ -92,6 +92,7 @@ __all__ = [
     "__version__",
     "privatize",
     "RunOptions",
+    "RunKwargs",
     "Row",
     "Person",
     "connect",

@@ -21,13 +21,13 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
 from ._validation import LdpDaskError, check_int
 from .noise import Secret, resolve_secret
 from .privacy import Person, Row, Unit, unit_of
 
-__all__ = ["RunOptions", "Face", "faces", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING"]
+__all__ = ["RunOptions", "RunKwargs", "Face", "faces", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING"]
 
 #: The public spelling of :attr:`RunOptions.unit` accepted by :meth:`RunOptions.of` and every entry point.
 UNIT_SPELLING = ("privacy_unit", "max_contributions", "unit_nulls")
@@ -294,3 +294,32 @@ class RunOptions:
     def key(self) -> Secret:
         """The run's key, resolved on the driver (see :func:`ldp_dask.noise.resolve_secret`)."""
         return resolve_secret(self.secret, self.seed, self.secret_file)
+
+
+class RunKwargs(TypedDict, total=False):
+    """The run options as keyword arguments of every releasing function (``privatize``, ``release_plan``,
+    ``gof.run``, ``central.quantiles``, ``central.bounds``): each field of :class:`RunOptions` by name, with its type
+    (its meaning and default are there), and ``privacy_unit``, ``max_contributions``, ``unit_nulls``, the public
+    spelling of ``unit``. Declared as a ``TypedDict`` so that an editor completes and type-checks them
+    (``**run: Unpack[RunKwargs]``, PEP 692); ``tests/unit/test_public_api.py`` holds it to :class:`RunOptions`."""
+
+    client: Any
+    secret: Secret | bytes | str | None
+    seed: int | None
+    secret_file: str | os.PathLike[str] | None
+    clip: bool
+    partition_rows: int | None
+    storage_options: Mapping[str, Any] | None
+    split_every: int
+    retries: int
+    progress: bool
+    ledger: Any
+    flow_run_id: str | None
+    unit: Unit
+    allow_large_epsilon: bool
+    in_process_rows: int
+    connect_timeout: float
+    nulls: Any
+    privacy_unit: str | None
+    max_contributions: int
+    unit_nulls: str

@@ -18,7 +18,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from .ledger import BudgetExceeded
 from .locations import read_identities
 from .longitudinal import check_longitudinal, longitudinal_metadata, memo_key, memo_update, series_context, series_id
 from .noise import TAG_MODULUS, Secret, keyed_digest, named_base_keys, partition_base_keys
-from .options import RunOptions
+from .options import RunKwargs, RunOptions
 from .policy import warn_cells
 from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
 from .release import Charge, Outputs, Released, plan, release
@@ -407,7 +407,7 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
               out: str | os.PathLike[str] | None = None, rows_path: str | os.PathLike[str] | None = None,
               overwrite: bool = False, options: RunOptions | None = None, incremental: bool = False,
               since: Any = None, window: str | None = None, skip_changed: bool = False, longitudinal: bool = False,
-              **run: Any) -> Summary:
+              **run: Unpack[RunKwargs]) -> Summary:
     """Privatize one column with a local channel and reduce it to a :class:`Summary`.
 
     Every row is privatized by ``channel`` (ε per row, the channel's own

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, Unpack
 
 from ._io import file_stem
 from ._validation import LdpDaskError, check_probability
 from .channels.categorical import OTHER
 from .engine import run, task_rows, tasks_of
 from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
-from .options import RunOptions
+from .options import RunKwargs, RunOptions
 from .outputs import json_bytes
 from .plan_results import (
     PlanRelease,
@@ -59,7 +59,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
                  out: str | os.PathLike[str] | None = None, overwrite: bool = False, level: float = 0.95,
                  design: str | None = None, incremental: bool = False, since: str | os.PathLike[str] | None = None,
                  skip_changed: bool = False, longitudinal: bool = False, options: RunOptions | None = None,
-                 **run_options: Any) -> PlanRelease:
+                 **run_options: Unpack[RunKwargs]) -> PlanRelease:
     """Release every statistic of a plan from one pass over ``source``, as one release.
 
     Parameters

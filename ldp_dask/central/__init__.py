@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
 from .._validation import DECILES, LdpDaskError, check_domain, check_epsilon, check_int, check_q
 from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
-from ..options import RunOptions
+from ..options import RunKwargs, RunOptions
 from ..outputs import write_result_files
 from ..privacy import central_unit_details
 from ..release import Charge, Outputs, Released, plan, release
@@ -124,7 +124,7 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
               steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
               exact_max: int = DEFAULT_EXACT_MAX, out: str | os.PathLike[str] | None = None,
               plot: str | os.PathLike[str] | None = None, html: str | os.PathLike[str] | None = None,
-              overwrite: bool = False, options: RunOptions | None = None, **run: Any) -> QuantileRelease:
+              overwrite: bool = False, options: RunOptions | None = None, **run: Unpack[RunKwargs]) -> QuantileRelease:
     """Central-DP quantiles of one column (ε-DP, one record replaced, n public).
 
     Parameters

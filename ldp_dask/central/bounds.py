@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
 from .._validation import InputDataError, LdpDaskError, TaskError, check_epsilon, error_value
 from ..engine import run, task_rows, tasks_of
 from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, partition_base_keys
-from ..options import RunOptions
+from ..options import RunKwargs, RunOptions
 from ..outputs import Described, Description, fmt, jsonable, save_json
 from ..privacy import central_unit_details
 from ..reading import read_piece
@@ -205,7 +205,7 @@ def _release_bounds(source: Any, column: str | None = None, epsilon: float = 0.1
 
 
 def bounds(source: Any, column: str | None = None, epsilon: float = 0.1, fraction: float = 0.95, *,
-           out: Any = None, overwrite: bool = False, options: RunOptions | None = None, **run: Any) -> BoundsRelease:
+           out: Any = None, overwrite: bool = False, options: RunOptions | None = None, **run: Unpack[RunKwargs]) -> BoundsRelease:
     """Symmetric bounds ``(−2^k, 2^k)`` holding about ``fraction`` of a column, released with central ε-DP.
 
     Parameters

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from .._validation import LdpDaskError, check_draws, check_int, check_probabilit
 from ..channels import HaarAdaptive, HaarLaplace, build_channel
 from ..channels.haar import DEFAULT_SPLIT
 from ..noise import Secret
-from ..options import RunOptions
+from ..options import RunKwargs, RunOptions
 from ..outputs import write_result_files
 from ..pipeline import local_charge, run_channel
 from ..release import Outputs, Released, plan, publish, release
@@ -327,7 +327,7 @@ def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = Non
         rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
         summary_out: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
         plot: str | os.PathLike[str] | None = None, overwrite: bool = False, options: RunOptions | None = None,
-        allow_unverified: bool = False, **run: Any) -> tuple[TestResult, Summary]:
+        allow_unverified: bool = False, **run: Unpack[RunKwargs]) -> tuple[TestResult, Summary]:
     """Test from a summary, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
 
     A summary (object or file) is tested as it is: post-processing, no

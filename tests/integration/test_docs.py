@@ -82,6 +82,16 @@ def test_the_site_builds_strictly(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     assert "ldp_dask.pipeline.privatize" in api and "Parameters" in api  # the reference comes from the docstrings
+    # the docstrings' Sphinx roles are links (or code where the target is not documented), never raw text
+    raw = re.findall(r":(?:py:)?(?:class|func|meth|attr|mod|data|obj|exc|const):", api)
+    assert raw == [], f"{len(raw)} raw Sphinx roles in the API reference"
+    assert api.count('class="autorefs autorefs-internal"') >= 30
+    # privatize's signature shows the run options a user types, with their types (not **run)
+    signature = re.sub(r"<[^>]+>", "", api.split('id="ldp_dask.pipeline.privatize"', 1)[1].split("</pre>", 1)[0])
+    for shown in ("privacy_unit: str | None = None", "ledger: Any = True", "nulls: Any = None",
+                  "client: Any = None", "seed: int | None = None"):
+        assert shown in signature, shown
+    assert "**run" not in signature
     assert (tmp_path / "site" / "benchmarks" / "scale.png").is_file()
 
 

@@ -36,3 +36,22 @@ def test_channels_and_summaries_pickle_by_value():
 def test_secret_never_in_repr():
     sec = ldp_dask.noise.resolve_secret(secret="a-very-secret-key-material-1234")
     assert "a-very-secret" not in repr(sec) and "a-very-secret" not in str(sec)
+
+
+def test_run_options_as_keywords_match_runoptions_and_every_releasing_function_takes_them():
+    """``RunKwargs`` (what an editor completes after ``privatize(..., ``) names every field of ``RunOptions`` with
+    the same type, plus the public spelling of the unit; each releasing function's ``**run`` is typed with it."""
+    import dataclasses
+    import inspect
+
+    from ldp_dask import central, gof
+    from ldp_dask.options import UNIT_SPELLING, RunKwargs, RunOptions
+
+    fields = {f.name: f.type for f in dataclasses.fields(RunOptions)}
+    assert set(RunKwargs.__annotations__) == set(fields) | set(UNIT_SPELLING)
+    for name, hint in fields.items():  # the annotations as written (TypedDict keeps them as forward references)
+        written = RunKwargs.__annotations__[name]
+        assert getattr(written, "__forward_arg__", written) == hint, name
+    for fn in (ldp_dask.privatize, ldp_dask.release_plan, gof.run, central.quantiles, central.bounds):
+        var = [p for p in inspect.signature(fn).parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+        assert len(var) == 1 and var[0].annotation == "Unpack[RunKwargs]", fn.__qualname__

@@ -92,6 +92,17 @@ def test_the_site_builds_strictly(tmp_path):
                   "client: Any = None", "seed: int | None = None"):
         assert shown in signature, shown
     assert "**run" not in signature
+    # every benchmark plot sits in its section with a caption; the table of contents shows short headings
+    import tomllib
+
+    captions = tomllib.loads((ROOT / "benchmarks" / "figures.toml").read_text(encoding="utf-8"))
+    assert set(captions) == {p.name for p in (ROOT / "benchmarks").glob("*.png")}
+    bench = (tmp_path / "site" / "benchmarks" / "index.html").read_text(encoding="utf-8")
+    shown = re.findall(r'<figure class="ldp-figure">.*?src="([\w.-]+\.png)".*?<figcaption>(.*?)</figcaption>', bench, re.S)
+    assert sorted(name for name, _ in shown) == sorted(captions) and all(len(c) > 80 for _, c in shown)
+    toc = bench[bench.index("md-nav--secondary"):]
+    labels = [re.sub(r"<[^>]+>", "", x).strip() for x in re.findall(r'<span class="md-ellipsis">(.*?)</span>', toc, re.S)]
+    assert len(labels) > 30 and max(map(len, labels)) <= 41, max(labels, key=len)
     assert (tmp_path / "site" / "benchmarks" / "scale.png").is_file()
 
 

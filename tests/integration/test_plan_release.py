@@ -100,6 +100,8 @@ def test_a_plan_reads_each_piece_once_for_all_its_statistics(cluster, tmp_path):
     for a, b in zip(r.statistics, here.statistics):
         assert a.summary.n == b.summary.n and all(np.array_equal(a.summary.sums[k], b.summary.sums[k])
                                                    for k in a.summary.sums)
+    shown = here._repr_html_()  # a plan's report in a notebook: its table of statistics
+    assert shown.startswith('<div class="ldp-dask-result">') and all(s.statistic.label in shown for s in here.statistics)
 
 
 def test_release_writes_one_report_and_charges_one_entry(tmp_path, capsys):

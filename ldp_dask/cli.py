@@ -17,6 +17,7 @@ from typing import Any
 
 from ._validation import DEBUG_ENV, LdpDaskError
 from .cli_parser import build_parser, show_progress
+from .outputs import fmt, fmt_interval, fmt_se
 from .policy import LdpDaskWarning
 
 __all__ = ["main"]
@@ -443,8 +444,9 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     print()
     print(f"ldp_dask demo finished in {res['seconds']:.1f} s")
     print(f"  density plot : {p['density_png']}  (L1 distance to the truth {res['l1']:.3f})")
-    print(f"  mean         : {res['mean']['value']:,.1f}, interval [{res['mean']['ci'][0]:,.1f}, "
-          f"{res['mean']['ci'][1]:,.1f}] (truth {res['true_mean']:,.1f})")
+    m, se = res["mean"], float(res["mean"].get("se", float("nan")))
+    print(f"  mean         : {fmt_se(m['value'], se)} ± {fmt(se, 2)} (se), interval "
+          f"{fmt_interval(m['ci'][0], m['ci'][1], se)} (truth {res['true_mean']:g})")
     print(f"  summaries    : {p['hist']}, {p['mean']}")
     print(f"  report       : {p['report']} (markdown), {p['html']} (HTML page)")
     print(f"  ledger       : {p['ledger']} (the demo's own; ldp-dask budget --ledger {p['ledger']})")

@@ -172,12 +172,12 @@ class Description:
 
 
 #: A terminal shows at most this many rows of a result's table: the first ones and the last few, with a line that
-#: says how to get every row.
-TEXT_ROWS = 40
+#: says how to get every row (a density's table is already at most 64 evenly spaced bins: shown whole).
+TEXT_ROWS = 64
 #: Of those, the last rows kept.
 TEXT_TAIL = 5
 #: What the truncation line points to (the command line's --json, Python's to_dict() and the HTML report).
-ALL_ROWS_HINT = "every row: --json or --html on the command line, .to_dict() or .to_html() in Python"
+ALL_ROWS_HINT = "every row: --json on the command line, .to_dict() in Python"
 
 
 def render_text(d: Description, max_rows: int | None = TEXT_ROWS) -> str:

@@ -145,12 +145,13 @@ def test_numbers_are_rounded_to_what_their_standard_error_supports():
 
 
 def test_a_long_table_is_cut_with_a_line_that_says_how_to_get_every_row():
-    from ldp_dask.outputs import TEXT_ROWS, Description, Table, render_text
+    from ldp_dask.outputs import ALL_ROWS_HINT, TEXT_ROWS, Description, Table, render_text
 
     rows = tuple((f"c{i}", f"{i / 7:.3f}") for i in range(1000))
     text = render_text(Description("t", table=Table(("category", "share"), rows)))
     assert "c0 " in text and "c999" in text and "c500" not in text
     assert f"{1000 - TEXT_ROWS:,} of 1,000 rows not shown" in text and "--json" in text and ".to_dict()" in text
+    assert ALL_ROWS_HINT in text
     assert len(text.splitlines()) <= TEXT_ROWS + 4
     full = render_text(Description("t", table=Table(("category", "share"), rows)), max_rows=None)
     assert "c500" in full and "not shown" not in full

@@ -106,5 +106,8 @@ class SphinxRoles(griffe.Extension):
             if obj.is_function and any(p.kind is griffe.ParameterKind.var_keyword and "RunKwargs" in str(p.annotation)
                                         for p in obj.parameters):
                 options = _run_options(collection) if options is None else options
-                kept = [p for p in obj.parameters if p.kind is not griffe.ParameterKind.var_keyword]
-                obj.parameters = griffe.Parameters(*kept, *(p for p in options if p.name not in obj.parameters))
+                # the options go before **run, which stays (the docstring documents it): f(..., *, client=..., **run)
+                params = list(obj.parameters)
+                at = next(i for i, p in enumerate(params) if p.kind is griffe.ParameterKind.var_keyword)
+                new = [p for p in options if p.name not in obj.parameters]
+                obj.parameters = griffe.Parameters(*params[:at], *new, *params[at:])

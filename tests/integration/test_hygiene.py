@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,12 +47,16 @@ def test_make_demo_installs_only_the_runtime(tmp_path):
     """``make -n demo`` in a copy with no .venv: the install commands it would run name no extra."""
     for name in ("Makefile", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
-    out = subprocess.run(["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    installs = [line for line in out.splitlines() if "pip install" in line and "--upgrade pip" not in line]
-    assert installs == ["'.venv/bin/python' -m pip install --quiet -e ."] or \
-        installs == [".venv/bin/python -m pip install --quiet -e ."], out
-    test = subprocess.run(["make", "-n", "test"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    assert "'.[test]'" in test  # the check can fail: the suite's target does install the extra
+    def installs(target: str) -> list[str]:
+        out = subprocess.run(["make", "-n", target], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+        return [re.sub(r"^PYTHONWARNINGS='[^']*' ", "", line).replace("'.venv/bin/python'", ".venv/bin/python")
+                for line in out.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+
+    assert installs("demo") == [".venv/bin/python -m pip install --quiet -e ."]
+    assert ".venv/bin/python -m pip install --quiet -e '.[test]'" in installs("test")  # this check can fail
+    # the site needs the docs extra alone, not the test extra (issue: 1.1 -> 1.7 GB)
+    assert installs("docs") == [".venv/bin/python -m pip install --quiet -e .",
+                                ".venv/bin/python -m pip install --quiet -e '.[docs]'"]
 
 
 @pytest.fixture

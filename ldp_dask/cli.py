@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._validation import DEBUG_ENV, LdpDaskError
+from .amplification import central_line
 from .cli_parser import build_parser, show_progress
 from .outputs import fmt, fmt_interval, fmt_se
 from .policy import LdpDaskWarning
@@ -323,12 +324,14 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
             "epsilon_charged": summary.receipt.epsilon if summary.receipt and summary.receipt.ledger else None,
             "partitions_charged": summary.receipt.partitions[0] if summary.receipt and summary.receipt.partitions else None,
             "longitudinal": summary.metadata.get("longitudinal"),
-            "spend": dict(summary.receipt.spend) if summary.receipt and summary.receipt.spend else None}
+            "spend": dict(summary.receipt.spend) if summary.receipt and summary.receipt.spend else None,
+            "central": summary.central}
     if a.json:
         print(json.dumps(info))
     else:
         print(f"wrote {info['summary']}: {summary.channel!r}, n={summary.n:,}, {summary.privacy_line()}, "
               f"key id {meta['key_id']} ({meta['key_source']})")
+        print(f"central guarantee: {central_line(summary.central)}")
         if summary.partitions:
             print(f"partitions: {info['partitions_read']} read, {info['partitions_reused']} reused from "
                   f"{a.since or 'no earlier summary'} without reading them; {len(summary.partitions)} kept in the "
@@ -359,7 +362,7 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
                          overwrite=a.overwrite, inputs=[a.summary])
     if a.json:
         _warn(est)
-        print(json.dumps({**est.to_dict(), "summary_integrity": s.integrity}))
+        print(json.dumps({**est.to_dict(), "summary_integrity": s.integrity, "central": s.central}))
         return 0
     _warn(est)
     text = str(est)

@@ -291,14 +291,17 @@ def summary_info(summary: Any) -> dict[str, Any]:
     unit = summary.privacy_unit
     return {"column": summary.metadata.get("column", "value"), "privacy_unit": unit,
             "population": "rows" if unit == "row" else f"each {unit} weighted equally",
-            "summary_integrity": summary.integrity}
+            "summary_integrity": summary.integrity, "central": summary.central}
 
 
 def summary_facts(info: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     """The rows an estimate's description shows about its summary: privacy unit and integrity."""
+    from .amplification import central_line
+
     names = (("privacy_unit", "privacy unit"), ("population", "population estimated"),
              ("summary_integrity", "summary integrity"))
-    return tuple((label, str(info[key])) for key, label in names if key in info)
+    facts = tuple((label, str(info[key])) for key, label in names if key in info)
+    return facts + ((("central guarantee", central_line(info["central"])),) if "central" in info else ())
 
 
 def fmt(x: float, digits: int = 6) -> str:

@@ -37,6 +37,7 @@ from . import exactsum
 from ._io import atomic_write
 from ._validation import InputDataError, LdpDaskError
 from ._version import __version__
+from .amplification import central_line
 from .channels import Channel, channel_from_params
 from .outputs import Described, Description
 from .privacy import epsilon_per_unit
@@ -158,6 +159,21 @@ class Summary(Described, Receipted):
         k = int(self.metadata.get("max_contributions", 1))
         return float(self.metadata.get("epsilon_per_unit", epsilon_per_unit(self.channel, k)))
 
+    @property
+    def central(self) -> dict[str, Any] | None:
+        """The central (ε, δ) the published values also satisfy, for the same unit (:mod:`ldp_dask.amplification`,
+        docs/privacy.md "The central guarantee"): what the file records, else computed from its public facts (the
+        channel, n, the unit, the partitions kept). None in rows mode and for longitudinal releases."""
+        if "central" in self.metadata:
+            return self.metadata["central"]
+        from .amplification import central_statement
+
+        m = self.metadata
+        return central_statement(self.channel, self.n, mode=str(m.get("mode", "summary")), unit=self.privacy_unit,
+                                 reports_per_unit=int(m.get("max_contributions", 1)),
+                                 among=min((p.rows for p in self.partitions), default=None),
+                                 longitudinal="longitudinal" in m)
+
     def privacy_line(self) -> str:
         """E.g. ``privacy unit: row, ε 1 per row`` or ``privacy unit: user, ε 1 per user (3 reports each, ε 0.3333
         per report; estimates weigh each user equally)``."""
@@ -191,7 +207,7 @@ class Summary(Described, Receipted):
                  ("population estimated", "rows" if unit == "row" else f"each {unit} weighted equally"),
                  (f"ε per {unit}", f"{self.epsilon_per_unit:g}"),
                  ("channel", ch.name), ("ε per row (requested / spent)", f"{ch.epsilon:g} / {ch.epsilon_spent():g}"),
-                 ("rows (n)", f"{self.n:,}")]
+                 ("rows (n)", f"{self.n:,}"), ("central guarantee", central_line(self.central))]
         if "domain" in params:
             facts.append(("public domain", f"[{params['domain'][0]:g}, {params['domain'][1]:g}]"))
         # the channel's own options, as its module declares them
@@ -231,6 +247,7 @@ class Summary(Described, Receipted):
         meta.update({k: v for k, v in self.metadata.items() if k not in meta})
         if self.partitions:
             meta[PARTITIONS_KEY] = [p.record() for p in self.partitions]
+        meta["central"] = self.central
         return meta
 
     def to_table(self, mac_key: bytes | None = None) -> pa.Table:

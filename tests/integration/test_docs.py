@@ -29,7 +29,7 @@ FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P
 #: pages whose blocks start Dask clusters or Prefect flow runs: seconds each, left out of make test-fast
 SLOW = {"docs/how-to/prefect.md", "docs/how-to/dask-cluster.md", "docs/how-to/object-storage.md",
         "docs/getting-started.md", "README.md", "docs/how-to/incremental.md", "docs/how-to/goodness-of-fit.md",
-        "docs/how-to/plans.md", "docs/how-to/longitudinal.md"}
+        "docs/how-to/plans.md", "docs/how-to/longitudinal.md", "docs/how-to/density.md", "docs/how-to/parameters.md"}
 
 
 def blocks(page: str) -> list[tuple[str, str]]:
@@ -76,6 +76,7 @@ def test_code_that_looks_runnable_is_marked_runnable():
         assert not re.search(r"\n\n    (ldp-dask|import |from ldp_dask)", text), f"{page}: an indented code block"
 
 
+@pytest.mark.slow  # a whole site build, seconds: make test runs it, make test-fast does not
 def test_the_site_builds_strictly(tmp_path):
     # not -q: mkdocs counts a warning against --strict only when it is logged
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],

@@ -29,9 +29,11 @@ MATH_PAGES = ("privacy", "channels", "estimators", "goodness-of-fit", "central-q
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("LDP_DASK_REQUIRE_BROWSER"),
-                                reason="no chromium binary (apt-get install chromium); .ci/run installs it and "
-                                       "requires it")
+# a browser and a site build: seconds each, left out of make test-fast
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None and not os.environ.get("LDP_DASK_REQUIRE_BROWSER"),
+                                 reason="no chromium binary (apt-get install chromium); .ci/run installs it and "
+                                        "requires it")]
 
 #: the text a page shows outside <pre>/<code> (MathJax's own output excluded: its SVG carries no text)
 _PROSE = """() => {

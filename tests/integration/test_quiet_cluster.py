@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ldp_dask.demo import sample_table
 
 
+@pytest.mark.slow  # a LocalCluster of its own: seconds, left out of make test-fast
 def test_no_port_warning_when_8787_is_taken(tmp_path):
     sample_table(tmp_path / "data")
     held = socket.socket()

@@ -35,3 +35,21 @@ def test_data_only_refuses_a_directory_in_use(tmp_path, capsys):
     assert main(["demo", "--data-only", str(tmp_path / "data")]) != 0
     assert "exists and is not an empty directory" in capsys.readouterr().err
     assert (tmp_path / "data" / "mine.parquet").read_bytes() == b"not ours"
+
+
+def test_privatize_and_estimate_state_the_central_guarantee(tmp_path, capsys, monkeypatch):
+    import json
+
+    monkeypatch.setenv("LDP_DASK_LEDGER", str(tmp_path / "ledger.sqlite"))
+    main(["demo", "--data-only", str(tmp_path / "data")])
+    capsys.readouterr()
+    out = str(tmp_path / "x.parquet")
+    assert main(["privatize", str(tmp_path / "data"), "--column", "x", "--domain", "0", "1", "--epsilon", "1",
+                 "--channel", "histogram", "--bins", "16", "--out", out, "--seed", "1", "--json"]) == 0
+    released = json.loads(capsys.readouterr().out)["central"]
+    assert released["unit"] == "row" and released["units"] == 120_000 and released["delta"] == 1e-9
+    assert 0 < released["epsilon"] < 0.02 and released["local_epsilon"] == 1.0
+    assert main(["estimate", out, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["central"] == released  # the file carries it
+    assert main(["estimate", out]) == 0
+    assert "central guarantee" in capsys.readouterr().out

@@ -162,10 +162,10 @@ class Summary(Described, Receipted):
     @property
     def central(self) -> dict[str, Any] | None:
         """The central (ε, δ) the published values also satisfy, for the same unit (:mod:`ldp_dask.amplification`,
-        docs/privacy.md "The central guarantee"): what the file records, else computed from its public facts (the
-        channel, n, the unit, the partitions kept). None in rows mode and for longitudinal releases."""
-        if "central" in self.metadata:
-            return self.metadata["central"]
+        docs/privacy.md "The central guarantee"), computed from its public facts: the channel, n, the unit, the
+        partitions kept. None in rows mode and for longitudinal releases. Never copied from metadata, which a merge
+        or a later night may carry over from another summary (the computations are cached: milliseconds); the
+        file records the same value."""
         from .amplification import central_statement
 
         m = self.metadata

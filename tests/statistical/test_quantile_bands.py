@@ -38,9 +38,13 @@ def _atom_then_flat(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 @pytest.mark.slow  # 1,600 releases and estimates: 40 s on the 2-core machine
-@pytest.mark.parametrize(("name", "options"), [("histogram", {}), ("haar", {}), ("square-wave", {}),
-                                                ("wavelet", {})])
-def test_a_flat_cdf_at_the_quantile_level_is_covered(name: str, options: dict[str, Any]) -> None:
+# the Square Wave's intervals come from its CDF bounds, not from the point estimate: the quick paper EMS (tol 10)
+# stands in for the default cross-validated one, which costs seconds per release (603 s for this case otherwise)
+@pytest.mark.parametrize(("name", "options", "estimate"), [("histogram", {}, {}), ("haar", {}, {}),
+                                                           ("square-wave", {}, {"select": "tol", "tol": 10.0}),
+                                                           ("wavelet", {}, {})])
+def test_a_flat_cdf_at_the_quantile_level_is_covered(name: str, options: dict[str, Any],
+                                                     estimate: dict[str, Any]) -> None:
     """q = 0.2 sits on a flat stretch of the CDF: pointwise bounds covered it 0.94 (histogram, 12 bins) and 0.873
     (Haar, 16 bins) of the time at level 0.95 (300 data sets); the default intervals must reach 95% (threshold
     10⁻³ below, 400 data sets). Measured with the simultaneous bounds: 0.983 and 0.993."""
@@ -49,7 +53,7 @@ def test_a_flat_cdf_at_the_quantile_level_is_covered(name: str, options: dict[st
     rng = np.random.default_rng(20)
     hits = 0
     for r in range(reps):
-        est = local_quantiles(ldp_dask.privatize(_atom_then_flat(rng, n), channel=ch, seed=r), q=[0.2])
+        est = local_quantiles(ldp_dask.privatize(_atom_then_flat(rng, n), channel=ch, seed=r), q=[0.2], **estimate)
         assert est.ci_low[0] <= est.ci_high[0]
         hits += int(est.ci_low[0] <= ATOM <= est.ci_high[0])
     assert hits >= _threshold(reps), (name, hits / reps)

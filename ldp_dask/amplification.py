@@ -10,8 +10,10 @@ replaced; with a privacy unit, one person's rows), the smaller ε taken:
   are (ε, δ)-DP whenever the pair of distributions P_c = α·Bin(c, ½) + (1 − α)·(Bin(c, ½) + 1) and
   Q_c = α·(Bin(c, ½) + 1) + (1 − α)·Bin(c, ½), mixed over C ~ Bin(n − 1, e^{−ε₀}) (α = e^{ε₀}/(e^{ε₀} + 1)), is. The
   likelihood ratio of P_c to Q_c falls in a, so the hockey-stick divergence of each c is a difference of two
-  binomial CDFs at one cut-off: δ(ε) is a sum over c, computed exactly for every c that carries mass (the rest, at
-  most 2·10⁻³⁰ of C's mass, is added whole), and ε is the smallest value with δ(ε) ≤ δ, by bisection (to 10⁻⁷ ε₀, rounded up).
+  binomial CDFs at one cut-off: δ(ε) is their mixture over c, summed over at most 1,024 blocks of consecutive c,
+  each charged the larger divergence of its two ends (an upper bound; exact where a block is one value), the rest
+  of C's mass (at most 2·10⁻³⁰) added whole; ε is the smallest value with δ(ε) ≤ δ, by bisection (to 10⁻⁷ ε₀,
+  rounded up).
 * :func:`noise_sum_epsilon`, where the channel adds discrete Laplace noise to sums (the histogram and Haar channels
   on the lattice): the released sums are the exact sums plus, per coordinate, the sum of n iid discrete Laplace
   variables (a difference of two negative binomials), and one unit moves the exact sums by one lattice step on two
@@ -62,7 +64,7 @@ def _check(eps0: float, n: int, delta: float) -> None:
 
 def shuffle_delta(eps: float, eps0: float, n: int) -> float:
     """The δ at which n shuffled ε₀-LDP reports are (ε, δ)-DP by the numerical bound of Feldman, McMillan and Talwar
-    (2021) (module docstring): an upper bound on the true δ, exact up to floating point."""
+    (2021) (module docstring): an upper bound on the true δ (the blocks of C round it up)."""
     if eps >= eps0:
         return 0.0
     n = min(int(n), MAX_UNITS)

@@ -190,12 +190,9 @@ def render_text(d: Description, max_rows: int | None = TEXT_ROWS) -> str:
     if d.table is not None and d.table.rows:
         t = d.table
         rows = list(t.rows)
-        cut = max_rows is not None and len(rows) > max_rows
-        if cut:
-            assert max_rows is not None
-            shown: list[tuple[str, ...] | None] = [*rows[:max_rows - TEXT_TAIL], None, *rows[-TEXT_TAIL:]]
-        else:
-            shown = list(rows)
+        shown: list[tuple[str, ...] | None] = list(rows)
+        if max_rows is not None and len(rows) > max_rows:  # None marks the line that says what was left out
+            shown = [*rows[:max_rows - TEXT_TAIL], None, *rows[-TEXT_TAIL:]]
         kept = [r for r in shown if r is not None]
         widths = [max(len(c), *(len(r[i]) for r in kept)) for i, c in enumerate(t.columns)]
         if t.caption:

@@ -69,6 +69,7 @@ def _discrete_laplace(t: float, width: int) -> np.ndarray:
     return w / w.sum()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("t,n", [(2.0, 4), (1.0, 6)])
 def test_the_noise_sum_bound_matches_a_direct_convolution_and_halved_noise_is_caught(t, n):
     delta = 1e-6

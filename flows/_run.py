@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from ldp_dask.options import (
+    DEFAULT_CENTRAL_DELTA,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IN_PROCESS_ROWS,
     DEFAULT_RETRIES,
@@ -48,6 +49,7 @@ FLOW_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "in_process_rows": (int, DEFAULT_IN_PROCESS_ROWS),
     "connect_timeout": (float, DEFAULT_CONNECT_TIMEOUT),
     "nulls": (float | str | None, None),
+    "central_delta": (float, DEFAULT_CENTRAL_DELTA),
 }
 
 

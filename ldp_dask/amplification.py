@@ -34,12 +34,13 @@ from typing import Any
 import numpy as np
 
 from ._validation import LdpDaskError
+from .options import DEFAULT_CENTRAL_DELTA
 
 __all__ = ["central_statement", "central_line", "shuffle_delta", "shuffle_epsilon", "noise_sum_delta",
            "noise_sum_epsilon", "DEFAULT_DELTA"]
 
-#: δ of the central statement unless the caller sets another
-DEFAULT_DELTA = 1e-9
+#: δ of the central statement unless the run sets another (``RunOptions.central_delta``)
+DEFAULT_DELTA = DEFAULT_CENTRAL_DELTA
 #: the mass of C ~ Bin(n − 1, e^{−ε₀}) left out of the exact sum on each side (added to δ whole)
 _C_TAIL = 1e-30
 #: bisection accuracy on ε, relative to ε₀

@@ -12,7 +12,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .options import DEFAULT_CONNECT_TIMEOUT, DEFAULT_IN_PROCESS_ROWS, DEFAULT_RETRIES, DEFAULT_SPLIT_EVERY, faces
+from .options import (
+    DEFAULT_CENTRAL_DELTA,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IN_PROCESS_ROWS,
+    DEFAULT_RETRIES,
+    DEFAULT_SPLIT_EVERY,
+    faces,
+)
 from .policy import MAX_EPSILON
 
 __all__ = ["build_parser", "show_progress", "run_flags"]
@@ -385,6 +392,7 @@ _FLAG_SPECS: dict[str, dict[str, Any]] = {
     "--allow-large-epsilon": {"action": "store_true"},
     "--in-process-rows": {"type": int, "default": DEFAULT_IN_PROCESS_ROWS},
     "--connect-timeout": {"type": float, "default": DEFAULT_CONNECT_TIMEOUT},
+    "--central-delta": {"type": float, "default": DEFAULT_CENTRAL_DELTA, "metavar": "DELTA"},
     "--nulls": {"nargs": "+", "default": ["error"], "metavar": "POLICY",
                 "help": "what a null of the column becomes: 'error' (default: refused, from the Parquet footers "
                         "before any work) or 'value V' (replaced by the public value V before privatization; ε "

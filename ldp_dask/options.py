@@ -27,7 +27,8 @@ from ._validation import LdpDaskError, check_int
 from .noise import Secret, resolve_secret
 from .privacy import Person, Row, Unit, unit_of
 
-__all__ = ["RunOptions", "RunKwargs", "Face", "faces", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING"]
+__all__ = ["RunOptions", "RunKwargs", "Face", "faces", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING",
+           "DEFAULT_CENTRAL_DELTA"]
 
 #: The public spelling of :attr:`RunOptions.unit` accepted by :meth:`RunOptions.of` and every entry point.
 UNIT_SPELLING = ("privacy_unit", "max_contributions", "unit_nulls")
@@ -44,6 +45,11 @@ DEFAULT_IN_PROCESS_ROWS = 2_000_000
 DEFAULT_CONNECT_TIMEOUT = 10.0
 #: Dask retries per task; a retried task reproduces its output exactly (keyed noise).
 DEFAULT_RETRIES = 2
+#: δ of the central guarantee a summary states (:mod:`ldp_dask.amplification`), unless the run sets another
+DEFAULT_CENTRAL_DELTA = 1e-9
+#: the range a run's central δ may take: below 10⁻¹⁵ the computations' own tail bounds (10⁻³⁰ per side) start to
+#: matter; above 10⁻³ a δ is no longer "cryptographically small" for any table worth protecting
+CENTRAL_DELTA_RANGE = (1e-15, 1e-3)
 
 
 def cluster_in_environment() -> bool:
@@ -149,6 +155,12 @@ class RunOptions:
         covers it like any other value, and ε is unchanged (docs/how-to/parameters.md).
         Dropping nulls is not offered: the released n would be the exact count
         of non-null values, which no finite ε covers.
+    central_delta : float
+        δ of the central (ε, δ) guarantee a summary-mode release states beside
+        its local ε (default 10⁻⁹; 10⁻¹⁵ to 10⁻³): the summary records it, and
+        the ledger composes the statements of a dataset's releases
+        (docs/privacy.md, "The central guarantee"). It changes what is
+        stated, never what is released.
     """
 
     client: Any = _declared(None, "where partitions run: a Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS, else "
@@ -195,6 +207,9 @@ class RunOptions:
                                        flow=("connect_timeout",))
     nulls: Any = _declared(None, "what a null of the column becomes: refused (default), or a public value V that "
                                  "replaces it before privatization (ε unchanged)", cli=("--nulls",), flow=("nulls",))
+    central_delta: float = _declared(DEFAULT_CENTRAL_DELTA, "δ of the central (ε, δ) guarantee a summary states "
+                                     f"(default {DEFAULT_CENTRAL_DELTA:g}; it changes what is stated, not what is "
+                                     "released)", cli=("--central-delta",), flow=("central_delta",))
 
     def __post_init__(self) -> None:
         if not isinstance(self.unit, (Row, Person)):
@@ -207,6 +222,11 @@ class RunOptions:
                                f"Got {self.connect_timeout!r} instead.")
         if self.partition_rows is not None:
             check_int(self.partition_rows, "partition_rows", 1)
+        lo, hi = CENTRAL_DELTA_RANGE
+        if not (isinstance(self.central_delta, (int, float)) and not isinstance(self.central_delta, bool)
+                and lo <= self.central_delta <= hi):
+            raise LdpDaskError(f"The 'central_delta' parameter must be a number in [{lo:g}, {hi:g}]. "
+                               f"Got {self.central_delta!r} instead.")
         for name in ("clip", "progress", "allow_large_epsilon"):
             if not isinstance(getattr(self, name), bool):
                 raise LdpDaskError(f"The {name!r} parameter must be True or False. "
@@ -320,6 +340,7 @@ class RunKwargs(TypedDict, total=False):
     in_process_rows: int
     connect_timeout: float
     nulls: Any
+    central_delta: float
     privacy_unit: str | None
     max_contributions: int
     unit_nulls: str

@@ -514,6 +514,8 @@ def _metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, row
         "reproducible": sec.reproducible,
         "insecure_seed": sec.insecure,
         "clip": bool(options.clip),
+        # the δ of the central guarantee the summary states (Summary.central): a public parameter of the statement
+        "central_delta": float(options.central_delta),
         "nulls": None if dataset.fill is None else {"policy": "value", "value": dataset.fill},
         "rows_path": os.fspath(rows_path) if rows_path is not None else None,
         # keyed footer digests of the files read: merge refuses the same file under another name (not with a unit:

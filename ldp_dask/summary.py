@@ -37,7 +37,7 @@ from . import exactsum
 from ._io import atomic_write
 from ._validation import InputDataError, LdpDaskError
 from ._version import __version__
-from .amplification import central_line
+from .amplification import DEFAULT_DELTA, central_line
 from .channels import Channel, channel_from_params
 from .outputs import Described, Description
 from .privacy import epsilon_per_unit
@@ -169,10 +169,12 @@ class Summary(Described, Receipted):
         from .amplification import central_statement
 
         m = self.metadata
+        delta = m.get("central_delta", DEFAULT_DELTA)
         return central_statement(self.channel, self.n, mode=str(m.get("mode", "summary")), unit=self.privacy_unit,
                                  reports_per_unit=int(m.get("max_contributions", 1)),
                                  among=min((p.rows for p in self.partitions), default=None),
-                                 longitudinal="longitudinal" in m)
+                                 longitudinal="longitudinal" in m,
+                                 delta=float(delta) if isinstance(delta, (int, float)) else DEFAULT_DELTA)
 
     def privacy_line(self) -> str:
         """E.g. ``privacy unit: row, ε 1 per row`` or ``privacy unit: user, ε 1 per user (3 reports each, ε 0.3333

@@ -53,3 +53,16 @@ def test_privatize_and_estimate_state_the_central_guarantee(tmp_path, capsys, mo
     assert json.loads(capsys.readouterr().out)["central"] == released  # the file carries it
     assert main(["estimate", out]) == 0
     assert "central guarantee" in capsys.readouterr().out
+    # a δ the run sets: stated, recorded in the file, and a larger δ buys a smaller ε for the same release
+    wider = str(tmp_path / "wider.parquet")
+    assert main(["privatize", str(tmp_path / "data"), "--column", "x", "--domain", "0", "1", "--epsilon", "1",
+                 "--channel", "histogram", "--bins", "16", "--out", wider, "--seed", "1", "--json", "--no-ledger",
+                 "--central-delta", "1e-6"]) == 0
+    stated = json.loads(capsys.readouterr().out)["central"]
+    assert stated["delta"] == 1e-6 and 0 < stated["epsilon"] < released["epsilon"]
+    assert main(["estimate", wider, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["central"] == stated
+    assert main(["privatize", str(tmp_path / "data"), "--column", "x", "--domain", "0", "1", "--epsilon", "1",
+                 "--channel", "histogram", "--bins", "16", "--out", str(tmp_path / "no.parquet"), "--seed", "1",
+                 "--no-ledger", "--central-delta", "0.5"]) != 0
+    assert "'central_delta' parameter must be a number in [1e-15, 0.001]. Got 0.5" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ldp_dask import LdpDaskError
 from ldp_dask.outputs import figure_png, md_cell, render_markdown, write_result_files
+from ldp_dask.receipts import central_spend_line
 from ldp_dask.release import publish
 
 
@@ -74,6 +75,9 @@ def budget_facts(receipt: Any) -> tuple[tuple[str, str], ...]:
         out.append((f"ε per {unit} remaining", f"{receipt.remaining:g}"))
     if receipt.nights_left is not None:
         out.append(("nights left at this night's rate", str(receipt.nights_left)))
+    if getattr(receipt, "central", None) is not None:
+        out.append((f"central guarantee per {unit} on {receipt.dataset}, composed",
+                    central_spend_line(receipt.central)))
     spend = getattr(receipt, "spend", None)
     if spend:  # a longitudinal release: how ε is spread over the series' persons (a plan: per statistic)
         parts = spend.get("series", [spend])

@@ -36,7 +36,7 @@ import numpy as np
 from ._validation import LdpDaskError
 from .options import DEFAULT_CENTRAL_DELTA
 
-__all__ = ["central_statement", "central_line", "shuffle_delta", "shuffle_epsilon", "noise_sum_delta",
+__all__ = ["central_statement", "central_line", "central_event", "worst_event", "shuffle_delta", "shuffle_epsilon", "noise_sum_delta",
            "noise_sum_epsilon", "DEFAULT_DELTA"]
 
 #: δ of the central statement unless the run sets another (``RunOptions.central_delta``)
@@ -271,6 +271,24 @@ def central_statement(channel: Any, n: int, *, mode: str = "summary", unit: str 
             best, method = summed, NOISE_SUM
     return {"epsilon": float(best), "delta": float(delta), "unit": unit, "units": units, "local_epsilon": eps0,
             "method": method}
+
+
+def central_event(summary: Any) -> tuple[float, float]:
+    """The (ε, δ) with which a summary's release enters the ledger's composition (:mod:`ldp_dask.ledger.central`):
+    its central statement, or its local ε per unit at δ = 0 where there is none or that is smaller (an ε-LDP
+    output is ε-DP)."""
+    local = float(summary.epsilon_per_unit)
+    stated = summary.central
+    if stated is None or stated["epsilon"] >= local:
+        return local, 0.0
+    return float(stated["epsilon"]), float(stated["delta"])
+
+
+def worst_event(events: Any) -> tuple[float, float]:
+    """One (ε, δ) that holds for each of ``events``, mechanisms on disjoint units (parallel composition): the
+    largest ε and the largest δ."""
+    found = list(events)
+    return max(e for e, _ in found), max(d for _, d in found)
 
 
 def central_line(statement: dict[str, Any] | None) -> str:

@@ -20,6 +20,7 @@ from .amplification import central_line
 from .cli_parser import build_parser, show_progress
 from .outputs import fmt, fmt_interval, fmt_se
 from .policy import LdpDaskWarning
+from .receipts import central_spend_line
 
 __all__ = ["main"]
 
@@ -116,11 +117,13 @@ def _cmd_budget(a: argparse.Namespace) -> int:
             raise LdpDaskError("budget set needs NAME, --source and --limit (e.g. budget set flights "
                                "--source data/flights --limit 4).")
         root = source_root(a.source)
-        led.declare(a.name, root, a.limit, a.privacy_unit, append_only=a.append_only)
+        central = None if a.central is None else (a.central[0], a.central[1])
+        led.declare(a.name, root, a.limit, a.privacy_unit, append_only=a.append_only, central=central)
         unit = a.privacy_unit or "row"
         how = ("; append-only: each row pays for the releases of its own file, while every file charged stays "
                "where and as it was" if a.append_only else "")
-        print(f"budget set: dataset {a.name!r} = {root}, ε ≤ {a.limit:g} per {unit} "
+        also = "" if central is None else f" and central ε ≤ {central[0]:g} at δ {central[1]:g}, composed"
+        print(f"budget set: dataset {a.name!r} = {root}, ε ≤ {a.limit:g} per {unit}{also} "
               f"(spent so far {led.spent(root):g}; every release reading inside or around this root is charged "
               f"here{how})")
         return 0
@@ -147,6 +150,8 @@ def _cmd_budget(a: argparse.Namespace) -> int:
         views = "; ".join(f"{k} {v:g}" for k, v in sorted(r["by_column"].items()))
         scopes = ", ".join(f"{k} {v:g}" for k, v in sorted(r["by_scope"].items()))
         print(f"  {name} {r['root']}: {r['spent']:g} per {r['privacy_unit']}{budget}")
+        if r.get("central") is not None and (r["central"]["events"] or r["central"]["budget"]):
+            print(f"      central guarantee: {central_spend_line(r['central'])}")
         if r.get("nights_left") is not None:
             print(f"      nightly series: ε {r['night_rate']:g} per {r['privacy_unit']} a night; "
                   f"{r['nights_left']} more night(s) fit")

@@ -265,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "removed), so ε per row follows each file: a row pays for the releases that read it. Every "
                         "release checks it as far as it can; where a check fails the dataset is counted "
                         "conservatively from then on (the sum of all its releases), as it is without this flag")
+    b.add_argument("--central", type=float, nargs=2, default=None, metavar=("EPSILON", "DELTA"),
+                   help="set: a central budget (ε, δ) per person the releases must also fit: the central guarantee "
+                        "each release satisfies (a summary's, by shuffling or its summed noise; any other release's "
+                        "ε), composed with a privacy-loss-distribution accountant")
     b.add_argument("--entries", action="store_true", help="list: every release, not only the totals")
     b.add_argument("--json", action="store_true", help="print as JSON")
     b.add_argument("--ledger", default=None,

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import engine, exactsum
 from ._validation import InputDataError, LdpDaskError, TaskError
+from .amplification import central_event
 from .channels import Channel, Memoized, memoized
 from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
 from .ledger import BudgetExceeded
@@ -275,7 +276,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
 
     return release(dataset, charge, compute, opts,
                    targets={"summary": out, "rows": rows}, write=summary_writer(secret), overwrite=overwrite,
-                   content_tag=lambda s: s.content_tag)
+                   content_tag=lambda s: s.content_tag, central=lambda s: [central_event(s)])
 
 
 def _with_key(opts: RunOptions) -> tuple[Secret, RunOptions]:
@@ -312,7 +313,8 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
     try:
         return release(dataset, charge, lambda sec, _: work(dataset, channel, sec, opts, plan_), opts,
                        targets={"summary": out}, write=summary_writer(secret), overwrite=overwrite,
-                       content_tag=lambda s: s.content_tag, part_tags=lambda s: plan_.part_tags(s.partitions))
+                       content_tag=lambda s: s.content_tag, part_tags=lambda s: plan_.part_tags(s.partitions),
+                       central=lambda s: [central_event(s)])
     except BudgetExceeded as exc:
         if not plan_.changed:
             raise

@@ -188,7 +188,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
 
     targets = _targets(plan_, out)
     done = release(whole, charge, compute, opts, targets=targets, write=_writer(secret), overwrite=overwrite,
-                   content_tag=_content_tag)
+                   content_tag=_content_tag, central=PlanRelease.central_events)
     return done.attach()
 
 

@@ -128,6 +128,16 @@ class PlanRelease(Described, Receipted):
                 return s
         raise KeyError(f"the plan has no statistic {label!r}; it has {', '.join(s.label for s in self.statistics)}")
 
+    def central_events(self) -> list[tuple[float, float]]:
+        """The central (ε, δ) of each independent mechanism of the plan, as the ledger composes them
+        (:mod:`ldp_dask.ledger.central`): splitting ε, one per statistic; splitting rows, one for the plan (each
+        row reports one statistic, chosen independently of the data: parallel composition). A statistic's public
+        groups hold disjoint rows: the worst of their summaries' (:func:`~ldp_dask.amplification.central_event`)."""
+        from .amplification import central_event, worst_event
+
+        per = [worst_event(central_event(x) for _, x in s.summaries) for s in self.statistics]
+        return per if self.design == "split-epsilon" else [worst_event(per)]
+
     def to_dict(self) -> dict[str, Any]:
         r = self.receipt
         return {"design": self.design, "epsilon": self.epsilon, "charged": self.charged, "level": self.level,

@@ -174,7 +174,7 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
 
     try:
         return release(whole, charge, compute, opts, targets=targets, write=write, overwrite=overwrite,
-                       content_tag=content_tag, part_tags=part_tags).attach()
+                       content_tag=content_tag, part_tags=part_tags, central=PlanRelease.central_events).attach()
     except BudgetExceeded as exc:
         changed = plans[0].changed
         if not changed:

@@ -17,9 +17,17 @@ from typing import Any, TypeVar
 from .ledger.budget import nights_left
 from .privacy import ROW_UNIT
 
-__all__ = ["Receipt", "Receipted", "attach"]
+__all__ = ["Receipt", "Receipted", "attach", "central_spend_line"]
 
 T = TypeVar("T")
+
+
+def central_spend_line(spend: Mapping[str, Any]) -> str:
+    """A dataset's composed central guarantee in words: ``ε 0.031 at δ 1e-06 composed over 4 releases' mechanisms
+    (budget ε 1 at δ 1e-06)``."""
+    budget = spend.get("budget")
+    of = f" (budget ε {budget['epsilon']:g} at δ {budget['delta']:g})" if budget else ""
+    return f"ε {spend['epsilon']:.3g} at δ {spend['delta']:g} composed over {spend['events']} mechanism(s){of}"
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,11 @@ class Receipt:
         A longitudinal release: the distribution of ε over the persons of its
         series after it (``persons``, ``p50``, ``p90``, ``p99``, ``max``,
         ``mean``); ``epsilon`` is then the increase of its ``max``.
+    central : mapping or None
+        The central guarantee of the dataset's releases after this one,
+        composed (:func:`ldp_dask.ledger.central.central_spend`): ``epsilon``
+        at ``delta`` for the same unit, over ``events`` mechanisms, beside its
+        central ``budget`` (``epsilon``, ``delta``) if one is declared.
     """
 
     ledger: str | None
@@ -71,6 +84,7 @@ class Receipt:
     partitions: tuple[int, int] | None = None
     note: str = ""
     spend: Mapping[str, Any] | None = None
+    central: Mapping[str, Any] | None = None
 
     @property
     def remaining(self) -> float | None:
@@ -113,7 +127,8 @@ class Receipt:
         if self.total is None:  # published, but the ledger could not be reached to commit the charge
             return f"ledger: {note}, {self.note} ({self.ledger})"
         found = f". Note: {self.note}" if self.note else ""
-        return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit} ({self.ledger}){found}"
+        central = f"; central {central_spend_line(self.central)}" if self.central is not None else ""
+        return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit}{central} ({self.ledger}){found}"
 
 
 @dataclass(frozen=True)

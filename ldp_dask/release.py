@@ -165,7 +165,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             write: Callable[[R, StagedOutputs], None] | None = None, overwrite: bool = False,
             content_tag: Callable[[R], str | None] | None = None,
             part_tags: Callable[[R], Mapping[str, str]] | None = None,
-            memos: Callable[[R], MemoUpdate | Sequence[MemoUpdate]] | None = None) -> Released[R]:
+            memos: Callable[[R], MemoUpdate | Sequence[MemoUpdate]] | None = None,
+            central: Callable[[R], Sequence[tuple[float, float]]] | None = None) -> Released[R]:
     """Release ``compute``'s result for ``dataset``: check, reserve, compute, write, settle, publish, commit.
 
     Parameters
@@ -194,6 +195,11 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
         A longitudinal release's digest pairs (one per series: a plan has one
         per statistic): the ledger charges the increase of each series' largest
         spend per person, added up (:mod:`ldp_dask.ledger.memos`).
+    central : callable ``(result) -> [(ε, δ), ...]``, optional
+        The central guarantee of what the release publishes, as the
+        independent mechanisms it consists of (:mod:`ldp_dask.ledger.central`;
+        a summary's is :func:`ldp_dask.amplification.central_event`); without
+        it the release is ε-DP at its charge, which the ledger composes.
 
     Returns
     -------
@@ -236,7 +242,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             tag = content_tag(result) if content_tag is not None else None
             tags = part_tags(result) if part_tags is not None else None
             held[0] = ledger.settle(held[0], tag, secret.reproducible, part_tags=tags,  # type: ignore[union-attr]
-                                    memos=memos(result) if memos is not None else None)
+                                    memos=memos(result) if memos is not None else None,
+                                    central=central(result) if central is not None else None)
 
     with terminations() as guard:  # SIGTERM/SIGHUP/SIGINT: abort cleanly before publishing, or finish publishing
         try:
@@ -277,4 +284,5 @@ def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secre
     parts = None if charge.parts is None else (r.parts or 0, len(charge.parts))
     # the spend after this release, per person (a release on one file adds nothing to its siblings' rows)
     return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, ledger.spent(r.identity_root), r.limit,
-                   secret.key_id, secret.source, r.identity, unit, parts, r.note, r.spread)
+                   secret.key_id, secret.source, r.identity, unit, parts, r.note, r.spread,
+                   ledger.central_spent(r.identity_root))

@@ -29,6 +29,7 @@ from typing import Any, Unpack
 import numpy as np
 
 from .._validation import LdpDaskError, check_draws, check_int, check_probability
+from ..amplification import central_event
 from ..channels import HaarAdaptive, HaarLaplace, build_channel
 from ..channels.haar import DEFAULT_SPLIT
 from ..noise import Secret
@@ -318,7 +319,7 @@ def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | 
 
     return release(dataset, local_charge(ch, mode, opts), compute, opts, content_tag=lambda r: r[1].content_tag,
                    targets={"summary": summary_out, "rows": rows_path if mode == "rows" else None, **targets},
-                   write=write, overwrite=overwrite)
+                   write=write, overwrite=overwrite, central=lambda r: [central_event(r[1])])
 
 
 def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,

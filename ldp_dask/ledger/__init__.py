@@ -37,7 +37,8 @@ rules (docs/privacy.md, "The budget ledger"):
   with one line; only a path that does not exist yet starts a new ledger.
 
 The package: the budget rules (:mod:`.budget`, pure functions of the
-charges), the storage interface (:mod:`.store`), the SQLite file
+charges), the composed central guarantee (:mod:`.central`), the recovery of
+dead reservations (:mod:`.recovery`), the storage interface (:mod:`.store`), the SQLite file
 (:mod:`.sqlite`) and the PostgreSQL database (:mod:`.postgres`); the rules
 that use a store — reserve, settle, commit, abort, recover — are written
 once, in :class:`Ledger`, here.
@@ -72,7 +73,9 @@ from .budget import (
     release_of,
     spent_per_person,
 )
+from .central import central_budget, central_spend, check_central_budget, encode_events, over_central_budgets
 from .memos import MemoUpdate, series_states, settle_series
+from .recovery import recover
 from .sqlite import SQLiteStore
 from .store import ACTIVE, LedgerError, Store, Tx
 
@@ -134,32 +137,6 @@ def _touching(active: list[dict[str, Any]], pending: dict[str, Any], root: str,
     return [d for d in datasets if any(overlaps(d["root"], w) for w in where)]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _staged_output_exists(outputs: list[str], token: str) -> bool:
-    """Whether a release left a staged (hidden, not yet renamed) output beside one of its targets."""
-    import fsspec
-
-    from .._io import temp_name
-
-    for target in outputs:
-        try:
-            fs, p = fsspec.core.url_to_fs(target)
-            if fs.exists(temp_name(p, token)):
-                return True
-        except Exception:  # unreachable storage: cannot prove nothing was left, so count it
-            return True
-    return False
-
-
 class Ledger:
     """The privacy budget ledger (SQLite file, or PostgreSQL URL: ``postgresql://user@host/db``).
 
@@ -195,8 +172,13 @@ class Ledger:
 
     # --- datasets -----------------------------------------------------------------------------------------
     def declare(self, name: str, root: str, limit: float, privacy_unit: str | None = None,
-                append_only: bool = False) -> None:
+                append_only: bool = False, central: tuple[float, float] | None = None) -> None:
         """Declare (or update) a dataset: its name, root, ε budget per person and privacy unit.
+
+        ``central`` is a central budget (ε, δ) its releases must also fit, composed
+        (:mod:`.central`): the central guarantee each release satisfies for the
+        same unit, added up by the privacy-loss-distribution accountant. None:
+        no central budget (a new declaration without it removes one).
 
         The unit is fixed by the first declaration or release; changing it
         later is refused, since ε per row and per person cannot be added up.
@@ -212,6 +194,7 @@ class Ledger:
         if not (isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 <= limit < float("inf")):
             raise LdpDaskError(f"The 'limit' parameter must be a finite number >= 0. Got {limit!r} instead.")
         unit = privacy_unit or ROW_UNIT
+        c_eps, c_delta = check_central_budget(central)
         if append_only and unit != ROW_UNIT:
             raise LdpDaskError("'append_only' is for a dataset charged ε per row: a person may own rows in every "
                                "file, so a dataset with a privacy unit is charged the sum of its releases anyway")
@@ -230,21 +213,22 @@ class Ledger:
             if old:
                 # a fallback stays: the rows were not followed once, and a new declaration does not bring them back
                 keep = old["fallback"] if old["root"] == root else None
-                tx.run("UPDATE datasets SET root=?, epsilon_limit=?, privacy_unit=?, append_only=?, fallback=? "
-                       "WHERE name=?", (root, float(limit), unit, int(bool(append_only)), keep, name))
+                tx.run("UPDATE datasets SET root=?, epsilon_limit=?, privacy_unit=?, append_only=?, fallback=?, "
+                       "central_epsilon=?, central_delta=? WHERE name=?",
+                       (root, float(limit), unit, int(bool(append_only)), keep, c_eps, c_delta, name))
             else:
-                tx.run("INSERT INTO datasets (name, root, epsilon_limit, privacy_unit, created_at, append_only) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (name, root, float(limit), unit, time.time(),
-                                                     int(bool(append_only))))
+                tx.run("INSERT INTO datasets (name, root, epsilon_limit, privacy_unit, created_at, append_only, "
+                       "central_epsilon, central_delta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (name, root, float(limit), unit, time.time(), int(bool(append_only)), c_eps, c_delta))
 
     def datasets(self) -> list[dict[str, Any]]:
         with self.store.transaction() as tx:
-            return tx.all("SELECT name, root, epsilon_limit, privacy_unit, append_only, fallback FROM datasets "
-                          "ORDER BY name")
+            return tx.all("SELECT name, root, epsilon_limit, privacy_unit, append_only, fallback, central_epsilon, "
+                          "central_delta FROM datasets ORDER BY name")
 
     @staticmethod
     def _active(tx: Tx) -> list[dict[str, Any]]:
-        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts, files, key_id FROM releases "
+        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts, files, key_id, central FROM releases "
                       f"WHERE status IN {ACTIVE}")
 
     @staticmethod
@@ -389,6 +373,9 @@ class Ledger:
                 tentative = True  # may be a free re-run: decided by the content digest
                 charges = [(root, 0.0)]
                 new = pending(charges)
+            full = over_central_budgets(active, declared, "its releases so far")
+            if full and not maybe_free:  # a composition only grows: no release charged anything can fit
+                raise BudgetExceeded(f"{full}; nothing was run")
             held = new["epsilon"]
             stored = None if parts is None else json.dumps(
                 [{"root": p.root, "key": p.key, "epsilon": e, "requested": float(p.epsilon)}
@@ -409,7 +396,8 @@ class Ledger:
 
     def settle(self, reservation: Reservation, content_tag: str | None, reproducible: bool = True,
                part_tags: Mapping[str, str] | None = None,
-               memos: MemoUpdate | Sequence[MemoUpdate] | None = None) -> Reservation:
+               memos: MemoUpdate | Sequence[MemoUpdate] | None = None,
+               central: Sequence[tuple[float, float]] | None = None) -> Reservation:
         """Decide the charge once the output is computed, just before it is published (status *publishing*).
 
         Free when a committed release has the same release key and content
@@ -421,14 +409,22 @@ class Ledger:
         is charged the increase of its series' largest spend per person, added
         over its series (:func:`.memos.settle_series`), at most the ε reserved,
         and its note gives the spend's distribution over persons.
+
+        ``central`` are the release's central events (:mod:`.central`): the
+        (ε, δ) of each independent mechanism it consists of; None: it is
+        ε-DP at its charge (a longitudinal release is recorded as one). A
+        release charged anything must fit every central budget it touches with
+        them (:class:`BudgetExceeded` otherwise: nothing is published).
         """
+        recorded = encode_events(central, longitudinal=memos is not None)
         with self.store.transaction() as tx:
             row = tx.one("SELECT status, root, parts FROM releases WHERE id=?", (reservation.id,))
             if row is None or row["status"] != "reserved":
                 raise LedgerError(f"reservation #{reservation.id} was lost from the ledger {self.location!r} "
                                   "(its lease expired?); nothing was published")
             if row["parts"] is not None:
-                return self._settle_parts(tx, reservation, row, content_tag, reproducible, part_tags or {})
+                return self._settle_parts(tx, reservation, row, content_tag, reproducible, part_tags or {},
+                                          recorded)
             same = (reproducible and content_tag is not None and tx.one(
                 "SELECT id FROM releases WHERE release_key=? AND content_tag=? AND status='committed' AND id<>?",
                 (reservation.release_key, content_tag, reservation.id)))
@@ -447,12 +443,13 @@ class Ledger:
                 tx.run("UPDATE releases SET note=? WHERE id=?",
                        ("; ".join(filter(None, [reservation.note, "longitudinal: " + json.dumps(spread)])),
                         reservation.id))
-            tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=? WHERE id=?",
-                   (charged, content_tag, reservation.id))
+            self._check_central(tx, reservation, row["root"], [(row["root"], charged)], recorded)
+            tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=?, central=? WHERE id=?",
+                   (charged, content_tag, recorded, reservation.id))
             return dataclasses.replace(reservation, epsilon=charged, reused=False, tentative=False, spread=spread)
 
     def _settle_parts(self, tx: Tx, reservation: Reservation, row: dict[str, Any], content_tag: str | None,
-                      reproducible: bool, part_tags: Mapping[str, str]) -> Reservation:
+                      reproducible: bool, part_tags: Mapping[str, str], central: str | None) -> Reservation:
         """Each part free when a committed part has its key and content tag, else charged its ε."""
         recorded = _recorded_parts(tx, exclude=reservation.id)
         parts = json.loads(row["parts"])
@@ -464,14 +461,17 @@ class Ledger:
         fresh = sum(p["epsilon"] > 0 for p in parts)
         if reservation.tentative:
             self._check_fits(tx, reservation, row["root"], [(p["root"], p["epsilon"]) for p in parts])
-        tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=?, parts=?, note=? WHERE id=?",
-               (charged, content_tag, json.dumps(parts), f"{fresh} of {len(parts)} partitions released anew",
-                reservation.id))
+        self._check_central(tx, reservation, row["root"], [(p["root"], p["epsilon"]) for p in parts], central)
+        tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=?, parts=?, note=?, central=? "
+               "WHERE id=?", (charged, content_tag, json.dumps(parts), f"{fresh} of {len(parts)} partitions "
+                              "released anew", central, reservation.id))
         return dataclasses.replace(reservation, epsilon=charged, reused=fresh == 0 and bool(parts), tentative=False,
                                    parts=fresh)
 
-    def _check_fits(self, tx: Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]]) -> None:
-        """A tentative release turned out to be charged: it must still fit every budget it overlaps."""
+    def _as_charged(self, tx: Tx, reservation: Reservation, charges: list[tuple[str, float]],
+                    central: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The release as it would be charged (``charges``: per part, or one on its root; ``central``: its events),
+        the other active releases and the declared datasets."""
         mine = tx.one("SELECT id, root, privacy_unit, files, parts, epsilon FROM releases WHERE id=?",
                       (reservation.id,))
         assert mine is not None
@@ -479,9 +479,24 @@ class Ledger:
             mine["parts"] = json.dumps([{"root": loc, "epsilon": e} for loc, e in charges])
         else:
             mine["epsilon"] = max((e for _, e in charges), default=0.0)
-        mine["id"] = _PENDING
+        mine["id"], mine["central"] = _PENDING, central
         active = [r for r in self._active(tx) if r["id"] != reservation.id]
-        everything = tx.all("SELECT * FROM datasets")
+        return mine, active, tx.all("SELECT * FROM datasets")
+
+    def _check_central(self, tx: Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]],
+                       central: str | None) -> None:
+        """A release charged anything must fit, with its central events, every central budget it touches."""
+        if not any(e > 0 for _, e in charges):
+            return
+        mine, active, everything = self._as_charged(tx, reservation, charges, central)
+        why = over_central_budgets([*active, mine], _touching(active, mine, root, everything))
+        if why:
+            tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
+            raise BudgetExceeded(f"{why}; nothing was published")
+
+    def _check_fits(self, tx: Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]]) -> None:
+        """A tentative release turned out to be charged: it must still fit every budget it overlaps."""
+        mine, active, everything = self._as_charged(tx, reservation, charges)
         for d in _touching(active, mine, root, everything):
             s = self._spent_on(active, d["root"], everything)
             if self._spent_on(active, d["root"], everything, mine) > float(d["epsilon_limit"]) * (1 + 1e-12):
@@ -527,22 +542,8 @@ class Ledger:
             t.join()
 
     def _recover(self, tx: Tx) -> None:
-        """Resolve reservations whose process died or whose lease expired (see the module's rules)."""
-        now, host = time.time(), socket.gethostname()
-        for r in tx.all("SELECT id, status, outputs, token, host, pid, lease_until FROM releases "
-                        "WHERE status IN ('reserved', 'publishing')"):
-            dead = r["lease_until"] < now or (
-                r["host"] == host and r["pid"] is not None and r["pid"] != os.getpid() and not _alive(int(r["pid"])))
-            if not dead:
-                continue
-            if r["status"] == "publishing":
-                tx.run("UPDATE releases SET status='committed', note='recovered: the run stopped while publishing' "
-                       "WHERE id=?", (r["id"],))
-            elif _staged_output_exists(json.loads(r["outputs"]), r["token"]):
-                tx.run("UPDATE releases SET status='committed', note='recovered: the run stopped with a private "
-                       "output staged on disk' WHERE id=?", (r["id"],))
-            else:
-                tx.run("DELETE FROM releases WHERE id=?", (r["id"],))
+        """Resolve reservations whose process died or whose lease expired (:func:`.recovery.recover`)."""
+        recover(tx)
 
     def recover(self) -> None:
         """Resolve dead reservations now (every reserve and listing does it too)."""
@@ -554,8 +555,8 @@ class Ledger:
         with self.store.transaction() as tx:
             self._recover(tx)
             return tx.all("SELECT id, created_at, root, source, column_name, scope, channel, params, privacy_unit, "
-                          "epsilon, epsilon_requested, key_id, outputs, flow_run_id, status, note, parts FROM releases "
-                          "ORDER BY id")
+                          "epsilon, epsilon_requested, key_id, outputs, flow_run_id, status, note, parts, central "
+                          "FROM releases ORDER BY id")
 
     def summary(self) -> list[dict[str, Any]]:
         """Per dataset (declared, or the root of undeclared releases): ε per person spent (the most any one
@@ -565,10 +566,22 @@ class Ledger:
         with self.store.transaction() as tx:
             self._recover(tx)
             declared = tx.all("SELECT * FROM datasets ORDER BY name")
-            rows = tx.all(f"SELECT id, root, column_name, scope, privacy_unit, epsilon, parts, files, key_id "
-                          f"FROM releases WHERE status IN {ACTIVE}")
+            rows = tx.all(f"SELECT id, root, column_name, scope, privacy_unit, epsilon, parts, files, key_id, "
+                          f"central FROM releases WHERE status IN {ACTIVE}")
             series = series_states(tx)
-        return dataset_summaries(declared, rows, self._follows, series)
+        items = dataset_summaries(declared, rows, self._follows, series)
+        budgets = {d["root"]: central_budget(d) for d in declared}
+        for item in items:  # the composed central guarantee, beside the local spend
+            item["central"] = central_spend(rows, item["root"], budgets.get(item["root"]))
+        return items
+
+    def central_spent(self, root: str) -> dict[str, Any]:
+        """The composed central guarantee of the releases touching ``root`` (:func:`.central.central_spend`), at
+        the δ of the central budget of the dataset declared there, if any."""
+        with self.store.transaction() as tx:
+            self._recover(tx)
+            declared = tx.one("SELECT * FROM datasets WHERE root=?", (root,))
+            return central_spend(self._active(tx), root, central_budget(declared) if declared else None)
 
 
 def open_ledger(ledger: Ledger | str | os.PathLike[str] | bool | None) -> Ledger | None:

@@ -17,13 +17,13 @@ from .._validation import LdpDaskError
 
 __all__ = ["Store", "Tx", "LedgerError", "SCHEMA_VERSION", "MIGRATIONS", "TABLES", "ACTIVE", "check_schema"]
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 
 
 #: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
 #: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew; version 4 the files
 #: a release read, where they really lie, and datasets declared append-only; version 5 the states of longitudinal
-#: series, :mod:`.memos`).
+#: series, :mod:`.memos`; version 6 each release's central events and a dataset's central budget, :mod:`.central`).
 _MEMO_STATES = """CREATE TABLE IF NOT EXISTS memo_states (
         series TEXT NOT NULL,
         release_id BIGINT NOT NULL,
@@ -43,7 +43,11 @@ MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
                     "ALTER TABLE datasets ADD COLUMN append_only INTEGER NOT NULL DEFAULT 0",
                     "ALTER TABLE datasets ADD COLUMN fallback TEXT",
                     "UPDATE ledger_meta SET value='4' WHERE key='schema'"],
-              "4": [_MEMO_STATES, "UPDATE ledger_meta SET value='5' WHERE key='schema'"]}
+              "4": [_MEMO_STATES, "UPDATE ledger_meta SET value='5' WHERE key='schema'"],
+              "5": ["ALTER TABLE releases ADD COLUMN central TEXT",
+                    "ALTER TABLE datasets ADD COLUMN central_epsilon DOUBLE PRECISION",
+                    "ALTER TABLE datasets ADD COLUMN central_delta DOUBLE PRECISION",
+                    "UPDATE ledger_meta SET value='6' WHERE key='schema'"]}
 
 
 TABLES = [
@@ -55,7 +59,9 @@ TABLES = [
         privacy_unit TEXT,
         created_at DOUBLE PRECISION NOT NULL,
         append_only INTEGER NOT NULL DEFAULT 0,
-        fallback TEXT)""",
+        fallback TEXT,
+        central_epsilon DOUBLE PRECISION,
+        central_delta DOUBLE PRECISION)""",
     """CREATE TABLE IF NOT EXISTS releases (
         id {id},
         created_at DOUBLE PRECISION NOT NULL,
@@ -76,6 +82,7 @@ TABLES = [
         flow_run_id TEXT,
         parts TEXT,
         files TEXT,
+        central TEXT,
         status TEXT NOT NULL,
         note TEXT,
         host TEXT,

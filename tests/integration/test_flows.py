@@ -335,9 +335,12 @@ def test_a_nightly_series_per_person_is_charged_night_by_night(prefect_harness, 
         assert main(["budget", "--ledger", led, "--json"]) == 0
         (row,) = json.loads(capsys.readouterr().out)
         assert row["spent"] == night and row["nights_left"] == 3 - night
+        # a person may be in every night's file: each night's summary is one more mechanism to compose
+        assert row["central"]["events"] == night and 0 < row["central"]["epsilon"] < night
         art = anyio.run(newest_release_artifact)
         assert f"| ε per user spent on events | {night} of budget 3 |" in art
         assert f"| nights left at this night's rate | {3 - night} |" in art
+        assert f"composed over {night} mechanism(s)" in art
     assert main(["budget", "--ledger", led]) == 0
     assert "nightly series: ε 1 per user a night; 0 more night(s) fit" in capsys.readouterr().out
     day(4)

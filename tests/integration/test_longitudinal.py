@@ -64,6 +64,8 @@ def test_thirty_nights_of_unchanged_cells_cost_one_nights_epsilon(tmp_path, clus
     assert spread["persons"] == PERSONS and spread["p50"] == pytest.approx(eps) and spread["max"] == pytest.approx(2 * eps)
     (item,) = [i for i in Ledger(ledger).summary() if i["dataset"] == "customers"]
     assert item["spent"] == pytest.approx(2 * eps)
+    # centrally, the series' nights are one mechanism (the memoized reports), ε-DP at the spend it grew by
+    assert item["central"]["events"] == 1 and item["central"]["epsilon"] == pytest.approx(2 * eps, rel=1e-3)
     (series,) = item["longitudinal"]
     assert series["persons"] == PERSONS and series["nights"] == fresh and series["max"] == pytest.approx(2 * eps)
     assert fresh >= 2  # the first night and the night of the change at least

@@ -127,6 +127,11 @@ def test_release_writes_one_report_and_charges_one_entry(tmp_path, capsys):
     assert abs(entries[0]["epsilon"] - res["charged"]) < 1e-12 and res["receipt"]["epsilon"] == res["charged"]
     params = json.loads(entries[0]["params"]) if isinstance(entries[0]["params"], str) else entries[0]["params"]
     assert sorted(params) == sorted(LABELS)
+    # its central guarantee, as the ledger composes it: one mechanism per statistic when every row reports each,
+    # one for the plan when each row reports one statistic (parallel composition)
+    events = json.loads(entries[0]["central"])["events"]
+    assert len(events) == (len(LABELS) if res["design"] == "split-epsilon" else 1)
+    assert all(0 < e < res["charged"] and 0 < d <= 1e-9 for e, d in events)
     # the outputs: a signed summary per statistic, a page per statistic linked from the index, the estimates
     names = sorted(os.listdir(out))
     assert "index.html" in names and "estimates.json" in names

@@ -1,0 +1,178 @@
+"""The central guarantee of a dataset's releases, composed (docs/privacy.md, "The central guarantee").
+
+Every release is also centrally differentially private for the same unit: a summary-mode release at the
+(ε, δ) its summary states (:mod:`ldp_dask.amplification`), any other at the ε it is charged (an ε-LDP output is
+ε-DP, δ = 0; a central release is ε-DP by construction). The ledger records each release's *events*: the
+independent mechanisms it consists of, each an (ε, δ) pair (a plan splitting ε is one event per statistic; a plan
+splitting rows, or a grouped statistic, one event, the worst of its parallel parts). This module composes the
+events of every release that touches a dataset, with the privacy-loss-distribution accountant of Google's
+``dp-accounting`` (Meiser and Mohammadi 2018; Doroshenko, Ghazi, Kamath, Kumar and Manurangsi 2022): each event
+enters as the pessimistic loss distribution of an (ε, δ)-DP mechanism, which is what optimal composition of
+(ε, δ)-DP mechanisms needs (Kairouz, Oh and Viswanath 2015), discretized pessimistically.
+
+Pure functions of the recorded releases — no database — like :mod:`.budget`, whose rule for which releases touch a
+dataset they share: every release with a charge overlapping its root counts for every person in it (the
+conservative rule; a dataset whose rows are followed by location is not tightened here).
+
+Two kinds of releases are not composed as independent events:
+
+* a *longitudinal* release charges the increase of its series' largest spend per person; its nights are one
+  mechanism (the memoized reports), whose loss does not split into independent nights. All the longitudinal
+  releases of a dataset enter as one pure event, the sum of their charges (basic composition bounds them);
+* a privacy-unit release over files (a nightly series) charges each file read anew on its own, since a person may
+  be in every file: each such file is one more copy of the release's events.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._validation import LdpDaskError
+from .budget import charges_of, overlaps, release_of
+
+__all__ = ["compose", "dataset_events", "central_spend", "report_delta", "encode_events", "central_budget",
+           "check_central_budget", "over_central_budgets", "LONGITUDINAL", "DEFAULT_REPORT_DELTA"]
+
+#: what a longitudinal release records in place of its events
+LONGITUDINAL = {"longitudinal": True}
+#: a dataset without a central budget reports its composed ε at this δ (or at 10× the sum of its releases' δ,
+#: where that is larger: composition adds the δ's up)
+DEFAULT_REPORT_DELTA = 1e-6
+#: the loss grid of the accountant is at most this fine, and fine enough that an event's ε is rounded up by at most
+#: 1% of the smallest one
+_FINEST, _GRID_POINTS = 1e-4, 2_000_000
+
+
+def encode_events(events: Sequence[tuple[float, float]] | None, longitudinal: bool = False) -> str | None:
+    """A release's events as the ledger records them (None: the release is one pure event of its charge)."""
+    if longitudinal:
+        return json.dumps(LONGITUDINAL)
+    if events is None:
+        return None
+    return json.dumps({"events": [[float(e), float(d)] for e, d in events]})
+
+
+def _round_up(x: float, digits: int = 4) -> float:
+    """``x`` rounded up to ``digits`` significant digits (events that differ below that compose as one group)."""
+    if x <= 0:
+        return 0.0
+    scale = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return math.ceil(x / scale * (1 - 1e-12)) * scale
+
+
+def dataset_events(rows: Sequence[Mapping[str, Any]], root: str) -> list[tuple[float, float]]:
+    """The (ε, δ) events of every active release with a charge overlapping ``root``, for the most exposed person.
+
+    ``rows`` are the ledger's active releases (``id``, ``root``, ``epsilon``, ``privacy_unit``, ``parts``,
+    ``files``, ``central``). A release charged nothing here (a free re-run) adds nothing; one recorded without
+    events adds its charge, pure; longitudinal releases add one pure event together."""
+    top = root.rstrip("/")
+    charged: dict[Any, float] = {}
+    copies: dict[Any, set[Any]] = {}
+    for loc, e, who in charges_of([dict(r) for r in rows]):
+        if e > 0 and overlaps(loc, top):
+            rid = release_of(who)
+            charged[rid] = max(charged.get(rid, 0.0), e)
+            copies.setdefault(rid, set()).add(who)
+    events: list[tuple[float, float]] = []
+    longitudinal = 0.0
+    for r in rows:
+        if r["id"] not in charged:
+            continue
+        recorded = json.loads(r["central"]) if r.get("central") else None
+        if recorded == LONGITUDINAL:
+            longitudinal += charged[r["id"]]
+            continue
+        mine = ([(float(e), float(d)) for e, d in recorded["events"]] if recorded is not None
+                else [(charged[r["id"]], 0.0)])
+        events += mine * len(copies[r["id"]])  # a part is a copy only with a privacy unit (charges_of's ids)
+    if longitudinal > 0:
+        events.append((longitudinal, 0.0))
+    return events
+
+
+def report_delta(events: Sequence[tuple[float, float]], declared: float | None = None) -> float:
+    """The δ a dataset's composed ε is stated at: its central budget's δ, else :data:`DEFAULT_REPORT_DELTA` or ten
+    times the sum of its events' δ, the larger."""
+    if declared is not None:
+        return float(declared)
+    return max(DEFAULT_REPORT_DELTA, 10.0 * sum(d for _, d in events))
+
+
+def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
+    """The smallest ε at which the adaptive composition of ``events`` ((ε, δ)-DP mechanisms) is (ε, ``delta``)-DP.
+
+    By the privacy-loss-distribution accountant of ``dp-accounting`` (each event's pessimistic distribution, on a
+    grid of at most 10⁻⁴, rounded up), never more than basic composition (the sum of the ε, where the δ's add up
+    to at most ``delta``); ``inf`` when the events' δ's alone exceed ``delta``. Events equal to 4 significant
+    digits (rounded up) compose as one group, so a year of identical nightly releases costs one self-composition.
+    """
+    groups = Counter((_round_up(e), _round_up(d, 2)) for e, d in events if e > 0 or d > 0)
+    if not groups:
+        return 0.0
+    total = sum(e * c for (e, _), c in groups.items())
+    basic = total if sum(d * c for (_, d), c in groups.items()) <= delta else math.inf
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    smallest = min((e for e, _ in groups if e > 0), default=_FINEST)
+    interval = max(min(_FINEST, smallest / 100), total / _GRID_POINTS)
+    composed = None
+    for (e, d), count in sorted(groups.items()):
+        one = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(max(e, interval), d),
+                                          value_discretization_interval=interval)
+        if count > 1:
+            one = one.self_compose(count)
+        composed = one if composed is None else composed.compose(one)
+    assert composed is not None
+    return float(min(composed.get_epsilon_for_delta(delta), basic))
+
+
+def central_spend(rows: Sequence[Mapping[str, Any]], root: str,
+                  budget: tuple[float, float] | None = None) -> dict[str, Any]:
+    """A dataset's composed central spend: ``epsilon`` at ``delta`` (:func:`report_delta`) over its ``releases``
+    events, beside its central ``budget`` (ε, δ) if declared."""
+    events = dataset_events(rows, root)
+    delta = report_delta(events, budget[1] if budget else None)
+    return {"epsilon": compose(events, delta), "delta": delta, "events": len(events),
+            "budget": None if budget is None else {"epsilon": float(budget[0]), "delta": float(budget[1])}}
+
+
+def check_central_budget(central: tuple[float, float] | None) -> tuple[float | None, float | None]:
+    """A central budget (ε, δ) as declared, checked: ``(None, None)`` for none."""
+    if central is None:
+        return None, None
+    if not (isinstance(central, (tuple, list)) and len(central) == 2):
+        raise LdpDaskError(f"The 'central' parameter must be a pair (ε, δ). Got {central!r} instead.")
+    eps, delta = central
+    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 <= eps < math.inf):
+        raise LdpDaskError(f"The central budget's ε must be a finite number >= 0. Got {eps!r} instead.")
+    if not (isinstance(delta, (int, float)) and not isinstance(delta, bool) and 0 < delta < 1):
+        raise LdpDaskError(f"The central budget's δ must be a number in (0, 1). Got {delta!r} instead.")
+    return float(eps), float(delta)
+
+
+def central_budget(dataset: Mapping[str, Any]) -> tuple[float, float] | None:
+    """A declared dataset's central budget (ε, δ), or None."""
+    if dataset.get("central_epsilon") is None:
+        return None
+    return float(dataset["central_epsilon"]), float(dataset["central_delta"])
+
+
+def over_central_budgets(rows: Sequence[Mapping[str, Any]], datasets: Sequence[Mapping[str, Any]],
+                         what: str = "its releases with this one") -> str | None:
+    """Why the releases ``rows`` pass the central budget a dataset of ``datasets`` declares (``what`` names the
+    releases in the message), or None when every one fits."""
+    for d in datasets:
+        budget = central_budget(d)
+        if budget is None:
+            continue
+        spend = central_spend(rows, d["root"], budget)
+        if spend["epsilon"] > budget[0] * (1 + 1e-12):
+            return (f"the dataset {d['name']!r} has a central budget of ε {budget[0]:g} at δ {budget[1]:g}, and "
+                    f"{what} compose to ε {spend['epsilon']:.4g} at that δ")
+    return None

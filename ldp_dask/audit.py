@@ -31,7 +31,7 @@ from ._validation import LdpDaskError, check_int, check_probability
 from .channels import Channel, NumericChannel, WaveletSplit
 from .channels.categorical import CategoricalChannel
 
-__all__ = ["audit", "audit_channel", "audit_person", "AuditResult", "worst_pair", "miscalibrated"]
+__all__ = ["audit", "audit_channel", "audit_person", "audit_summary", "AuditResult", "worst_pair", "miscalibrated"]
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,10 @@ def audit(channel: Channel, x: Any, x_prime: Any, samples: int = 200_000, rng: n
     return AuditResult(channel.name, float(channel.epsilon), eps_lo, 1 - alpha, samples, x, x_prime, best, hits)
 
 
-def _lower_bound(tx: np.ndarray, txp: np.ndarray, samples: int, alpha: float) -> tuple[float, float, tuple[int, int]]:
-    """Choose the threshold event on one half of the statistics, bound ε on the other half."""
+def _lower_bound(tx: np.ndarray, txp: np.ndarray, samples: int, alpha: float,
+                 delta: float = 0.0) -> tuple[float, float, tuple[int, int]]:
+    """Choose the threshold event on one half of the statistics, bound ε on the other half: for an (ε, δ)
+    guarantee, P(E | x) ≤ e^ε P(E | x') + δ, so ε ≥ log((P(E | x) − δ)/P(E | x'))."""
     # the statistic saturates at its maximum on the worst-case event; round away the float noise of
     # the sum so that equal values under x and x' compare equal
     tx, txp = np.round(tx, 9), np.round(txp, 9)
@@ -151,14 +153,62 @@ def _lower_bound(tx: np.ndarray, txp: np.ndarray, samples: int, alpha: float) ->
         n, npr = len(a), len(b)
         if k == 0:
             return -math.inf
-        p_lo = beta.ppf(alpha / 2, k, n - k + 1)
+        p_lo = beta.ppf(alpha / 2, k, n - k + 1) - delta
         p_hi = beta.ppf(1 - alpha / 2, kp + 1, npr - kp) if kp < npr else 1.0
-        return math.log(p_lo / p_hi)
+        return math.log(p_lo / p_hi) if p_lo > 0 else -math.inf
 
     best = max(cands, key=lambda t: bound(t, sel_x, sel_xp)) if len(cands) else 0.0
     eps_lo = bound(best, est_x, est_xp)
     hits = (int(np.count_nonzero(est_x >= best)), int(np.count_nonzero(est_xp >= best)))
     return float(max(eps_lo, 0.0)), float(best), hits
+
+
+def audit_summary(channel: Channel, n: int, x: Any, x_prime: Any, others: Any, samples: int = 200_000,
+                  rng: np.random.Generator | None = None, alpha: float = 0.05,
+                  statement: dict[str, Any] | None = None) -> AuditResult:
+    """Audit the central guarantee of a summary-mode release of ``n`` rows: a lower confidence bound on the ε
+    its published sums realise between two neighbouring tables.
+
+    The tables hold ``n − 1`` rows equal to ``others`` and one row equal to ``x`` or to ``x_prime``. Each sample
+    is a release of the table's summary by the release path's own summary step
+    (:func:`ldp_dask.tasks.release_exact`: the exact statistics, the noise drawn in law for n rows under a fresh
+    random key, the exact sums rounded once); the statistic is the projection of the published sums on the
+    difference of the two tables' mean published sums, estimated on the half of the samples that chooses the
+    threshold event (:func:`audit`); the other half bounds ε. ``statement`` is the central (ε, δ) audited (default: the one the release states,
+    :func:`ldp_dask.amplification.central_statement`); the bound subtracts its δ, so a result above its ε
+    contradicts it at confidence 1 − ``alpha``.
+    """
+    from . import exactsum
+    from .amplification import central_statement
+    from .tasks import ChannelJob, release_exact
+
+    samples = check_int(samples, "samples", 1000, 10**9)
+    n = check_int(n, "n", 2, 10**7)
+    alpha = check_probability(alpha, "alpha")
+    gen = rng if rng is not None else np.random.default_rng()
+    stated = statement if statement is not None else central_statement(channel, n)
+    if stated is None:  # pragma: no cover - every summary-mode channel states one
+        raise LdpDaskError(f"the {channel.name!r} channel states no central guarantee to audit")
+
+    def exact(v: Any) -> dict[str, np.ndarray]:
+        values, _ = channel.prepare(np.array([others] * (n - 1) + [v]), clip=False)
+        return channel.exact_stats(values)
+
+    job = ChannelJob(None, (), (), channel, False, "summary")  # type: ignore[arg-type]
+
+    def published(table: dict[str, np.ndarray]) -> np.ndarray:
+        out = []
+        for _ in range(samples):
+            acc = release_exact({k: np.array(v, copy=True) for k, v in table.items()}, n, 0, job, gen.bytes(32))
+            out.append(np.concatenate([np.ravel(exactsum.to_float(acc["stats"][k])) for k in sorted(acc["stats"])]))
+        return np.array(out)
+
+    z, zp = published(exact(x)), published(exact(x_prime))
+    half = samples // 2
+    direction = z[:half].mean(axis=0) - zp[:half].mean(axis=0)
+    eps_lo, best, hits = _lower_bound(z @ direction, zp @ direction, samples, alpha, float(stated["delta"]))
+    return AuditResult(f"{channel.name} summary of {n} rows (central)", float(stated["epsilon"]), eps_lo,
+                       1 - alpha, samples, x, x_prime, best, hits)
 
 
 def audit_person(channel: Channel, max_contributions: int, rows: int, x: Any = None, x_prime: Any = None,

@@ -98,7 +98,7 @@ class LocalStack:
         self.env = env
 
     # -- lifecycle -----------------------------------------------------------------------------------------
-    def __enter__(self) -> "LocalStack":
+    def __enter__(self) -> LocalStack:
         try:
             self.start()
         except BaseException:

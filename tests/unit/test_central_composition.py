@@ -45,6 +45,7 @@ def _exact_epsilon(events, delta):
 
 
 CASES = [
+    [(0.3, 1e-9)],                                   # one release: stated at its own ε
     [(0.1, 1e-9)] * 10,                              # identical nightly summaries
     [(0.5, 0.0)] * 6,                                # pure ε (rows mode, central releases)
     [(0.02, 1e-9)] * 8 + [(1.0, 0.0)] * 2,           # amplified summaries beside two rows-mode releases

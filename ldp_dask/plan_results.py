@@ -151,8 +151,19 @@ class PlanRelease(Described, Receipted):
         rows = tuple((s.label, s.channel_name, f"{s.epsilon:.4g}", f"{s.n:,}", headline(s.result))
                      for s in self.statistics)
         return Description(f"Plan of {len(self.statistics)} statistics", f"ε {self.charged:g} per row; {how}",
-                           (("design", self.design), ("confidence", f"{self.level:g}")),
+                           (("design", self.design), ("confidence", f"{self.level:g}"),
+                            ("central guarantee", self.central_line())),
                            Table(("statistic", "channel", "ε", "reports", "result"), rows))
+
+    def central_line(self) -> str:
+        """The plan's central guarantee in words: its :meth:`central_events` composed as the ledger composes a
+        dataset's (:func:`ldp_dask.ledger.central.compose`, at :func:`~ldp_dask.ledger.central.report_delta`)."""
+        from .ledger.central import compose, report_delta
+
+        events = self.central_events()
+        delta = report_delta(events)
+        return (f"ε {compose(events, delta):.3g} at δ {delta:g} per row, {len(events)} mechanism(s) composed "
+                "(each summary's own statement is on its page)")
 
 
 def statistic_metadata(s: Statistic, metadata: dict[str, Any], channel: Any, epsilon: float, design: str,

@@ -136,6 +136,7 @@ def test_release_writes_one_report_and_charges_one_entry(tmp_path, capsys):
     names = sorted(os.listdir(out))
     assert "index.html" in names and "estimates.json" in names
     index = (out / "index.html").read_text()
+    assert f"{len(events)} mechanism(s) composed" in index  # the plan's central guarantee, on its report
     for label in LABELS:
         assert (out / f"{label}.html").exists() and f'href="{label}.html"' in index
         assert main(["verify", str(out / f"{label}.summary.parquet"), "--seed", "5"]) == 0

@@ -137,6 +137,10 @@ def _cmd_budget(a: argparse.Namespace) -> int:
     if a.entries:
         for r in rows:
             note = f" ({r['note']})" if r["note"] else ""
+            events = json.loads(r["central"]).get("events") if r.get("central") else None
+            if events:
+                note = " central " + ", ".join(f"(ε {e:.3g}, δ {d:g})" for e, d in events[:4]) + \
+                    (f" and {len(events) - 4} more" if len(events) > 4 else "") + note
             print(f"#{r['id']:<4} {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r['created_at']))}  "
                   f"{r['scope']:<7} {r['channel']:<18} ε={r['epsilon']:<8g} per {r['privacy_unit']:<8} "
                   f"{r['status']:<10} {r['source']} [{r['column_name']}] key {r['key_id']}{note}")

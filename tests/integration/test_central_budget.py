@@ -37,6 +37,8 @@ def test_the_ledger_composes_central_guarantees_and_enforces_a_central_budget(tm
     assert row["central"]["budget"] == {"epsilon": 0.01, "delta": 1e-6}
     assert main(["budget", "--ledger", led]) == 0
     assert "central guarantee: ε" in capsys.readouterr().out
+    assert main(["budget", "--ledger", led, "--entries"]) == 0
+    assert f"central (ε {stated['epsilon']:.3g}, δ 1e-09)" in capsys.readouterr().out
 
     # the same release again: free, and nothing new to compose
     assert main([*hist, "--out", str(tmp_path / "again.parquet"), "--seed", "1"]) == 0

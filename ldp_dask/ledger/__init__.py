@@ -486,7 +486,8 @@ class Ledger:
     def _check_central(self, tx: Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]],
                        central: str | None) -> None:
         """A release charged anything must fit, with its central events, every central budget it touches."""
-        if not any(e > 0 for _, e in charges):
+        if not any(e > 0 for _, e in charges) or not tx.one("SELECT name FROM datasets WHERE central_epsilon IS NOT "
+                                                            "NULL LIMIT 1"):
             return
         mine, active, everything = self._as_charged(tx, reservation, charges, central)
         why = over_central_budgets([*active, mine], _touching(active, mine, root, everything))

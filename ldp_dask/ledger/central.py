@@ -34,7 +34,7 @@ from typing import Any
 from .._validation import LdpDaskError
 from .budget import charges_of, overlaps, release_of
 
-__all__ = ["compose", "dataset_events", "central_spend", "report_delta", "encode_events", "central_budget",
+__all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "encode_events", "central_budget",
            "check_central_budget", "over_central_budgets", "LONGITUDINAL", "DEFAULT_REPORT_DELTA"]
 
 #: what a longitudinal release records in place of its events
@@ -109,8 +109,9 @@ def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
     By the privacy-loss-distribution accountant of ``dp-accounting`` (each event's pessimistic distribution, on a
     grid of at most 10⁻⁴, rounded up), never more than basic composition (the sum of the ε, where the δ's add up
     to at most ``delta``); ``inf`` when the events' δ's alone exceed ``delta``. Events equal to 4 significant
-    digits (rounded up) compose as one group, so a year of identical nightly releases costs one self-composition.
-    A single mechanism is stated at its own ε (at a larger δ it holds a hair less: not worth the accountant).
+    digits (rounded up) compose as one group. A single mechanism is stated at its own ε (at a larger δ it holds a
+    hair less: not worth the accountant); copies of one mechanism are composed exactly (:func:`homogeneous`), since
+    a receipt composes its dataset's releases on every release.
     """
     groups = Counter((_round_up(e), _round_up(d, 2)) for e, d in events if e > 0 or d > 0)
     if not groups:
@@ -120,6 +121,9 @@ def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
         return float(live[0][0])
     total = sum(e * c for (e, _), c in groups.items())
     basic = total if sum(d * c for (_, d), c in groups.items()) <= delta else math.inf
+    if len(groups) == 1:  # k copies of one mechanism: exact, in O(k) (the accountant took 60 ms per receipt)
+        ((e, d), count), = groups.items()
+        return float(min(homogeneous(e, d, count, delta), basic))
     from dp_accounting.pld import common
     from dp_accounting.pld import privacy_loss_distribution as pld
 
@@ -134,6 +138,38 @@ def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
         composed = one if composed is None else composed.compose(one)
     assert composed is not None
     return float(min(composed.get_epsilon_for_delta(delta), basic))
+
+
+def homogeneous(epsilon: float, delta_each: float, k: int, delta: float) -> float:
+    """The smallest ε at which k adaptively composed (ε, δ)-DP mechanisms are (ε, ``delta``)-DP, exactly.
+
+    Their composition is dominated by the k-fold product of the (ε, δ) dominating pair (Kairouz, Oh and Viswanath
+    2015): the privacy loss is +∞ with probability 1 − (1 − δ)^k, else ε(2B − k) with B ~ Bin(k, e^ε/(1 + e^ε)), and
+    δ(ε') = 1 − (1 − δ)^k + (1 − δ)^k E[(1 − e^{ε' − L})₊] falls in ε'. Bisection to 10⁻¹⁰ relative, rounded up;
+    ``inf`` when the δ's alone pass ``delta``."""
+    import numpy as np
+    from scipy.special import gammaln  # scipy.stats costs 0.8 s to import
+
+    sure = -math.expm1(k * math.log1p(-delta_each))
+    if sure > delta:
+        return math.inf
+    b = np.arange(k + 1)
+    p = 1.0 / (1.0 + math.exp(-epsilon))
+    pmf = np.exp(gammaln(k + 1) - gammaln(b + 1) - gammaln(k - b + 1) + b * math.log(p)
+                 + (k - b) * math.log1p(-p)) * (1.0 - sure)
+    loss = epsilon * (2.0 * b - k)
+
+    def excess(eps: float) -> float:
+        above = loss > eps
+        return sure + float(np.sum(pmf[above] * -np.expm1(eps - loss[above])))
+
+    lo, hi = 0.0, k * epsilon
+    if excess(lo) <= delta:
+        return 0.0
+    while hi - lo > 1e-10 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if excess(mid) <= delta else (mid, hi)
+    return hi
 
 
 def central_spend(rows: Sequence[Mapping[str, Any]], root: str,

@@ -283,6 +283,6 @@ def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secre
         return Receipt(None, charge.scope, 0.0, False, None, None, secret.key_id, secret.source, None, unit)
     parts = None if charge.parts is None else (r.parts or 0, len(charge.parts))
     # the spend after this release, per person (a release on one file adds nothing to its siblings' rows)
-    return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, ledger.spent(r.identity_root), r.limit,
-                   secret.key_id, secret.source, r.identity, unit, parts, r.note, r.spread,
-                   ledger.central_spent(r.identity_root))
+    spent, central = ledger.standing(r.identity_root)
+    return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, spent, r.limit, secret.key_id, secret.source,
+                   r.identity, unit, parts, r.note, r.spread, central)

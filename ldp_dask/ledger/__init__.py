@@ -175,10 +175,9 @@ class Ledger:
                 append_only: bool = False, central: tuple[float, float] | None = None) -> None:
         """Declare (or update) a dataset: its name, root, ε budget per person and privacy unit.
 
-        ``central`` is a central budget (ε, δ) its releases must also fit, composed
-        (:mod:`.central`): the central guarantee each release satisfies for the
-        same unit, added up by the privacy-loss-distribution accountant. None:
-        no central budget (a new declaration without it removes one).
+        ``central`` is a central budget (ε, δ) its releases' central guarantees,
+        composed (:mod:`.central`), must also fit; None: none (a new declaration
+        without it removes one).
 
         The unit is fixed by the first declaration or release; changing it
         later is refused, since ε per row and per person cannot be added up.
@@ -576,13 +575,15 @@ class Ledger:
             item["central"] = central_spend(rows, item["root"], budgets.get(item["root"]))
         return items
 
-    def central_spent(self, root: str) -> dict[str, Any]:
-        """The composed central guarantee of the releases touching ``root`` (:func:`.central.central_spend`), at
-        the δ of the central budget of the dataset declared there, if any."""
+    def standing(self, root: str) -> tuple[float, dict[str, Any]]:
+        """:meth:`spent` on ``root`` and the composed central guarantee of the releases touching it
+        (:func:`.central.central_spend`, at the δ of the central budget declared there, if any)."""
         with self.store.transaction() as tx:
             self._recover(tx)
-            declared = tx.one("SELECT * FROM datasets WHERE root=?", (root,))
-            return central_spend(self._active(tx), root, central_budget(declared) if declared else None)
+            active, everything = self._active(tx), tx.all("SELECT * FROM datasets")
+        declared = next((d for d in everything if d["root"] == root), None)
+        return (self._spent_on(active, root, everything),
+                central_spend(active, root, central_budget(declared) if declared else None))
 
 
 def open_ledger(ledger: Ledger | str | os.PathLike[str] | bool | None) -> Ledger | None:

@@ -8,7 +8,9 @@ splitting rows, or a grouped statistic, one event, the worst of its parallel par
 events of every release that touches a dataset, with the privacy-loss-distribution accountant of Google's
 ``dp-accounting`` (Meiser and Mohammadi 2018; Doroshenko, Ghazi, Kamath, Kumar and Manurangsi 2022): each event
 enters as the pessimistic loss distribution of an (ε, δ)-DP mechanism, which is what optimal composition of
-(ε, δ)-DP mechanisms needs (Kairouz, Oh and Viswanath 2015), discretized pessimistically.
+(ε, δ)-DP mechanisms needs (Kairouz, Oh and Viswanath 2015), discretized pessimistically. Copies of one event (a
+series of identical nights) are composed exactly instead (:func:`homogeneous`, the binomial loss of the copies'
+dominating pairs), in time linear in their number: every receipt composes its dataset's releases anew.
 
 Pure functions of the recorded releases — no database — like :mod:`.budget`, whose rule for which releases touch a
 dataset they share: every release with a charge overlapping its root counts for every person in it (the

@@ -239,11 +239,12 @@ class Ledger:
 
     @classmethod
     def _spent_on(cls, active: list[dict[str, Any]], root: str, declared: Sequence[dict[str, Any]] = (),
-                  new: dict[str, Any] | None = None) -> float:
-        """ε per person on ``root`` from the active releases (and ``new``, a release not recorded yet)."""
+                  new: dict[str, Any] | None = None, charges: list[tuple[str, float, Any]] | None = None) -> float:
+        """ε per person on ``root`` from the active releases (``new``: one not recorded yet; ``charges``: theirs)."""
         rows = [*active, new] if new is not None else active
         unit = next((r["privacy_unit"] for r in rows if overlaps(r["root"], root)), ROW_UNIT)
-        return spent_per_person(charges_of(rows), root, unit, cls._follows(declared, root))
+        return spent_per_person(charges_of(rows) if charges is None else charges, root, unit,
+                                cls._follows(declared, root))
 
     def spent(self, root: str) -> float:
         """ε per person spent on ``root``: the most any one person in it has spent (:func:`spent_per_person`)."""
@@ -581,9 +582,9 @@ class Ledger:
         with self.store.transaction() as tx:
             self._recover(tx)
             active, everything = self._active(tx), tx.all("SELECT * FROM datasets")
-        declared = next((d for d in everything if d["root"] == root), None)
-        return (self._spent_on(active, root, everything),
-                central_spend(active, root, central_budget(declared) if declared else None))
+        declared, charges = next((d for d in everything if d["root"] == root), None), charges_of(active)
+        return (self._spent_on(active, root, everything, charges=charges),
+                central_spend(active, root, central_budget(declared) if declared else None, charges))
 
 
 def open_ledger(ledger: Ledger | str | os.PathLike[str] | bool | None) -> Ledger | None:

@@ -66,16 +66,18 @@ def _round_up(x: float, digits: int = 4) -> float:
     return math.ceil(x / scale * (1 - 1e-12)) * scale
 
 
-def dataset_events(rows: Sequence[Mapping[str, Any]], root: str) -> list[tuple[float, float]]:
+def dataset_events(rows: Sequence[Mapping[str, Any]], root: str,
+                   charges: Sequence[tuple[str, float, Any]] | None = None) -> list[tuple[float, float]]:
     """The (ε, δ) events of every active release with a charge overlapping ``root``, for the most exposed person.
 
     ``rows`` are the ledger's active releases (``id``, ``root``, ``epsilon``, ``privacy_unit``, ``parts``,
-    ``files``, ``central``). A release charged nothing here (a free re-run) adds nothing; one recorded without
-    events adds its charge, pure; longitudinal releases add one pure event together."""
+    ``files``, ``central``; ``charges``: :func:`~.budget.charges_of` them, when at hand). A release charged nothing
+    here (a free re-run) adds nothing; one recorded without events adds its charge, pure; longitudinal releases add
+    one pure event together."""
     top = root.rstrip("/")
     charged: dict[Any, float] = {}
     copies: dict[Any, set[Any]] = {}
-    for loc, e, who in charges_of([dict(r) for r in rows]):
+    for loc, e, who in charges_of([dict(r) for r in rows]) if charges is None else charges:
         if e > 0 and overlaps(loc, top):
             rid = release_of(who)
             charged[rid] = max(charged.get(rid, 0.0), e)
@@ -174,11 +176,11 @@ def homogeneous(epsilon: float, delta_each: float, k: int, delta: float) -> floa
     return hi
 
 
-def central_spend(rows: Sequence[Mapping[str, Any]], root: str,
-                  budget: tuple[float, float] | None = None) -> dict[str, Any]:
+def central_spend(rows: Sequence[Mapping[str, Any]], root: str, budget: tuple[float, float] | None = None,
+                  charges: Sequence[tuple[str, float, Any]] | None = None) -> dict[str, Any]:
     """A dataset's composed central spend: ``epsilon`` at ``delta`` (:func:`report_delta`) over its ``releases``
     events, beside its central ``budget`` (ε, δ) if declared."""
-    events = dataset_events(rows, root)
+    events = dataset_events(rows, root, charges)
     delta = report_delta(events, budget[1] if budget else None)
     return {"epsilon": compose(events, delta), "delta": delta, "events": len(events),
             "budget": None if budget is None else {"epsilon": float(budget[0]), "delta": float(budget[1])}}

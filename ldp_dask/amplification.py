@@ -224,6 +224,9 @@ def noise_sum_epsilon(t: float, n: int, delta: float = DEFAULT_DELTA, coordinate
 NOISE_SUM_UNITS = 1_000_000
 #: above this local ε the noise is so small that only the shuffle bound is computed (it is ε₀ there anyway)
 NOISE_SUM_MAX_EPSILON = 10.0
+#: the grids of units the two bounds are computed on (:func:`_grid_below`): at most 4.4% fewer units for the
+#: shuffle bound (ε ∝ 1/√n: about 2% larger), 19% for the summed noise (an FFT of up to 2²³ points each)
+SHUFFLE_GRID, NOISE_SUM_GRID = 16, 4
 #: how the statement names its two computations
 SHUFFLE = "shuffle amplification (Feldman, McMillan and Talwar 2021, numerical bound)"
 NOISE_SUM = "exact privacy loss of the summed discrete Laplace noise"
@@ -263,10 +266,10 @@ def central_statement(channel: Any, n: int, *, mode: str = "summary", unit: str 
     k = max(1, int(reports_per_unit))
     units = max(1, int(among if among is not None else n) // k)
     eps0 = float(channel.epsilon_spent()) * k
-    best, method = shuffle_epsilon(eps0, units, delta), SHUFFLE
+    best, method = shuffle_epsilon(eps0, _grid_below(units, SHUFFLE_GRID), delta), SHUFFLE
     t = _lattice_noise_scale(channel)
     if t is not None and k == 1 and units > 1 and eps0 <= NOISE_SUM_MAX_EPSILON:
-        summed = noise_sum_epsilon(t, _grid_below(min(units, NOISE_SUM_UNITS)), delta)
+        summed = noise_sum_epsilon(t, _grid_below(min(units, NOISE_SUM_UNITS), NOISE_SUM_GRID), delta)
         if summed < best:
             best, method = summed, NOISE_SUM
     return {"epsilon": float(best), "delta": float(delta), "unit": unit, "units": units, "local_epsilon": eps0,
@@ -302,15 +305,16 @@ def central_line(statement: dict[str, Any] | None) -> str:
             f"{statement['units']:,} {units} (local ε {statement['local_epsilon']:g}; by {how})")
 
 
-def _grid_below(n: int) -> int:
-    """The largest ⌊2^{j/4}⌋ ≤ n: the noise-sum bound is computed on this grid (fewer units' noise only weakens
-    it, so the value below n holds at n; at most 19% fewer units, and each distinct value is computed once)."""
-    j = int(math.floor(4 * math.log2(n)))
-    while int(2 ** ((j + 1) / 4)) <= n:
+def _grid_below(n: int, steps: int) -> int:
+    """The largest ⌊2^{j/steps}⌋ ≤ n: the bounds are computed on such a grid (fewer units only weaken a bound, so
+    the value below n holds at n; at most a factor 2^{1/steps} fewer units, and each distinct value is computed
+    once: a plan's fifty public groups of about 3,900 rows each took 6 ms a group without it)."""
+    j = int(math.floor(steps * math.log2(n)))
+    while int(2 ** ((j + 1) / steps)) <= n:
         j += 1
-    while int(2 ** (j / 4)) > n:
+    while int(2 ** (j / steps)) > n:
         j -= 1
-    return max(1, int(2 ** (j / 4)))
+    return max(1, int(2 ** (j / steps)))
 
 
 def _lattice_noise_scale(channel: Any) -> float | None:

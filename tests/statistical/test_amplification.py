@@ -127,4 +127,6 @@ def test_what_a_release_states():
     assert kept["units"] == 2_000 and kept["epsilon"] > s["epsilon"] * 3
     person = central_statement(LaplaceHistogram(0.25, 16, (0.0, 1.0)), 400_000, unit="user", reports_per_unit=4)
     assert person["units"] == 100_000 and person["local_epsilon"] == 1.0 and "shuffl" in person["method"]
-    assert central_statement(HybridMean(1.0, (0.0, 1.0)), 100_000)["epsilon"] == shuffle_epsilon(1.0, 100_000)
+    # the shuffle value on its finer grid: at most 2^(1/16) fewer units, ε ∝ 1/√n about 2% larger at most
+    hybrid = central_statement(HybridMean(1.0, (0.0, 1.0)), 100_000)["epsilon"]
+    assert shuffle_epsilon(1.0, 100_000) <= hybrid <= 1.025 * shuffle_epsilon(1.0, 100_000)

@@ -44,9 +44,10 @@ LONGITUDINAL = {"longitudinal": True}
 #: a dataset without a central budget reports its composed ε at this δ (or at 10× the sum of its releases' δ,
 #: where that is larger: composition adds the δ's up)
 DEFAULT_REPORT_DELTA = 1e-6
-#: the loss grid of the accountant is at most this fine, and fine enough that an event's ε is rounded up by at most
-#: 1% of the smallest one
-_FINEST, _GRID_POINTS = 1e-4, 2_000_000
+#: the loss grid of the accountant: at most 10⁻⁴ and 1% of the smallest event's ε, unless that would pass 2·10⁵
+#: points over the sum of the ε (every receipt composes its dataset: 300 rows-mode releases beside 300 summaries
+#: took 1.2 s a receipt on 2·10⁶ points, 0.04 s on 2·10⁵, the composed ε 0.3% larger — pessimistic either way)
+_FINEST, _GRID_POINTS = 1e-4, 200_000
 
 
 def encode_events(events: Sequence[tuple[float, float]] | None, longitudinal: bool = False) -> str | None:
@@ -111,7 +112,7 @@ def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
     """The smallest ε at which the adaptive composition of ``events`` ((ε, δ)-DP mechanisms) is (ε, ``delta``)-DP.
 
     By the privacy-loss-distribution accountant of ``dp-accounting`` (each event's pessimistic distribution, on a
-    grid of at most 10⁻⁴, rounded up), never more than basic composition (the sum of the ε, where the δ's add up
+    grid of at most 10⁻⁴ unless that passes 2·10⁵ points, rounded up), never more than basic composition (the sum of the ε, where the δ's add up
     to at most ``delta``); ``inf`` when the events' δ's alone exceed ``delta``. Events equal to 4 significant
     digits (rounded up) compose as one group. A single mechanism is stated at its own ε (at a larger δ it holds a
     hair less: not worth the accountant); copies of one mechanism are composed exactly (:func:`homogeneous`), since

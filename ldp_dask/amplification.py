@@ -28,6 +28,7 @@ Neither uses anything about the data but n (public), the channel and the unit.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -36,8 +37,8 @@ import numpy as np
 from ._validation import LdpDaskError
 from .options import DEFAULT_CENTRAL_DELTA
 
-__all__ = ["central_statement", "central_line", "central_event", "worst_event", "shuffle_delta", "shuffle_epsilon", "noise_sum_delta",
-           "noise_sum_epsilon", "DEFAULT_DELTA"]
+__all__ = ["central_statement", "central_line", "central_event", "worst_event", "shuffle_delta", "shuffle_epsilon",
+           "noise_sum_delta", "noise_sum_epsilon", "smallest_epsilon", "DEFAULT_DELTA"]
 
 #: δ of the central statement unless the run sets another (``RunOptions.central_delta``)
 DEFAULT_DELTA = DEFAULT_CENTRAL_DELTA
@@ -61,6 +62,20 @@ def _check(eps0: float, n: int, delta: float) -> None:
         raise LdpDaskError(f"The number of units n must be an integer >= 1. Got {n!r} instead.")
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
         raise LdpDaskError(f"The 'delta' parameter must be in (0, 1). Got {delta!r} instead.")
+
+
+def smallest_epsilon(delta_of: Callable[[float], float], delta: float, hi: float, tol: float,
+                     relative: bool = False) -> float:
+    """The smallest ε in [0, ``hi``] with ``delta_of(ε)`` ≤ ``delta``, for a ``delta_of`` that falls in ε and holds
+    at ``hi``: 0 if it holds there, else by bisection until the bracket is narrower than ``tol`` × ``hi`` (the
+    starting ``hi``, or with ``relative`` the current one), rounded up (the value returned always holds)."""
+    if delta_of(0.0) <= delta:
+        return 0.0
+    lo, width = 0.0, tol * hi
+    while hi - lo > (tol * hi if relative else width):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if delta_of(mid) <= delta else (mid, hi)
+    return hi
 
 
 def shuffle_delta(eps: float, eps0: float, n: int) -> float:
@@ -134,16 +149,7 @@ def shuffle_epsilon(eps0: float, n: int, delta: float = DEFAULT_DELTA) -> float:
     _check(eps0, n, delta)
     if n == 1 or eps0 >= NO_CLONES:
         return float(eps0)
-    if shuffle_delta(0.0, eps0, n) <= delta:
-        return 0.0
-    lo, hi = 0.0, float(eps0)
-    while hi - lo > _EPS_TOL * eps0:
-        mid = (lo + hi) / 2
-        if shuffle_delta(mid, eps0, n) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return smallest_epsilon(lambda eps: shuffle_delta(eps, eps0, n), delta, float(eps0), _EPS_TOL)
 
 
 def _discrete_laplace_sum_pmf(t: float, n: int) -> tuple[np.ndarray, int]:
@@ -206,17 +212,9 @@ def noise_sum_epsilon(t: float, n: int, delta: float = DEFAULT_DELTA, coordinate
     _check(1.0, n, delta)
     if n > 10_000_000:
         raise LdpDaskError("The noise-sum computation is limited to 10^7 units; use the shuffle bound beyond.")
-    hi = coordinates / t  # every unit's own noise alone is (coordinates/t)-DP: the sum's loss is at most that
-    lo = 0.0
-    if noise_sum_delta(0.0, t, n, coordinates) <= delta:
-        return 0.0
-    while hi - lo > 1e-9 * hi:
-        mid = (lo + hi) / 2
-        if noise_sum_delta(mid, t, n, coordinates) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    # every unit's own noise alone is (coordinates/t)-DP: the sum's loss is at most that
+    return smallest_epsilon(lambda eps: noise_sum_delta(eps, t, n, coordinates), delta, coordinates / t, 1e-9,
+                            relative=True)
 
 
 #: the noise-sum computation runs for at most this many units; beyond, its value at this many is reported (more

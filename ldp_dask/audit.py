@@ -174,9 +174,9 @@ def audit_summary(channel: Channel, n: int, x: Any, x_prime: Any, others: Any, s
     (:func:`ldp_dask.tasks.release_exact`: the exact statistics, the noise drawn in law for n rows under a fresh
     random key, the exact sums rounded once); the statistic is the projection of the published sums on the
     difference of the two tables' mean published sums, estimated on the half of the samples that chooses the
-    threshold event (:func:`audit`); the other half bounds ε. ``statement`` is the central (ε, δ) audited (default: the one the release states,
-    :func:`ldp_dask.amplification.central_statement`); the bound subtracts its δ, so a result above its ε
-    contradicts it at confidence 1 − ``alpha``.
+    threshold event (:func:`audit`); the other half bounds ε. ``statement`` is the central (ε, δ) audited
+    (default: the one the release states, :func:`ldp_dask.amplification.central_statement`); the bound subtracts
+    its δ, so a result above its ε contradicts it at confidence 1 − ``alpha``.
     """
     from . import exactsum
     from .amplification import central_statement

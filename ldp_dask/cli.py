@@ -117,7 +117,7 @@ def _cmd_budget(a: argparse.Namespace) -> int:
             raise LdpDaskError("budget set needs NAME, --source and --limit (e.g. budget set flights "
                                "--source data/flights --limit 4).")
         root = source_root(a.source)
-        central = None if a.central is None else (a.central[0], a.central[1])
+        central = tuple(a.central) if a.central is not None else None
         led.declare(a.name, root, a.limit, a.privacy_unit, append_only=a.append_only, central=central)
         unit = a.privacy_unit or "row"
         how = ("; append-only: each row pays for the releases of its own file, while every file charged stays "

@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 
 def central_spend_line(spend: Mapping[str, Any]) -> str:
-    """A dataset's composed central guarantee in words: ``ε 0.031 at δ 1e-06 composed over 4 releases' mechanisms
+    """A dataset's composed central guarantee in words: ``ε 0.031 at δ 1e-06 composed over 4 mechanism(s)
     (budget ε 1 at δ 1e-06)``."""
     budget = spend.get("budget")
     of = f" (budget ε {budget['epsilon']:g} at δ {budget['delta']:g})" if budget else ""

@@ -37,7 +37,7 @@ from . import exactsum
 from ._io import atomic_write
 from ._validation import InputDataError, LdpDaskError
 from ._version import __version__
-from .amplification import DEFAULT_DELTA, central_line
+from .amplification import DEFAULT_DELTA, central_line, central_statement
 from .channels import Channel, channel_from_params
 from .outputs import Described, Description
 from .privacy import epsilon_per_unit
@@ -166,8 +166,6 @@ class Summary(Described, Receipted):
         partitions kept. None in rows mode and for longitudinal releases. Never copied from metadata, which a merge
         or a later night may carry over from another summary (the computations are cached: milliseconds); the
         file records the same value."""
-        from .amplification import central_statement
-
         m = self.metadata
         delta = m.get("central_delta", DEFAULT_DELTA)
         return central_statement(self.channel, self.n, mode=str(m.get("mode", "summary")), unit=self.privacy_unit,

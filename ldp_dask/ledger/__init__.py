@@ -571,9 +571,9 @@ class Ledger:
                           f"central FROM releases WHERE status IN {ACTIVE}")
             series = series_states(tx)
         items = dataset_summaries(declared, rows, self._follows, series)
-        budgets = {d["root"]: central_budget(d) for d in declared}
+        budgets, charges = {d["root"]: central_budget(d) for d in declared}, charges_of(rows)
         for item in items:  # the composed central guarantee, beside the local spend
-            item["central"] = central_spend(rows, item["root"], budgets.get(item["root"]))
+            item["central"] = central_spend(rows, item["root"], budgets.get(item["root"]), charges)
         return items
 
     def standing(self, root: str) -> tuple[float, dict[str, Any]]:

@@ -34,10 +34,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._validation import LdpDaskError
+from ..amplification import smallest_epsilon
 from .budget import charges_of, overlaps, release_of
 
-__all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "encode_events", "central_budget",
-           "check_central_budget", "over_central_budgets", "LONGITUDINAL", "DEFAULT_REPORT_DELTA"]
+__all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "encode_events",
+           "central_budget", "check_central_budget", "over_central_budgets", "LONGITUDINAL", "DEFAULT_REPORT_DELTA"]
 
 #: what a longitudinal release records in place of its events
 LONGITUDINAL = {"longitudinal": True}
@@ -112,18 +113,18 @@ def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
     """The smallest ε at which the adaptive composition of ``events`` ((ε, δ)-DP mechanisms) is (ε, ``delta``)-DP.
 
     By the privacy-loss-distribution accountant of ``dp-accounting`` (each event's pessimistic distribution, on a
-    grid of at most 10⁻⁴ unless that passes 2·10⁵ points, rounded up), never more than basic composition (the sum of the ε, where the δ's add up
-    to at most ``delta``); ``inf`` when the events' δ's alone exceed ``delta``. Events equal to 4 significant
-    digits (rounded up) compose as one group. A single mechanism is stated at its own ε (at a larger δ it holds a
+    grid of at most 10⁻⁴ unless that passes 2·10⁵ points, rounded up), never more than basic composition (the sum
+    of the ε, where the δ's add up to at most ``delta``); ``inf`` when the events' δ's alone exceed ``delta``.
+    Events equal to 4 significant digits (rounded up) compose as one group. A single mechanism is stated at its own ε (at a larger δ it holds a
     hair less: not worth the accountant); copies of one mechanism are composed exactly (:func:`homogeneous`), since
     a receipt composes its dataset's releases on every release.
     """
-    groups = Counter((_round_up(e), _round_up(d, 2)) for e, d in events if e > 0 or d > 0)
-    if not groups:
-        return 0.0
     live = [(e, d) for e, d in events if e > 0 or d > 0]
+    if not live:
+        return 0.0
     if len(live) == 1 and live[0][1] <= delta:  # one mechanism: its own ε (the accountant's import costs 0.8 s)
         return float(live[0][0])
+    groups = Counter((_round_up(e), _round_up(d, 2)) for e, d in live)
     total = sum(e * c for (e, _), c in groups.items())
     basic = total if sum(d * c for (_, d), c in groups.items()) <= delta else math.inf
     if len(groups) == 1:  # k copies of one mechanism: exact, in O(k) (the accountant took 60 ms per receipt)
@@ -150,8 +151,9 @@ def homogeneous(epsilon: float, delta_each: float, k: int, delta: float) -> floa
 
     Their composition is dominated by the k-fold product of the (ε, δ) dominating pair (Kairouz, Oh and Viswanath
     2015): the privacy loss is +∞ with probability 1 − (1 − δ)^k, else ε(2B − k) with B ~ Bin(k, e^ε/(1 + e^ε)), and
-    δ(ε') = 1 − (1 − δ)^k + (1 − δ)^k E[(1 − e^{ε' − L})₊] falls in ε'. Bisection to 10⁻¹⁰ relative, rounded up;
-    ``inf`` when the δ's alone pass ``delta``."""
+    δ(ε') = 1 − (1 − δ)^k + (1 − δ)^k E[(1 − e^{ε' − L})₊] falls in ε'
+    (:func:`~ldp_dask.amplification.smallest_epsilon`, to 10⁻¹⁰ relative); ``inf`` when the δ's alone pass
+    ``delta``."""
     import numpy as np
     from scipy.special import gammaln  # scipy.stats costs 0.8 s to import
 
@@ -168,13 +170,7 @@ def homogeneous(epsilon: float, delta_each: float, k: int, delta: float) -> floa
         above = loss > eps
         return sure + float(np.sum(pmf[above] * -np.expm1(eps - loss[above])))
 
-    lo, hi = 0.0, k * epsilon
-    if excess(lo) <= delta:
-        return 0.0
-    while hi - lo > 1e-10 * hi:
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if excess(mid) <= delta else (mid, hi)
-    return hi
+    return smallest_epsilon(excess, delta, k * epsilon, 1e-10, relative=True)
 
 
 def central_spend(rows: Sequence[Mapping[str, Any]], root: str, budget: tuple[float, float] | None = None,

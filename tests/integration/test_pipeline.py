@@ -115,7 +115,8 @@ def test_data_errors_on_workers_reach_the_driver_without_retries(cluster, tmp_pa
         ldp_dask.privatize(str(d), column="x", channel=HIST, client=cluster, seed=0)
 
 
-@pytest.mark.slow  # a law test over 600 releases into one ledger: 35 s on the 2-core machine (9 s before receipts composed)
+@pytest.mark.slow  # a law test over 600 releases into one ledger: 35 s on the 2-core machine (9 s before the
+# receipts composed central guarantees)
 def test_summary_and_rows_mode_sums_have_the_same_law(tmp_path):
     # Full pipeline in both modes (rows written to Parquet and reduced), 300 keys each,
     # 3 partitions of a 60-row dataset; KS two-sample on two coordinates at 5e-4 each

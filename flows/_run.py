@@ -50,6 +50,7 @@ FLOW_PARAMETERS: dict[str, tuple[Any, Any]] = {
     "connect_timeout": (float, DEFAULT_CONNECT_TIMEOUT),
     "nulls": (float | str | None, None),
     "central_delta": (float, DEFAULT_CENTRAL_DELTA),
+    "night": (str | None, None),
 }
 
 

@@ -397,6 +397,7 @@ _FLAG_SPECS: dict[str, dict[str, Any]] = {
     "--in-process-rows": {"type": int, "default": DEFAULT_IN_PROCESS_ROWS},
     "--connect-timeout": {"type": float, "default": DEFAULT_CONNECT_TIMEOUT},
     "--central-delta": {"type": float, "default": DEFAULT_CENTRAL_DELTA, "metavar": "DELTA"},
+    "--night": {"default": None, "metavar": "YYYY-MM-DD"},
     "--nulls": {"nargs": "+", "default": ["error"], "metavar": "POLICY",
                 "help": "what a null of the column becomes: 'error' (default: refused, from the Parquet footers "
                         "before any work) or 'value V' (replaced by the public value V before privatization; ε "

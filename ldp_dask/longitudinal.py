@@ -6,7 +6,9 @@ person and the state of their value. The memo key is derived on the driver from 
 context — the column, the channel and its parameters, the privacy unit; not the night's data — so that it is the
 same every night (the root is in it too: a moved table starts a new series), and the ledger counts each person's
 distinct reports by their digests
-(:mod:`ldp_dask.ledger.memos`). The instantaneous layer and the buckets' noise use the usual per-release keys.
+(:mod:`ldp_dask.ledger.memos`). The instantaneous layer is drawn under per-bucket keys that name the *night*
+(:func:`night_keys`): a night on which nobody changes state still draws a fresh layer, so it is a night of its own,
+never a bit-identical repeat of the last one; only a re-run of the same night with the same reports is.
 
 The pipeline (:func:`ldp_dask.pipeline.privatize`) runs :func:`ldp_dask.pipeline.map_units` with a
 :class:`~ldp_dask.tasks.MemoRelease` handler under :func:`memo_key` and hands the digest pairs to the release path
@@ -15,20 +17,39 @@ The pipeline (:func:`ldp_dask.pipeline.privatize`) runs :func:`ldp_dask.pipeline
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ._validation import LdpDaskError
 from .channels import Channel, Memoized
 from .ledger.memos import MemoUpdate
-from .noise import Secret, _canonical, keyed_digest
-from .options import RunOptions
+from .noise import Secret, _canonical, keyed_digest, partition_base_keys
+from .options import RunOptions, tonight
 from .source import Dataset
 from .summary import Summary
 
-__all__ = ["series_context", "memo_key", "series_id", "check_longitudinal", "longitudinal_metadata", "memo_update"]
+__all__ = ["series_context", "memo_key", "series_id", "check_longitudinal", "longitudinal_metadata", "memo_update",
+           "with_night", "night_keys"]
+
+
+def with_night(options: RunOptions) -> RunOptions:
+    """``options`` with its night resolved once on the driver (today's UTC date when none is given), so that the
+    ledger's record and the layer's keys name the same night even across midnight."""
+    return options if options.night is not None else dataclasses.replace(options, night=tonight())
+
+
+def night_keys(secret: Secret, context: Mapping[str, Any], night: str, count: int) -> list[bytes]:
+    """The buckets' base keys of one night, ``HMAC(secret, context ‖ night ‖ bucket)`` (driver side).
+
+    The instantaneous layer of a bucket is drawn from its key bound to the digest of the bucket's memoized sums
+    (:class:`~ldp_dask.tasks.MemoRelease`). Without the night in the key, a night whose memoized sums equal an
+    earlier night's would redraw that night's layer bit for bit: the repeat itself would tell that nobody changed
+    state, which the layer's guarantee (N·ε_bits against any other history) forbids."""
+    return partition_base_keys(secret, {**context, "night": night}, count)
 
 
 def series_context(dataset: Dataset, channel: Channel) -> dict[str, Any]:

@@ -17,6 +17,7 @@ shipped to a Dask worker (tasks carry only their partition and their keys).
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import os
 from collections.abc import Mapping
@@ -28,7 +29,7 @@ from .noise import Secret, resolve_secret
 from .privacy import Person, Row, Unit, unit_of
 
 __all__ = ["RunOptions", "RunKwargs", "Face", "faces", "DEFAULT_SPLIT_EVERY", "DEFAULT_RETRIES", "UNIT_SPELLING",
-           "DEFAULT_CENTRAL_DELTA"]
+           "DEFAULT_CENTRAL_DELTA", "check_night", "tonight"]
 
 #: The public spelling of :attr:`RunOptions.unit` accepted by :meth:`RunOptions.of` and every entry point.
 UNIT_SPELLING = ("privacy_unit", "max_contributions", "unit_nulls")
@@ -50,6 +51,23 @@ DEFAULT_CENTRAL_DELTA = 1e-9
 #: the range a run's central δ may take: below 10⁻¹⁵ the computations' own tail bounds (10⁻³⁰ per side) start to
 #: matter; above 10⁻³ a δ is no longer "cryptographically small" for any table worth protecting
 CENTRAL_DELTA_RANGE = (1e-15, 1e-3)
+
+
+def check_night(night: Any) -> str:
+    """``night`` if it is an ISO date ``YYYY-MM-DD`` (the night of a longitudinal release), else an error naming it."""
+    try:
+        ok = isinstance(night, str) and len(night) == 10 and datetime.date.fromisoformat(night).isoformat() == night
+    except ValueError:
+        ok = False
+    if not ok:
+        raise LdpDaskError(f"The 'night' parameter must be an ISO date YYYY-MM-DD (the night a longitudinal release "
+                           f"belongs to). Got {night!r} instead.")
+    return night
+
+
+def tonight() -> str:
+    """Today's date in UTC, ISO: the night of a longitudinal release that names none."""
+    return datetime.datetime.now(datetime.UTC).date().isoformat()
 
 
 def cluster_in_environment() -> bool:
@@ -161,6 +179,13 @@ class RunOptions:
         the ledger composes the statements of a dataset's releases
         (docs/privacy.md, "The central guarantee"). It changes what is
         stated, never what is released.
+    night : str, optional
+        The night a longitudinal release belongs to, an ISO date
+        ``YYYY-MM-DD`` (default: today's date in UTC, read once on the
+        driver). The instantaneous layer is drawn afresh for every night, so
+        two nights are never bit-identical; a re-run of the same night with
+        the same reports is the same release, free (docs/privacy.md,
+        "Longitudinal releases"). Refused for any other release.
     """
 
     client: Any = _declared(None, "where partitions run: a Dask scheduler address (default: $DASK_SCHEDULER_ADDRESS, else "
@@ -210,6 +235,9 @@ class RunOptions:
     central_delta: float = _declared(DEFAULT_CENTRAL_DELTA, "δ of the central (ε, δ) guarantee a summary states "
                                      f"(default {DEFAULT_CENTRAL_DELTA:g}; it changes what is stated, not what is "
                                      "released)", cli=("--central-delta",), flow=("central_delta",))
+    night: str | None = _declared(None, "the night a longitudinal release belongs to, YYYY-MM-DD (default: today, "
+                                        "UTC): its instantaneous layer is drawn afresh each night; longitudinal "
+                                        "releases only", cli=("--night",), flow=("night",))
 
     def __post_init__(self) -> None:
         if not isinstance(self.unit, (Row, Person)):
@@ -227,6 +255,8 @@ class RunOptions:
                 and lo <= self.central_delta <= hi):
             raise LdpDaskError(f"The 'central_delta' parameter must be a number in [{lo:g}, {hi:g}]. "
                                f"Got {self.central_delta!r} instead.")
+        if self.night is not None:
+            check_night(self.night)
         for name in ("clip", "progress", "allow_large_epsilon"):
             if not isinstance(getattr(self, name), bool):
                 raise LdpDaskError(f"The {name!r} parameter must be True or False. "
@@ -341,6 +371,7 @@ class RunKwargs(TypedDict, total=False):
     connect_timeout: float
     nulls: Any
     central_delta: float
+    night: str | None
     privacy_unit: str | None
     max_contributions: int
     unit_nulls: str

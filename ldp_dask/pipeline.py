@@ -29,7 +29,16 @@ from .channels import Channel, Memoized, memoized
 from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
 from .ledger import BudgetExceeded
 from .locations import read_identities
-from .longitudinal import check_longitudinal, longitudinal_metadata, memo_key, memo_update, series_context, series_id
+from .longitudinal import (
+    check_longitudinal,
+    longitudinal_metadata,
+    memo_key,
+    memo_update,
+    night_keys,
+    series_context,
+    series_id,
+    with_night,
+)
 from .noise import TAG_MODULUS, Secret, keyed_digest, named_base_keys, partition_base_keys
 from .options import RunKwargs, RunOptions
 from .policy import warn_cells
@@ -214,13 +223,17 @@ def _run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: R
     series = series_context(dataset, channel)
     context = {"v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column, "channel": channel.name,
                "params": channel.params(), "mode": "summary", "unit": dataset.unit, "k": 1, "longitudinal": 1}
+    if options.night is None:  # pragma: no cover - the callers resolve it (with_night)
+        raise ValueError("a longitudinal night needs its night resolved")
     handler = MemoRelease(channel, memo_key(secret, series), options.clip)
+    # the rows kept per person follow the context alone (the same row each night); the layer's keys name the night
     acc = map_units(dataset, secret, context, handler, combine_memos, options,
-                    keys=partition_base_keys(secret, context, len(dataset.tasks)),
+                    keys=night_keys(secret, context, options.night, len(dataset.tasks)),
                     categorical=channel.value_kind == "categorical", persons=True)
     metadata = _metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=dataset.unit, max_contributions=1, epsilon_per_unit=channel.epsilon_spent(),
-                    longitudinal=longitudinal_metadata(channel, series_id(secret, series)))
+                    longitudinal={**longitudinal_metadata(channel, series_id(secret, series)),
+                                  "night": options.night})
     return summary_of(channel, acc, metadata, options.clip), acc["pairs"]
 
 
@@ -259,6 +272,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
     charge = local_charge(channel, mode, opts)
     if isinstance(channel, Memoized):
         check_longitudinal(dataset, channel, mode, opts, secret)
+        opts = with_night(opts)
         pairs: dict[int, Any] = {}
 
         def compute_memoized(secret: Secret, _: Outputs) -> Summary:
@@ -266,7 +280,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
             pairs[id(summary)] = found
             return summary
 
-        charge = dataclasses.replace(charge, context={**charge.context, "longitudinal": 1})
+        charge = dataclasses.replace(charge, context={**charge.context, "longitudinal": 1, "night": opts.night})
         return release(dataset, charge, compute_memoized, opts, targets={"summary": out},
                        write=summary_writer(secret), overwrite=overwrite, content_tag=lambda s: s.content_tag,
                        memos=lambda s: memo_update(s, pairs.pop(id(s))))

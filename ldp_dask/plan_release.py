@@ -197,7 +197,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     """A longitudinal plan: ε split among the statistics (every person reports each), each statistic a memoized
     series of its own (:mod:`ldp_dask.longitudinal`), one release, one report."""
     from .channels import memoized
-    from .longitudinal import check_longitudinal, memo_update
+    from .longitudinal import check_longitudinal, memo_update, with_night
     from .pipeline import _run_memoized, _with_key
     from .predict import predict
 
@@ -217,6 +217,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
             raise LdpDaskError(f"the statistics {twin!r} and {s.label!r} would release the same memoized reports "
                                "(the same column, channel and parameters): keep one of them")
     secret, opts = _with_key(opts)
+    opts = with_night(opts)
     for d, ch in zip(datasets, channels):
         check_longitudinal(d, ch, "summary", opts, secret)
         if getattr(ch, "domain", None) is not None:
@@ -225,7 +226,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e}
               for s, ch, e in zip(plan_.statistics, channels, spent)}
     charge = Charge("local", "plan", params, sum(spent),
-                    context={"mode": "summary", "design": "split-epsilon", "longitudinal": 1})
+                    context={"mode": "summary", "design": "split-epsilon", "longitudinal": 1, "night": opts.night})
     whole = dataclasses.replace(datasets[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
     updates: dict[int, list[Any]] = {}
 

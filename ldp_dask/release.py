@@ -208,6 +208,9 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     """
     unit = options.privacy_unit or ROW_UNIT
     check_epsilon_spent(charge.epsilon, unit, options.allow_large_epsilon)  # before the key, the ledger, the data
+    if options.night is not None and not charge.context.get("longitudinal"):
+        raise LdpDaskError(f"The 'night' option ({options.night!r}) names the night of a longitudinal release; this "
+                           "release is not longitudinal (--longitudinal, longitudinal=True): leave it out")
     secret = options.key()
     ledger = open_ledger(options.ledger)
     outputs = StagedOutputs(overwrite, options.storage_options, inputs=_dataset_inputs(dataset))

@@ -11,7 +11,7 @@ import pytest
 
 import ldp_dask
 from ldp_dask import BudgetExceeded, LdpDaskError
-from ldp_dask.channels import MemoMean
+from ldp_dask.channels import MemoFrequencies, MemoMean
 from ldp_dask.cli import main
 from ldp_dask.estimators import frequencies, mean
 from ldp_dask.ledger import Ledger
@@ -38,7 +38,9 @@ def _within_cells(rng, values, share):
 def test_thirty_nights_of_unchanged_cells_cost_one_nights_epsilon(tmp_path, cluster):
     rng = np.random.default_rng(11)
     root, ledger = tmp_path / "table", tmp_path / "ledger.sqlite"
-    Ledger(ledger).declare("customers", f"file://{root}", limit=2.5, privacy_unit="id")
+    # a night reserves ε_memo before its reports are known (each person's spend can grow by that much): 2 spent
+    # leaves room for a night under a budget of 3
+    Ledger(ledger).declare("customers", f"file://{root}", limit=3.0, privacy_unit="id")
     values = np.floor(rng.beta(2, 5, PERSONS) * 100 / CELLS) * CELLS + 5.0
     charged, spread, fresh = [], None, 0
     for night in range(NIGHTS):
@@ -49,12 +51,12 @@ def test_thirty_nights_of_unchanged_cells_cost_one_nights_epsilon(tmp_path, clus
         _night(root, values)
         s = ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(1.0, CELLS, (0, 100)),
                                longitudinal=True, privacy_unit="id", seed=5, ledger=str(ledger),
-                               client=cluster.scheduler.address)
+                               client=cluster.scheduler.address, night=f"2026-01-{night + 1:02d}")
         charged.append(s.receipt.epsilon)
-        # a night whose every report repeats (nobody changed cell) publishes bit-identical sums: a free re-run
-        spread = s.receipt.spend or spread
-        assert s.receipt.reused == (s.receipt.spend is None)
-        fresh += not s.receipt.reused
+        # every night is recorded as one (its layer's keys name it); one whose reports all repeat charges nothing
+        spread = s.receipt.spend
+        assert not s.receipt.reused and spread is not None
+        fresh += 1
         est = frequencies(s)
         truth = np.bincount((values // CELLS).astype(int), minlength=CELLS) / PERSONS
         assert (np.abs(est.frequencies - truth) <= 4.5 * est.se).all()  # 10 cells × 30 nights at 4.5 SE: ≤ 2·10⁻³
@@ -68,9 +70,9 @@ def test_thirty_nights_of_unchanged_cells_cost_one_nights_epsilon(tmp_path, clus
     assert item["central"]["events"] == 1 and item["central"]["epsilon"] == pytest.approx(2 * eps, rel=1e-3)
     (series,) = item["longitudinal"]
     assert series["persons"] == PERSONS and series["nights"] == fresh and series["max"] == pytest.approx(2 * eps)
-    assert fresh >= 2  # the first night and the night of the change at least
-    with pytest.raises(BudgetExceeded):  # one ordinary night at ε 1 would pass the budget of 2.5
-        ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(1.0, CELLS, (0, 100)), privacy_unit="id",
+    assert fresh == NIGHTS
+    with pytest.raises(BudgetExceeded):  # one ordinary night at ε 1.5 would pass the budget of 3
+        ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(1.5, CELLS, (0, 100)), privacy_unit="id",
                            seed=5, ledger=str(ledger), client=cluster.scheduler.address)
 
 
@@ -89,6 +91,33 @@ def test_a_longitudinal_summary_reads_back_and_reruns_free(tmp_path, cluster):
     again = ldp_dask.privatize(str(root), "x", MemoMean(1.0, (0, 100), levels=4, instant=2.0), out=out,
                                overwrite=True, **common)
     assert again.receipt.reused and again.receipt.epsilon == 0 and again.sums == s.sums
+
+
+def test_a_quiet_night_draws_a_fresh_layer_and_counts_as_a_night(tmp_path):
+    """With the instantaneous layer, a night on which nobody changes is a night of its own: not bit-identical to the
+    last (that repeat would tell that nobody changed), and counted in every person's N·ε_bits; only a re-run of
+    the same night is the same release, free."""
+    rng = np.random.default_rng(15)
+    root, ledger = tmp_path / "t", tmp_path / "l.sqlite"
+    _night(root, rng.integers(0, 100, PERSONS))
+    ch = MemoFrequencies(2.0, list(range(100)), encoding="kary", instant=0.5)
+    common = dict(longitudinal=True, privacy_unit="id", seed=3, ledger=str(ledger), client="local")
+    first = ldp_dask.privatize(str(root), "x", ch, night="2026-01-01", **common)
+    quiet = ldp_dask.privatize(str(root), "x", ch, night="2026-01-02", **common)
+    assert not np.array_equal(first.sums["sum"], quiet.sums["sum"])
+    assert not quiet.receipt.reused and quiet.metadata["longitudinal"]["night"] == "2026-01-02"
+    again = ldp_dask.privatize(str(root), "x", ch, night="2026-01-02", **common)
+    assert again.receipt.reused and again.receipt.epsilon == 0 and np.array_equal(again.sums["sum"],
+                                                                                  quiet.sums["sum"])
+    (item,) = [i for i in Ledger(ledger).summary() if i["longitudinal"]]
+    (series,) = item["longitudinal"]
+    assert series["nights"] == 2  # two nights of ε_bits each: the person's bound is min(ε_memo, 2·0.5) = 1.0
+    assert quiet.receipt.spend["max"] == pytest.approx(1.0)
+    with pytest.raises(LdpDaskError, match="'night' option"):  # a night means nothing to another release
+        ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(1.0, CELLS, (0, 100)), night="2026-01-02",
+                           seed=3, ledger=False, client="local")
+    with pytest.raises(LdpDaskError, match="ISO date"):
+        ldp_dask.privatize(str(root), "x", ch, night="Jan 2", **common)
 
 
 def test_what_a_longitudinal_release_cannot_be_is_refused(tmp_path):

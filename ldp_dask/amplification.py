@@ -38,7 +38,7 @@ from ._validation import LdpDaskError
 from .options import DEFAULT_CENTRAL_DELTA
 
 __all__ = ["central_statement", "central_line", "central_event", "worst_event", "shuffle_delta", "shuffle_epsilon",
-           "noise_sum_delta", "noise_sum_epsilon", "smallest_epsilon", "DEFAULT_DELTA"]
+           "noise_sum_delta", "noise_sum_epsilon", "smallest_epsilon", "homogeneous", "DEFAULT_DELTA"]
 
 #: δ of the central statement unless the run sets another (``RunOptions.central_delta``)
 DEFAULT_DELTA = DEFAULT_CENTRAL_DELTA
@@ -232,7 +232,7 @@ NOISE_SUM = "exact privacy loss of the summed discrete Laplace noise"
 
 def central_statement(channel: Any, n: int, *, mode: str = "summary", unit: str = "row", reports_per_unit: int = 1,
                       among: int | None = None, longitudinal: bool = False,
-                      delta: float = DEFAULT_DELTA) -> dict[str, Any] | None:
+                      delta: float = DEFAULT_DELTA, partitions: int = 1) -> dict[str, Any] | None:
     """The central (ε, δ) a release's published values satisfy, for the same unit, or None where there is none.
 
     Parameters
@@ -252,34 +252,86 @@ def central_statement(channel: Any, n: int, *, mode: str = "summary", unit: str 
         Memoized reports repeat across nights: not covered here (None).
     delta : float
         The statement's δ.
+    partitions : int
+        The published partitions one unit may hold reports in, each with ``reports_per_unit`` reports of its own
+        (a privacy-unit release over files bounds each file on its own, and a person may be in every file): the
+        statement is their composition. 1 where a unit lies in one partition (a row; a release bounded once).
 
     Returns
     -------
     dict or None
-        ``epsilon``, ``delta``, ``unit``, ``units`` (a unit hides among these), ``local_epsilon`` (ε₀ per unit) and
-        ``method`` (which computation gave the smaller ε).
+        ``epsilon``, ``delta``, ``unit``, ``units`` (a unit hides among these), ``local_epsilon`` (ε₀ per unit, over
+        every partition), ``partitions`` and ``method`` (which computation gave the smaller ε).
+
+    Notes
+    -----
+    Over P > 1 partitions each partition is stated at δ_p = fδ/P (f ∈ {½, ⅒, 9⁄10}, the best kept) and the P
+    copies are composed exactly (:func:`homogeneous`) at δ; never above P·ε₀ at δ 0 (basic composition of the
+    local guarantee).
     """
     if mode != "summary" or longitudinal:
         return None
     k = max(1, int(reports_per_unit))
     units = max(1, int(among if among is not None else n) // k)
     eps0 = float(channel.epsilon_spent()) * k
+    count = max(1, int(partitions))
+    if count == 1:
+        best, method = _one_partition(channel, units, eps0, k, float(delta))
+    else:
+        best, method = count * eps0, "basic composition of the local guarantee"
+        for share in (0.5, 0.1, 0.9):
+            each = share * float(delta) / count
+            one, how = _one_partition(channel, units, eps0, k, each)
+            composed = homogeneous(one, each, count, float(delta))
+            if composed < best:
+                best, method = composed, f"{how}, per partition, composed over {count} partitions"
+    return {"epsilon": float(best), "delta": float(delta), "unit": unit, "units": units,
+            "local_epsilon": count * eps0, "partitions": count, "method": method}
+
+
+def _one_partition(channel: Any, units: int, eps0: float, k: int, delta: float) -> tuple[float, str]:
+    """The central ε at ``delta`` of one partition's sums (ε₀-LDP units, ``units`` of them) and how it was found."""
     best, method = shuffle_epsilon(eps0, _grid_below(units, SHUFFLE_GRID), delta), SHUFFLE
     t = _lattice_noise_scale(channel)
     if t is not None and k == 1 and units > 1 and eps0 <= NOISE_SUM_MAX_EPSILON:
         summed = noise_sum_epsilon(t, _grid_below(min(units, NOISE_SUM_UNITS), NOISE_SUM_GRID), delta)
         if summed < best:
             best, method = summed, NOISE_SUM
-    return {"epsilon": float(best), "delta": float(delta), "unit": unit, "units": units, "local_epsilon": eps0,
-            "method": method}
+    return float(best), method
+
+
+def homogeneous(epsilon: float, delta_each: float, k: int, delta: float) -> float:
+    """The smallest ε at which k adaptively composed (ε, δ)-DP mechanisms are (ε, ``delta``)-DP, exactly.
+
+    Their composition is dominated by the k-fold product of the (ε, δ) dominating pair (Kairouz, Oh and Viswanath
+    2015): the privacy loss is +∞ with probability 1 − (1 − δ)^k, else ε(2B − k) with B ~ Bin(k, e^ε/(1 + e^ε)), and
+    δ(ε') = 1 − (1 − δ)^k + (1 − δ)^k E[(1 − e^{ε' − L})₊] falls in ε' (:func:`smallest_epsilon`, to 10⁻¹⁰
+    relative); ``inf`` when the δ's alone pass ``delta``."""
+    from scipy.special import gammaln  # scipy.stats costs 0.8 s to import
+
+    sure = -math.expm1(k * math.log1p(-delta_each))
+    if sure > delta:
+        return math.inf
+    b = np.arange(k + 1)
+    p = 1.0 / (1.0 + math.exp(-epsilon))
+    pmf = np.exp(gammaln(k + 1) - gammaln(b + 1) - gammaln(k - b + 1) + b * math.log(p)
+                 + (k - b) * math.log1p(-p)) * (1.0 - sure)
+    loss = epsilon * (2.0 * b - k)
+
+    def excess(eps: float) -> float:
+        above = loss > eps
+        return sure + float(np.sum(pmf[above] * -np.expm1(eps - loss[above])))
+
+    return smallest_epsilon(excess, delta, k * epsilon, 1e-10, relative=True)
 
 
 def central_event(summary: Any) -> tuple[float, float]:
     """The (ε, δ) with which a summary's release enters the ledger's composition (:mod:`ldp_dask.ledger.central`):
     its central statement, or its local ε per unit at δ = 0 where there is none or that is smaller (an ε-LDP
-    output is ε-DP)."""
+    output is ε-DP). For a privacy-unit summary over files, one file's (the ledger counts one copy per file
+    released anew, :func:`ldp_dask.ledger.central.dataset_events`)."""
     local = float(summary.epsilon_per_unit)
-    stated = summary.central
+    stated = summary.central_per_partition
     if stated is None or stated["epsilon"] >= local:
         return local, 0.0
     return float(stated["epsilon"]), float(stated["delta"])
@@ -298,9 +350,13 @@ def central_line(statement: dict[str, Any] | None) -> str:
         return "none stated (rows mode publishes each report; longitudinal releases are not covered yet)"
     unit = statement["unit"]
     units = "rows" if unit == "row" else f"{unit} values"
-    how = "shuffling" if statement["method"] == SHUFFLE else "the summed noise"
+    how = "shuffling" if statement["method"].startswith(SHUFFLE) else "the summed noise"
+    if statement["method"].startswith("basic"):
+        how = "composing the local guarantee"
+    parts = statement.get("partitions", 1)
+    over = f", composed over {parts:,} partitions a {unit} may be in" if parts > 1 else ""
     return (f"ε {statement['epsilon']:.3g} at δ {statement['delta']:g} per {unit}, hiding among "
-            f"{statement['units']:,} {units} (local ε {statement['local_epsilon']:g}; by {how})")
+            f"{statement['units']:,} {units}{over} (local ε {statement['local_epsilon']:g}; by {how})")
 
 
 def _grid_below(n: int, steps: int) -> int:

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._validation import LdpDaskError
-from ..amplification import smallest_epsilon
+from ..amplification import homogeneous
 from .budget import charges_of, overlaps, release_of
 
 __all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "encode_events",
@@ -144,33 +144,6 @@ def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
         composed = one if composed is None else composed.compose(one)
     assert composed is not None
     return float(min(composed.get_epsilon_for_delta(delta), basic))
-
-
-def homogeneous(epsilon: float, delta_each: float, k: int, delta: float) -> float:
-    """The smallest ε at which k adaptively composed (ε, δ)-DP mechanisms are (ε, ``delta``)-DP, exactly.
-
-    Their composition is dominated by the k-fold product of the (ε, δ) dominating pair (Kairouz, Oh and Viswanath
-    2015): the privacy loss is +∞ with probability 1 − (1 − δ)^k, else ε(2B − k) with B ~ Bin(k, e^ε/(1 + e^ε)), and
-    δ(ε') = 1 − (1 − δ)^k + (1 − δ)^k E[(1 − e^{ε' − L})₊] falls in ε'
-    (:func:`~ldp_dask.amplification.smallest_epsilon`, to 10⁻¹⁰ relative); ``inf`` when the δ's alone pass
-    ``delta``."""
-    import numpy as np
-    from scipy.special import gammaln  # scipy.stats costs 0.8 s to import
-
-    sure = -math.expm1(k * math.log1p(-delta_each))
-    if sure > delta:
-        return math.inf
-    b = np.arange(k + 1)
-    p = 1.0 / (1.0 + math.exp(-epsilon))
-    pmf = np.exp(gammaln(k + 1) - gammaln(b + 1) - gammaln(k - b + 1) + b * math.log(p)
-                 + (k - b) * math.log1p(-p)) * (1.0 - sure)
-    loss = epsilon * (2.0 * b - k)
-
-    def excess(eps: float) -> float:
-        above = loss > eps
-        return sure + float(np.sum(pmf[above] * -np.expm1(eps - loss[above])))
-
-    return smallest_epsilon(excess, delta, k * epsilon, 1e-10, relative=True)
 
 
 def central_spend(rows: Sequence[Mapping[str, Any]], root: str, budget: tuple[float, float] | None = None,

@@ -1,0 +1,82 @@
+"""The central statement of a privacy-unit summary over files counts each person once per file they may be in.
+
+An outside audit's case: 4 Parquet files holding the same 2,000 persons (one row each per file), one
+``LaplaceHistogram(1)`` incremental release with a privacy unit. Each file is bounded on its own, so a person makes
+one report in every file and the summary publishes every file's sums: one person moves 2 lattice coordinates of
+each of the 4 partitions, 8 coordinates in all, each carrying the summed discrete Laplace noise of the partition's
+2,000 persons. The statement must hold for that whole mechanism.
+
+The exact check is independent of the statement's own computation: the noise's law is built here by convolving
+one person's discrete Laplace law 2,000 times (binary powers, FFT), one coordinate's privacy-loss distribution is
+built by Google's ``dp_accounting`` from the two shifted laws (pessimistic rounding, so its δ is an upper bound),
+composed 8 times, and its δ at the stated ε must not pass the stated δ. The statement of one partition alone —
+what the summary stated before, as if each file held other persons — must be contradicted by the same check.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from dp_accounting.pld import privacy_loss_distribution as pld
+from scipy.signal import fftconvolve
+
+import ldp_dask
+from ldp_dask.amplification import _lattice_noise_scale
+
+PERSONS, FILES = 2_000, 4
+
+
+def _sum_law(t: float, n: int) -> dict[int, float]:
+    """The law of the sum of n iid discrete Laplace(t) variables (P(k) ∝ e^{−|k|/t}), by repeated convolution."""
+    q = math.exp(-1.0 / t)
+    half = int(60 * t) + 1  # one variable's mass beyond ±60t is below e^{-60}
+    k = np.arange(-half, half + 1)
+    one = (1 - q) / (1 + q) * q ** np.abs(k)
+    out, out_lo, power, power_lo = np.array([1.0]), 0, one, -half
+    while n:
+        if n & 1:
+            out, out_lo = fftconvolve(out, power), out_lo + power_lo
+        n >>= 1
+        if n:
+            power, power_lo = fftconvolve(power, power), 2 * power_lo
+    out = np.clip(out, 0.0, None)
+    keep = out > 1e-250
+    return dict(zip((np.arange(len(out)) + out_lo)[keep].tolist(), out[keep].tolist()))
+
+
+def _exact_delta(t: float, n: int, coordinates: int, epsilon: float) -> float:
+    law = _sum_law(t, n)
+    lower = {x: math.log(p) for x, p in law.items()}
+    upper = {x + 1: v for x, v in lower.items()}  # the same noise around a sum one lattice step higher
+    one = pld.from_two_probability_mass_functions(upper, lower, pessimistic_estimate=True,
+                                                  value_discretization_interval=1e-4)
+    return float(one.self_compose(coordinates).get_delta_for_epsilon(epsilon))
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    root = tmp_path_factory.mktemp("unit-files") / "table"
+    root.mkdir()
+    rng = np.random.default_rng(21)
+    for f in range(FILES):
+        pd.DataFrame({"person": np.arange(PERSONS), "x": rng.uniform(0, 1, PERSONS)}).to_parquet(
+            root / f"day-{f}.parquet")
+    return ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(1.0, 8, (0, 1)), incremental=True,
+                              privacy_unit="person", seed=3, ledger=False, client="local")
+
+
+def test_the_statement_of_a_multi_file_unit_summary_holds_exactly(released):
+    stated = released.central
+    assert stated["partitions"] == FILES and stated["units"] == PERSONS
+    assert stated["local_epsilon"] == pytest.approx(FILES * released.epsilon_per_unit)
+    t = _lattice_noise_scale(released.channel)
+    exact = _exact_delta(t, PERSONS, 2 * FILES, stated["epsilon"])
+    assert exact <= stated["delta"], (stated, exact)
+    # one partition's statement, stated for the whole summary, does not hold: the audit's finding
+    alone = released.central_per_partition
+    assert alone["epsilon"] < stated["epsilon"]
+    assert _exact_delta(t, PERSONS, 2 * FILES, alone["epsilon"]) > 1000 * alone["delta"]
+

@@ -228,6 +228,7 @@ SHUFFLE_GRID, NOISE_SUM_GRID = 16, 4
 #: how the statement names its two computations
 SHUFFLE = "shuffle amplification (Feldman, McMillan and Talwar 2021, numerical bound)"
 NOISE_SUM = "exact privacy loss of the summed discrete Laplace noise"
+NO_ROWS = "no rows"
 
 
 def central_statement(channel: Any, n: int, *, mode: str = "summary", unit: str = "row", reports_per_unit: int = 1,
@@ -271,6 +272,9 @@ def central_statement(channel: Any, n: int, *, mode: str = "summary", unit: str 
     """
     if mode != "summary" or longitudinal:
         return None
+    if n == 0:  # a declared public group with no rows: nobody's data is in it
+        return {"epsilon": 0.0, "delta": 0.0, "unit": unit, "units": 0, "local_epsilon": 0.0,
+                "partitions": max(1, int(partitions)), "method": NO_ROWS}
     k = max(1, int(reports_per_unit))
     units = max(1, int(among if among is not None else n) // k)
     eps0 = float(channel.epsilon_spent()) * k
@@ -330,6 +334,8 @@ def central_event(summary: Any) -> tuple[float, float]:
     its central statement, or its local ε per unit at δ = 0 where there is none or that is smaller (an ε-LDP
     output is ε-DP). For a privacy-unit summary over files, one file's (the ledger counts one copy per file
     released anew, :func:`ldp_dask.ledger.central.dataset_events`)."""
+    if summary.n == 0:  # a declared public group with no rows: nobody's data is in it (the labels are public)
+        return 0.0, 0.0
     local = float(summary.epsilon_per_unit)
     stated = summary.central_per_partition
     if stated is None or stated["epsilon"] >= local:
@@ -349,6 +355,8 @@ def central_line(statement: dict[str, Any] | None) -> str:
     if statement is None:
         return "none stated (rows mode publishes each report; longitudinal releases are not covered yet)"
     unit = statement["unit"]
+    if statement["method"] == NO_ROWS:
+        return f"ε 0 per {unit}: no rows, so nobody's data is in it"
     units = "rows" if unit == "row" else f"{unit} values"
     how = "shuffling" if statement["method"].startswith(SHUFFLE) else "the summed noise"
     if statement["method"].startswith("basic"):

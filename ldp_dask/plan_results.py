@@ -226,6 +226,12 @@ def _post_process(s: Statistic, summary: Summary, epsilon: float, share: float |
 
     quantiles = None
     result: Any
+    if summary.n == 0:  # a declared public group (or "other") with no rows: a result, the rest is published
+        from .policy import warn
+
+        key = summary.metadata.get("group", {}).get("key")
+        warn(f"the statistic {s.label!r} has no rows in its group {key!r}: released as 'no rows' (no estimate; every "
+             "interval is the whole feasible range)")
     if s.target == "gof":
         from .gof import test
 

@@ -118,8 +118,10 @@ def checked(url: str, meta: dict[str, Any],
     except (LdpDaskError, TypeError, ValueError) as exc:
         raise bad(f"its {name} parameters are invalid ({' '.join(str(exc).split())})") from None
     n = meta.get("n")
-    if not (isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 1 << 53):
-        raise bad(f"n must be an integer in [1, 2^53], got {n!r}")
+    group = meta.get("group")
+    empty_ok = isinstance(group, dict) and group.get("kind") == "public"  # a declared key with no rows tonight
+    if not (isinstance(n, int) and not isinstance(n, bool) and (0 if empty_ok else 1) <= n <= 1 << 53):
+        raise bad(f"n must be an integer in [{0 if empty_ok else 1}, 2^53], got {n!r}")
     if meta.get("epsilon") != channel.epsilon:
         raise bad(f"its ε {meta.get('epsilon')!r} disagrees with its channel's {channel.epsilon!r}")
     domain = getattr(channel, "domain", None)
@@ -158,7 +160,7 @@ def checked(url: str, meta: dict[str, Any],
         g = sums["group_n"]
         if np.any(g < 0) or np.any(g != np.round(g)) or int(g.sum()) != n:
             raise bad("its group sizes must be non-negative integers adding up to n")
-    partitions = _partitions(meta.get(PARTITIONS_KEY), stat, index, value, part, expected, bad)
+    partitions = _partitions(meta.get(PARTITIONS_KEY), stat, index, value, part, expected, bad, 0 if empty_ok else 1)
     if partitions:
         if sum(p.rows for p in partitions) != n:
             raise bad("its partitions' rows do not add up to n")
@@ -186,8 +188,9 @@ def _statistics(stat: np.ndarray, index: np.ndarray, value: np.ndarray, expected
 
 
 def _partitions(records: Any, stat: np.ndarray, index: np.ndarray, value: np.ndarray, part: np.ndarray,
-                expected: dict[str, int], bad: Any) -> tuple[Partition, ...]:
-    """A partitioned release's partitions: the metadata's records with their rows of the table."""
+                expected: dict[str, int], bad: Any, least: int = 1) -> tuple[Partition, ...]:
+    """A partitioned release's partitions: the metadata's records with their rows of the table (at least ``least``
+    each: 0 in a declared public group's summary, whose key may have no row in a file)."""
     count = int(part.max()) + 1 if len(part) else 0
     if records is None and count == 0:
         return ()
@@ -196,7 +199,7 @@ def _partitions(records: Any, stat: np.ndarray, index: np.ndarray, value: np.nda
     out = []
     for i, r in enumerate(records):
         ok = (isinstance(r, dict) and isinstance(r.get("path"), str) and r["path"]
-              and isinstance(r.get("rows"), int) and not isinstance(r["rows"], bool) and r["rows"] > 0
+              and isinstance(r.get("rows"), int) and not isinstance(r["rows"], bool) and r["rows"] >= least
               and isinstance(r.get("layout"), list) and all(isinstance(t, list) and all(
                   isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in t) for t in r["layout"])
               and all(isinstance(r.get(k), str) and _is_hex(r[k]) for k in ("stamp", "tag"))

@@ -14,7 +14,7 @@ from .groups import GroupMeansEstimate, GroupSharesEstimate, group_means, group_
 from .histogram import histogram_density, project_simplex
 from .local_quantiles import QuantileEstimate, local_quantiles
 from .mean import mean
-from .results import DensityEstimate, MeanEstimate
+from .results import DensityEstimate, MeanEstimate, NoRows, no_rows
 from .square_wave import square_wave_cdf_bounds, square_wave_density
 from .wavelet import DEFAULT_GAMMA, THRESHOLDS, pooled_split, wavelet_density, wavelet_thresholds
 
@@ -23,7 +23,7 @@ __all__ = [
     "DensityEstimate", "MeanEstimate", "DEFAULT_GAMMA", "THRESHOLDS", "frequencies", "FrequencyEstimate",
     "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS", "square_wave_density",
     "square_wave_cdf_bounds", "QUANTILE_CHANNELS", "has_local_quantiles", "group_means", "GroupMeansEstimate",
-    "group_shares", "GroupSharesEstimate",
+    "group_shares", "GroupSharesEstimate", "NoRows",
 ]
 
 
@@ -49,10 +49,13 @@ def estimator_for(channel: Channel | str) -> Callable[..., Any] | None:
     return ESTIMATORS.get(channel if isinstance(channel, str) else channel.name)
 
 
-def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEstimate | FrequencyEstimate:
+def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEstimate | FrequencyEstimate | NoRows:
     """The natural estimate for a summary's channel: density (histogram, haar, wavelet, square-wave), mean (mean,
-    hybrid-mean), frequencies (rr, hadamard)."""
+    hybrid-mean), frequencies (rr, hadamard); :class:`NoRows` for a summary of no rows (a declared public group
+    with no row tonight: no point estimate, the interval the whole feasible range)."""
     s = read_summary(summary)
+    if s.n == 0:  # a declared public group with no rows tonight: a result, not an error
+        return no_rows(s, _target(s.channel))
     fn = estimator_for(s.channel)
     if fn is None:
         raise LdpDaskError(f"{s.channel.name!r} summaries have no estimate of their own; they feed the "
@@ -65,3 +68,9 @@ def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEst
             f"it takes {', '.join(sorted(allowed))}."
         )
     return fn(s, **kwargs)
+
+
+def _target(channel: Channel) -> str:
+    """What a channel's natural estimate is: ``"mean"``, ``"frequencies"`` or ``"density"``."""
+    fn = estimator_for(channel)
+    return "mean" if fn is mean else "frequencies" if fn is frequencies else "density"

@@ -72,6 +72,7 @@ from ..outputs import (
 )
 from ..summary import Summary, read_summary
 from .histogram import histogram_density, project_simplex
+from .results import NoRows, no_rows
 from .square_wave import square_wave_cdf_bounds, square_wave_density
 from .wavelet import wavelet_density
 
@@ -256,8 +257,9 @@ def _crossings(curve: np.ndarray, edges: np.ndarray, qs: np.ndarray) -> np.ndarr
 
 def local_quantiles(summary: Summary | str, q: Any = DECILES,
                     level: float = 0.95, B: int = 400, rng: np.random.Generator | int | None = None,
-                    interval: str | None = None, **estimator_kwargs: Any) -> QuantileEstimate:
-    """Quantiles of the LDP density estimate of ``summary``, with intervals.
+                    interval: str | None = None, **estimator_kwargs: Any) -> QuantileEstimate | NoRows:
+    """Quantiles of the LDP density estimate of ``summary``, with intervals (:class:`~ldp_dask.estimators.NoRows`
+    for a summary of no rows: no quantile, every interval the whole domain).
 
     Parameters
     ----------
@@ -278,6 +280,8 @@ def local_quantiles(summary: Summary | str, q: Any = DECILES,
         wavelet) is narrower and under-covers.
     """
     s = read_summary(summary)
+    if s.n == 0:  # a declared public group with no rows tonight
+        return no_rows(s, "quantiles")
     ch = s.channel
     qs = check_q(q)
     level = check_probability(level, "level")

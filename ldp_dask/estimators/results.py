@@ -27,7 +27,7 @@ from ..outputs import (
     tidy_table,
 )
 
-__all__ = ["DensityEstimate", "MeanEstimate"]
+__all__ = ["DensityEstimate", "MeanEstimate", "NoRows", "no_rows"]
 
 
 #: Quantiles of an estimated density shown with it.
@@ -363,3 +363,60 @@ class MeanEstimate(Described):
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("public domain", f"[{fmt(self.domain[0])}, {fmt(self.domain[1])}]"),
                    *summary_facts(self.info), *(("warning", w) for w in self.warnings)))
+
+
+@dataclass(frozen=True)
+class NoRows(Described):
+    """What a summary of no rows gives: a declared public group (or "other") with no row in tonight's data.
+
+    There is nothing to estimate: no point estimate is given, and every interval is the whole feasible range — the
+    public domain for a value, a density or a quantile, [0, 1] for a share. A group's size is released exactly
+    (it was declared public), so "no rows" is itself the released fact.
+
+    Attributes
+    ----------
+    target : str
+        What would have been estimated: ``"mean"``, ``"density"``, ``"frequencies"`` or ``"quantiles"``.
+    interval : (float, float)
+        The interval every estimate of it gets: the feasible range.
+    epsilon : float
+        ε per row of the channel (spent on no row).
+    """
+
+    target: str
+    interval: tuple[float, float]
+    epsilon: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    n = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable({"kind": "no-rows", "target": self.target, "n": 0, "value": None,
+                         "ci": list(self.interval), "epsilon": self.epsilon, **self.info})
+
+    def to_table(self) -> Any:
+        """One row: ``estimate`` (null), ``ci_low``, ``ci_high`` (the feasible range), ``n`` (0)."""
+        return tidy_table({"estimate": [None], "ci_low": [self.interval[0]], "ci_high": [self.interval[1]]},
+                          {"column": self.info.get("column", "value"), "target": self.target, "n": 0,
+                           "epsilon": self.epsilon})
+
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
+        return save_json(self.to_dict(), path, overwrite)
+
+    def describe(self) -> Description:
+        lo, hi = (fmt(v) for v in self.interval)
+        return Description(
+            title=f"No rows: {self.info.get('column', 'value')}",
+            headline=f"no rows: no estimate; every interval is the whole range [{lo}, {hi}]",
+            facts=(("rows", "0"), ("what would be estimated", self.target),
+                   ("interval", f"[{lo}, {hi}] (the whole feasible range)"), *summary_facts(self.info)))
+
+
+def no_rows(summary: Any, target: str) -> NoRows:
+    """The :class:`NoRows` result of a summary of no rows, for ``target``: its interval is the channel's domain, or
+    [0, 1] for shares."""
+    from ..outputs import summary_info
+
+    domain = getattr(summary.channel, "domain", None)
+    interval = (0.0, 1.0) if target == "frequencies" or domain is None else (float(domain[0]), float(domain[1]))
+    return NoRows(target, interval, float(summary.channel.epsilon_spent()), summary_info(summary))

@@ -364,3 +364,82 @@ def test_an_incremental_plan_with_public_groups_and_either_design(tmp_path, desi
     with pytest.raises(LdpDaskError, match="cannot change it"):
         other = "split-epsilon" if design == "split-rows" else "split-rows"
         ldp_dask.release_plan(plan, str(data), 1.0, since=tmp_path / "n2", seed=8, ledger=False, design=other)
+
+
+EMPTY_GROUPS = """
+[[statistic]]
+column = "x"
+target = "mean"
+domain = [0, 100]
+group_by = "g"
+groups = ["a", "b", "zz"]
+group_kind = "public"
+name = "m"
+
+[[statistic]]
+column = "c"
+target = "frequencies"
+categories = ["p", "q"]
+group_by = "g"
+groups = ["a", "b", "zz"]
+group_kind = "public"
+name = "f"
+
+[[statistic]]
+column = "x"
+target = "quantiles"
+domain = [0, 100]
+group_by = "g"
+groups = ["a", "b", "zz"]
+group_kind = "public"
+name = "q"
+
+[[statistic]]
+column = "x"
+target = "distribution"
+domain = [0, 100]
+bins = 8
+group_by = "g"
+groups = ["a", "b", "zz"]
+group_kind = "public"
+name = "d"
+"""
+
+
+def _grouped(path, name, keys, rows, seed):
+    rng = np.random.default_rng(seed)
+    path.mkdir(exist_ok=True)
+    pq.write_table(pa.table({"x": rng.uniform(0, 100, rows), "c": rng.choice(["p", "q"], rows),
+                             "g": rng.choice(keys, rows)}), path / name)
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_empty_public_groups_are_released_as_no_rows(tmp_path, capsys, incremental):
+    """A declared key with no row tonight ("zz"), and an empty "other" (every label declared), are released like
+    any group and reported as "no rows": no estimate, the whole range as interval, a warning naming the statistic
+    and the key; the rest of the plan is published, rc 0."""
+    (tmp_path / "plan.toml").write_text(EMPTY_GROUPS)
+    _grouped(tmp_path / "t", "day1.parquet", ["a", "b"], 20_000, 1)
+    args = ["release", str(tmp_path / "plan.toml"), str(tmp_path / "t"), "--epsilon", "1", "--seed", "2",
+            "--no-ledger", "--local"]
+    assert main([*args, "--out", str(tmp_path / "n1"), *(["--incremental"] if incremental else [])]) == 0
+    if incremental:  # a second night: a new file, "zz" still empty in both
+        _grouped(tmp_path / "t", "day2.parquet", ["a", "b"], 5_000, 3)
+        capsys.readouterr()
+        assert main([*args, "--out", str(tmp_path / "n2"), "--since", str(tmp_path / "n1")]) == 0
+    out = tmp_path / ("n2" if incremental else "n1")
+    err = capsys.readouterr().err
+    for label in ("m", "f", "q", "d"):
+        assert f"the statistic {label!r} has no rows in its group 'zz'" in err
+        assert f"the statistic {label!r} has no rows in its group '__other__'" in err
+    estimates = {s["name"]: s for s in json.loads((out / "estimates.json").read_text())["statistics"]}
+    for label, lo_hi in (("m", [0, 100]), ("f", [0, 1]), ("q", [0, 100]), ("d", [0, 100])):
+        groups = {g["group"]: g for g in estimates[label]["result"]["groups"]}
+        assert groups["zz"]["n"] == 0 and groups["__other__"]["n"] == 0
+        assert groups["zz"]["result"]["kind"] == "no-rows" and groups["zz"]["result"]["value"] is None
+        assert groups["zz"]["result"]["ci"] == lo_hi
+        assert groups["a"]["result"]["kind"] != "no-rows" and groups["a"]["n"] > 0
+        back = ldp_dask.read_summary(out / f"{label}.zz.summary.parquet", allow_unverified=True)
+        assert back.n == 0 and back.central["epsilon"] == 0
+        assert ldp_dask.estimate(back).to_dict()["kind"] == "no-rows"
+    assert "no rows" in (out / "m.html").read_text()

@@ -163,6 +163,10 @@ class StagedOutputs:
         self._staged[label] = (tmp, True)
         return fs, tmp
 
+    def published_paths(self) -> list[str]:
+        """Where the outputs published so far lie (as given), in the order they were published."""
+        return [self._targets[label][2] for label in self.published]
+
     def publish(self) -> dict[str, str]:
         """Rename every staged output into place; returns ``{label: path}`` of what was published."""
         published = {}

@@ -496,7 +496,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     except LdpDaskError as exc:
         msg = " ".join(str(exc).split())
-        print(f"ldp-dask: error: {msg}", file=sys.stderr)
+        print(f"ldp-dask: error: {msg}{_published(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", 2)
@@ -504,8 +504,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"ldp-dask: {exc} received while publishing: the release was finished first (published and "
                   "charged), then stopped", file=sys.stderr)
         else:
-            print(f"ldp-dask: interrupted{f' ({exc})' if str(exc) else ''}; nothing was published or charged",
-                  file=sys.stderr)
+            print(f"ldp-dask: interrupted{f' ({exc})' if str(exc) else ''}"
+                  f"{_published(exc) or '; nothing was published or charged'}", file=sys.stderr)
         return 128 + signum
     except Exception as exc:  # infrastructure: storage, the cluster, the Prefect API
         if os.environ.get(DEBUG_ENV):
@@ -529,7 +529,14 @@ def _infrastructure_message(exc: BaseException) -> str:
             return f"{hint} ({type(exc).__name__}; set {DEBUG_ENV}=1 for the traceback)"
     if len(text) > 300:
         text = text[:300] + " …"
-    return f"{type(exc).__name__}: {text} (nothing was published or charged; set {DEBUG_ENV}=1 for the traceback)"
+    done = getattr(exc, "ldp_dask_published", None) or "nothing was published or charged"
+    return f"{type(exc).__name__}: {text} ({done}; set {DEBUG_ENV}=1 for the traceback)"
+
+
+def _published(exc: BaseException) -> str:
+    """What a release published before it failed, as the end of its error line ('' when nothing was)."""
+    done = getattr(exc, "ldp_dask_published", None)
+    return f" ({done})" if done else ""
 
 
 if __name__ == "__main__":  # pragma: no cover

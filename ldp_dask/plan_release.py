@@ -30,7 +30,6 @@ from typing import Any, Unpack
 
 from ._io import file_stem
 from ._validation import LdpDaskError, check_probability
-from .channels.categorical import OTHER
 from .engine import run, task_rows, tasks_of
 from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
 from .options import RunKwargs, RunOptions
@@ -286,11 +285,11 @@ def _targets(plan_: Plan, out: str | os.PathLike[str] | None) -> dict[str, str |
         return {}
     d = os.fspath(out).rstrip("/")
     targets: dict[str, str | None] = {"index": f"{d}/index.html", "estimates": f"{d}/estimates.json"}
-    for s in plan_.statistics:
-        suffixes = [""] if s.group is None or not s.group[2] else [f".{k}" for k in (*s.group[1], OTHER)]
-        for suffix in suffixes:
-            targets[f"summary:{s.label}{suffix}"] = f"{d}/{file_stem(s.label + suffix)}.summary.parquet"
-        targets[f"page:{s.label}"] = f"{d}/{file_stem(s.label)}.html"
+    summaries, pages = plan_.output_stems()
+    for label, suffix, stem in summaries:
+        targets[f"summary:{label}{suffix}"] = f"{d}/{stem}.summary.parquet"
+    for label, stem in pages:
+        targets[f"page:{label}"] = f"{d}/{stem}.html"
     return targets
 
 

@@ -217,6 +217,12 @@ class Statistic:
                              **opts)
 
 
+#: page stems a statistic may not take: the report's index page and its estimates file
+RESERVED_STEMS = frozenset({"index", "estimates"})
+#: the longest file name (bytes) the outputs may have: every common file system's limit
+MAX_FILE_NAME = 255
+
+
 @dataclass(frozen=True)
 class Plan:
     """The statistics of a report (:func:`Plan.from_toml`, :func:`Plan.from_dict`)."""
@@ -230,6 +236,39 @@ class Plan:
         twice = sorted({x for x in labels if labels.count(x) > 1})
         if twice:
             raise LdpDaskError(f"A plan names statistic {twice[0]!r} twice; give each a distinct 'name'.")
+        self.output_stems()
+
+    def output_stems(self) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+        """The files a release of the plan writes, checked before any work: ``(statistic, suffix, stem)`` of each
+        summary (one per public group, suffix ``.KEY``) and ``(statistic, stem)`` of each page. Refuses a name
+        whose files would be the report's own (``index``, ``estimates``), two statistics (or a statistic and a
+        public group of another) that would write the same file, and a name too long for a file system (255
+        bytes a file name)."""
+        from ._io import file_stem
+        from .channels.categorical import OTHER
+
+        summaries = [(s.label, suffix, file_stem(s.label + suffix)) for s in self.statistics
+                     for suffix in ([""] if s.group is None or not s.group[2]
+                                    else [f".{k}" for k in (*s.group[1], OTHER)])]
+        pages = [(s.label, file_stem(s.label)) for s in self.statistics]
+        for label, stem in pages:
+            if stem.lower() in RESERVED_STEMS:
+                raise LdpDaskError(f"statistic {label!r}: its page would be {stem}.html, which the report's own "
+                                   f"{'index page' if stem.lower() == 'index' else 'estimates file'} uses; give it "
+                                   "another 'name'")
+        seen: dict[str, tuple[str, str]] = {}
+        for label, suffix, stem in summaries:
+            other = seen.setdefault(stem.lower(), (label, suffix))
+            if other != (label, suffix):
+                what = " and ".join(f"{lb!r}" + (f" (its public group {sf[1:]!r})" if sf else "")
+                                    for lb, sf in (other, (label, suffix)))
+                raise LdpDaskError(f"statistics {what} would both write {stem}.summary.parquet (a public group's key "
+                                   "is appended to its statistic's name); rename one with 'name'")
+            if len(f"{stem}.summary.parquet".encode()) > MAX_FILE_NAME:
+                raise LdpDaskError(f"statistic {label!r}: the file name {stem[:40]}….summary.parquet would be "
+                                   f"{len(f'{stem}.summary.parquet'.encode())} bytes, over the {MAX_FILE_NAME} a file "
+                                   "system allows; give it a shorter 'name'")
+        return summaries, pages
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "the plan") -> Plan:

@@ -251,13 +251,18 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     with terminations() as guard:  # SIGTERM/SIGHUP/SIGINT: abort cleanly before publishing, or finish publishing
         try:
             result, written = publish(targets or {}, produce, outputs=outputs, before_publish=settle)
-        except BaseException:
+        except BaseException as exc:
             if held:
                 # published in part (a rename failed after another succeeded): that output left, the charge stands
                 try:
                     (ledger.commit if outputs.published else ledger.abort)(held[0])  # type: ignore[union-attr]
                 except LedgerError:  # unreachable: recovery settles the entry (its lease ends); the cause is raised
                     pass
+            if outputs.published:  # say exactly what is out and what it cost, never "nothing"
+                charged = (f"charged ε {held[0].epsilon:g} per {unit} (recorded)" if held
+                           else "not recorded in a ledger")
+                exc.ldp_dask_published = (  # type: ignore[attr-defined]
+                    f"published {', '.join(outputs.published_paths())} before the failure, and {charged}")
             raise
         if held:
             try:

@@ -1,6 +1,6 @@
 """Real fsspec filesystems that fail on purpose: the first read of each Parquet file on a worker
-(FlakyFileSystem), or every write (FailingWritesFileSystem); and one that counts the workers' reads
-(CountingFileSystem).
+(FlakyFileSystem), every write (FailingWritesFileSystem) or every move after the first (FailingSecondMoveFileSystem);
+and one that counts the workers' reads (CountingFileSystem).
 
 Used to prove that a retried task reproduces the undisturbed release. The
 first failure per file is recorded as a marker file, so it works across
@@ -66,6 +66,20 @@ class FailingWritesFileSystem(_Prefixed):
         if "w" in mode or "a" in mode:
             raise OSError(f"injected write failure: {path}")
         return super()._open(path, mode, **kwargs)
+
+
+class FailingSecondMoveFileSystem(_Prefixed):
+    """A real local filesystem on which every move after the first fails (``failmove://``): a release's outputs are
+    published one rename at a time, so the first lands and the second fails (a bucket revoked part-way)."""
+
+    protocol = ("failmove",)
+    moves = 0
+
+    def mv(self, path1, path2, **kwargs):
+        type(self).moves += 1
+        if type(self).moves > 1:
+            raise OSError(f"injected failure moving {path1} into place")
+        return super().mv(path1, path2, **kwargs)
 
 
 class CountingFileSystem(_WorkerReads):

@@ -443,3 +443,59 @@ def test_empty_public_groups_are_released_as_no_rows(tmp_path, capsys, increment
         assert back.n == 0 and back.central["epsilon"] == 0
         assert ldp_dask.estimate(back).to_dict()["kind"] == "no-rows"
     assert "no rows" in (out / "m.html").read_text()
+
+
+NAMES = """
+[[statistic]]
+column = "x"
+target = "mean"
+domain = [0, 100]
+name = "{first}"
+{group}
+
+[[statistic]]
+column = "x"
+target = "distribution"
+domain = [0, 100]
+name = "{second}"
+"""
+
+
+@pytest.mark.parametrize("first, second, group, why", [
+    ("index", "d", "", "report's own index page"),
+    ("Estimates", "d", "", "report's own estimates file"),
+    ("m", "m.AA", 'group_by = "g"\ngroups = ["AA", "BB"]\ngroup_kind = "public"', "would both write m.AA.summary"),
+    ("m" * 250, "d", "", "over the 255 a file system allows"),
+])
+def test_output_names_are_checked_before_any_work(tmp_path, capsys, first, second, group, why):
+    """A statistic whose files would be the report's own, two statistics writing one file, a name too long for a
+    file system: one line, exit 2, nothing written and nothing charged."""
+    (tmp_path / "plan.toml").write_text(NAMES.format(first=first, second=second, group=group))
+    _grouped(tmp_path / "t", "day1.parquet", ["AA", "BB"], 2_000, 1)
+    led = tmp_path / "ledger.sqlite"
+    for command in (["plan", "check", str(tmp_path / "plan.toml"), str(tmp_path / "t"), "--epsilon", "1"],
+                    ["release", str(tmp_path / "plan.toml"), str(tmp_path / "t"), "--epsilon", "1", "--seed", "2",
+                     "--ledger", str(led), "--local", "--out", str(tmp_path / "out")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and why in err[0], err
+    assert not (tmp_path / "out").exists()
+    assert not led.exists() or open_ledger(str(led)).entries() == []
+
+
+def test_a_failure_after_publishing_says_what_was_published_and_charged(tmp_path, capsys):
+    from flaky_fs import FailingSecondMoveFileSystem
+
+    fsspec.register_implementation("failmove", FailingSecondMoveFileSystem, clobber=True)
+    FailingSecondMoveFileSystem.moves = 0
+    (tmp_path / "plan.toml").write_text(NAMES.format(first="m", second="d", group=""))
+    _grouped(tmp_path / "t", "day1.parquet", ["AA"], 2_000, 1)
+    led = tmp_path / "ledger.sqlite"
+    code = main(["release", str(tmp_path / "plan.toml"), str(tmp_path / "t"), "--epsilon", "1", "--seed", "2",
+                 "--ledger", str(led), "--local", "--out", f"failmove://{tmp_path / 'out'}"])
+    err = capsys.readouterr().err
+    assert code == 1 and "injected failure moving" in err
+    assert "nothing was published" not in err and "m.summary.parquet before the failure" in err, err
+    assert "charged ε 1 per row (recorded)" in err
+    (entry,) = open_ledger(str(led)).entries()
+    assert entry["status"] == "committed" and entry["epsilon"] == 1.0

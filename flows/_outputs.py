@@ -14,8 +14,9 @@ from ldp_dask.receipts import central_spend_line
 from ldp_dask.release import publish
 
 
-def retry_on_io(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect ``retry_condition_fn``: retry transient failures (I/O), never bad input, which a retry cannot fix."""
+def retry_on_io(_task: Any, _task_run: Any, state: Any) -> bool:
+    """Prefect ``retry_condition_fn``: retry transient failures (I/O), never bad input, which a retry cannot fix.
+    Prefect passes the task and its run first (positionally); only the state is read."""
     try:
         exc = state.result(raise_on_failure=False)
     except Exception:  # noqa: BLE001 - no result to inspect: retry as configured

@@ -78,8 +78,6 @@ class WaveletBasis:
     ----------
     support : int
         S: φ and ψ vanish outside [0, S].
-    vanishing_moments : int
-        Vanishing moments of ψ (the regularity the estimator can exploit).
     sup_abs : dict
         ‖φ̃‖∞ and ‖ψ̃‖∞ of the tables.
     sup_sum : dict
@@ -109,7 +107,6 @@ class WaveletBasis:
             )
         self.name = name
         self.family = w.short_family_name
-        self.vanishing_moments = int(w.vanishing_moments_psi)
         self.support = S = int(w.dec_len) - 1
         L = self.table_level
         self.per_unit = P = 1 << L

@@ -197,17 +197,6 @@ def laplace_baseline(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.r
     return np.clip(exact + rng.laplace(0.0, (b - a) * len(q) / epsilon, size=len(q)), a, b)
 
 
-def _transition_reference(A: np.ndarray, CC: np.ndarray, target: float, beta: float) -> np.ndarray:
-    """Dense numpy reference of :func:`ldp_dask._kernels.joint_exp_transition` (tests)."""
-    K = len(A)
-    term = A[:, None] - beta * np.abs(CC[None, :] - CC[:, None] - target)
-    term[~np.triu(np.ones((K, K), dtype=bool), 1)] = -np.inf
-    m = term.max(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = m + np.log(np.exp(term - np.where(np.isfinite(m), m, 0.0)).sum(axis=0))
-    return np.where(np.isfinite(m), out, -np.inf)
-
-
 def joint_exp(data: PrivateData, q: np.ndarray, epsilon: float, rng: np.random.Generator,
               max_intervals: int = 2048) -> np.ndarray:
     """JointExp (Gillenwater, Joseph & Kulesza, ICML 2021): all quantiles in one exponential mechanism.

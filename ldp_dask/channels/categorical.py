@@ -141,11 +141,6 @@ class CategoricalChannel(Channel):
             raise LdpDaskError(f"the {self.name!r} channel needs at least two categories (counting 'other').")
         return len(self.labels)
 
-    @property
-    def categories_count(self) -> int:
-        """d, the number of labels (``__other__`` included)."""
-        return len(self.labels)
-
     # --- what the estimator reads ------------------------------------------------------------------------------
     @property
     def report_probabilities(self) -> tuple[float, float]:

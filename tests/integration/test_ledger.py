@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ldp_dask
+from ldp_dask import LdpDaskError
 from ldp_dask.cli import main
 from ldp_dask.ledger import BudgetExceeded, Ledger, LedgerError
 from ldp_dask.ledger.store import SCHEMA_VERSION
@@ -198,10 +199,10 @@ def test_releases_in_different_privacy_units_cannot_be_added_up(led):
     root = "file:///data/survey"
     led.reserve(root=root, column="x", scope="local", channel="c", params={}, epsilon=1.0, key_id="k",
                 release_key="r1")
-    with pytest.raises(Exception, match="privacy unit 'row'"):
+    with pytest.raises(LdpDaskError, match="privacy unit 'row'"):
         led.reserve(root=root + "/part", column="x", scope="local", channel="c", params={}, epsilon=1.0,
                     key_id="k", release_key="r2", privacy_unit="person")
-    with pytest.raises(Exception, match="privacy unit"):
+    with pytest.raises(LdpDaskError, match="cannot be declared with unit 'person'"):
         led.declare("survey", root, 3.0, privacy_unit="person")
 
 
@@ -219,6 +220,7 @@ elif where == "settle":    # the rows and the summary are staged on disk, the ch
 elif where == "raise":     # an exception after the rows were written: nothing is published
     def boom(self): raise RuntimeError("disk full")
     _io.StagedOutputs.publish = boom
+from ldp_dask import LdpDaskError
 from ldp_dask.cli import main
 sys.exit(main(sys.argv[2:]))
 """

@@ -18,7 +18,6 @@ from ldp_dask._kernels import joint_exp_transition
 from ldp_dask.central import DECILES, best_method, quantiles
 from ldp_dask.central.data import PrivateData, collect
 from ldp_dask.central.mechanisms import (
-    _transition_reference,
     above_threshold,
     inverse_sensitivity_density,
     joint_exp,
@@ -28,6 +27,18 @@ from ldp_dask.options import RunOptions
 from ldp_dask.source import open_source
 
 SLACK = 1e-9  # float rounding in the exact log-density computations
+
+
+def _transition_reference(A: np.ndarray, CC: np.ndarray, target: float, beta: float) -> np.ndarray:
+    """Dense numpy reference of :func:`ldp_dask._kernels.joint_exp_transition`: every (i, j) term at once."""
+    K = len(A)
+    term = A[:, None] - beta * np.abs(CC[None, :] - CC[:, None] - target)
+    term[~np.triu(np.ones((K, K), dtype=bool), 1)] = -np.inf
+    m = term.max(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = m + np.log(np.exp(term - np.where(np.isfinite(m), m, 0.0)).sum(axis=0))
+    return np.where(np.isfinite(m), out, -np.inf)
+
 
 
 def _data(values, bounds=(0.0, 1.0)) -> PrivateData:

@@ -210,7 +210,13 @@ def test_u_statistic_from_rows_mode(tmp_path):
     rows = tmp_path / "rows"
     s = ldp_dask.privatize(x, channel=ch, seed=3, mode="rows", rows_path=str(rows))
     r = gof.test(s, "beta(2,2)", statistic="U", rows=str(rows), B=199, rng=1)
-    assert r.method == "U" and 0 < r.p_value <= 1
+    # a Monte-Carlo p-value is (1 + #{T_b >= T})/(B + 1): on that lattice, and at its floor far from the null
+    # (Beta(8, 1) puts 90% of the rows in the last of 4 cells against 16%: at n = 600 and ε = 1 the U-statistic's
+    # noise sd is a small fraction of that gap, so a replicate above it has probability far below 10⁻⁶)
+    assert r.method == "U" and abs(r.p_value * 200 - round(r.p_value * 200)) < 1e-9 and r.p_value >= 1 / 200
+    far = rng.beta(8, 1, 600)
+    s_far = ldp_dask.privatize(far, channel=ch, seed=4, mode="rows", rows_path=str(tmp_path / "far"))
+    assert gof.test(s_far, "beta(2,2)", statistic="U", rows=str(tmp_path / "far"), B=199, rng=1).p_value == 1 / 200
     other = ldp_dask.privatize(x, channel=HaarLaplace(2.0, 2, (0.0, 1.0)), seed=3)
     with pytest.raises(LdpDaskError, match="different channel"):
         gof.test(other, "beta(2,2)", statistic="U", rows=str(rows), B=199)

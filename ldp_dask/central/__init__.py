@@ -32,7 +32,7 @@ from ..noise import Secret, bind_key, content_tag, digest_arrays, generator, par
 from ..options import RunKwargs, RunOptions
 from ..outputs import write_result_files
 from ..privacy import central_unit_details
-from ..release import Charge, Outputs, Released, plan, release
+from ..release import Charge, Outputs, plan, release
 from . import mechanisms
 from .bounds import BoundsRelease, bounds
 from .data import DEFAULT_CELLS, DEFAULT_EXACT_MAX, PrivateData, collect
@@ -70,49 +70,6 @@ def run_mechanism(data: PrivateData, q: np.ndarray, epsilon: float, method: str,
         vals = mechanisms.laplace_baseline(data, q, epsilon, rng)
     # sorting is post-processing: quantiles are monotone, the sorted vector is never worse
     return np.sort(vals), {"per_quantile": [epsilon / k] * k}
-
-
-def _release_quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon: float = 1.0,
-                      bounds: tuple[float, float] | None = None, method: str = "best", *, rho: float | None = None,
-                      steps: int | None = None, max_intervals: int = 2048, cells: int = DEFAULT_CELLS,
-                      exact_max: int = DEFAULT_EXACT_MAX, out: str | os.PathLike[str] | None = None,
-                      plot: str | os.PathLike[str] | None = None, html: str | os.PathLike[str] | None = None,
-                      overwrite: bool = False, options: RunOptions | None = None,
-                      **run: Any) -> Released[QuantileRelease]:
-    """:func:`quantiles` through the release path, returning the ledger's receipt and the files written too."""
-    epsilon = check_epsilon(epsilon)
-    if bounds is None:
-        raise LdpDaskError("The 'bounds' parameter is required: public bounds (lo, hi) of the column.")
-    try:
-        lo, hi = bounds
-    except (TypeError, ValueError):
-        raise LdpDaskError(f"The 'bounds' parameter must be a pair (lo, hi). Got {bounds!r} instead.") from None
-    bounds = check_domain(lo, hi)
-    qs = check_q(q)
-    if method not in METHODS:
-        raise LdpDaskError(f"The 'method' parameter must be one of {', '.join(METHODS)}. Got {method!r} instead.")
-    rho = (bounds[1] - bounds[0]) / DEFAULT_CELLS if rho is None else float(rho)
-    if not (math.isfinite(rho) and rho >= 0):
-        raise LdpDaskError(f"The 'rho' parameter must be a finite number >= 0. Got {rho!r} instead.")
-    if steps is not None:
-        steps = check_int(steps, "steps", 1, MAX_STEPS)
-    max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
-    opts = RunOptions.of(options, **run)
-    dataset = plan(source, column, "numeric", opts)
-    dataset.check_range(bounds, opts.clip)
-    resolved = best_method(dataset.n, max_intervals) if method == "best" else method
-    params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
-              "max_intervals": max_intervals, "cells": cells}
-
-    tags: dict[str, str] = {}
-
-    def compute(secret: Secret, outputs: Outputs) -> QuantileRelease:
-        return _release(dataset, bounds, qs, epsilon, resolved, secret, rho, steps, max_intervals, cells, exact_max,
-                        opts, params, tags)
-
-    return release(dataset, Charge("central", "central-quantiles", params, epsilon),
-                   compute, opts, targets={"json": out, "plot": plot, "html": html}, write=write_result_files,
-                   overwrite=overwrite, content_tag=lambda _: tags.get("content"))
 
 
 #: The histogram method's intervals, at most: finer than the default 2^20-cell grid is noise only.
@@ -166,9 +123,40 @@ def quantiles(source: Any, column: str | None = None, q: Any = DECILES, epsilon:
         data get fresh noise. The ledger records the release in the *central*
         scope; a release over budget is refused before the data are read.
     """
-    return _release_quantiles(source, column, q, epsilon, bounds, method, rho=rho, steps=steps,
-                              max_intervals=max_intervals, cells=cells, exact_max=exact_max, out=out, plot=plot,
-                              html=html, overwrite=overwrite, options=options, **run).attach()
+    epsilon = check_epsilon(epsilon)
+    if bounds is None:
+        raise LdpDaskError("The 'bounds' parameter is required: public bounds (lo, hi) of the column.")
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):
+        raise LdpDaskError(f"The 'bounds' parameter must be a pair (lo, hi). Got {bounds!r} instead.") from None
+    bounds = check_domain(lo, hi)
+    qs = check_q(q)
+    if method not in METHODS:
+        raise LdpDaskError(f"The 'method' parameter must be one of {', '.join(METHODS)}. Got {method!r} instead.")
+    rho = (bounds[1] - bounds[0]) / DEFAULT_CELLS if rho is None else float(rho)
+    if not (math.isfinite(rho) and rho >= 0):
+        raise LdpDaskError(f"The 'rho' parameter must be a finite number >= 0. Got {rho!r} instead.")
+    if steps is not None:
+        steps = check_int(steps, "steps", 1, MAX_STEPS)
+    max_intervals = check_int(max_intervals, "max_intervals", 2, 1 << 14)
+    opts = RunOptions.of(options, **run)
+    dataset = plan(source, column, "numeric", opts)
+    dataset.check_range(bounds, opts.clip)
+    resolved = best_method(dataset.n, max_intervals) if method == "best" else method
+    params = {"q": qs.tolist(), "bounds": list(bounds), "method": resolved, "rho": rho, "steps": steps,
+              "max_intervals": max_intervals, "cells": cells}
+
+    tags: dict[str, str] = {}
+
+    def compute(secret: Secret, outputs: Outputs) -> QuantileRelease:
+        return _release(dataset, bounds, qs, epsilon, resolved, secret, rho, steps, max_intervals, cells, exact_max,
+                        opts, params, tags)
+
+    return release(dataset, Charge("central", "central-quantiles", params, epsilon),
+                   compute, opts, targets={"json": out, "plot": plot, "html": html}, write=write_result_files,
+                   overwrite=overwrite, content_tag=lambda _: tags.get("content")).attach()
+
 
 
 def _release(dataset: Any, bounds: tuple[float, float], qs: np.ndarray, epsilon: float, resolved: str, sec: Secret,

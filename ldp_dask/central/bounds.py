@@ -40,7 +40,7 @@ from ..outputs import Described, Description, fmt, jsonable, save_json
 from ..privacy import central_unit_details
 from ..reading import read_piece
 from ..receipts import Receipted
-from ..release import Charge, Outputs, Released, plan, release
+from ..release import Charge, Outputs, plan, release
 from ..source import Dataset, Piece, Reader
 from ..tasks import each_piece
 from .mechanisms import above_threshold
@@ -160,10 +160,36 @@ def _counts(dataset: Dataset, options: RunOptions, secret: Secret | None = None)
     return res["counts"]
 
 
-def _release_bounds(source: Any, column: str | None = None, epsilon: float = 0.1, fraction: float = 0.95, *,
-                   out: Any = None, overwrite: bool = False, options: RunOptions | None = None,
-                   **run: Any) -> Released[BoundsRelease]:
-    """:func:`bounds` through the release path, returning the ledger's receipt and the files written too."""
+def bounds(source: Any, column: str | None = None, epsilon: float = 0.1, fraction: float = 0.95, *,
+           out: Any = None, overwrite: bool = False, options: RunOptions | None = None, **run: Unpack[RunKwargs]) -> BoundsRelease:
+    """Symmetric bounds ``(−2^k, 2^k)`` holding about ``fraction`` of a column, released with central ε-DP.
+
+    Parameters
+    ----------
+    source, column :
+        As for :func:`ldp_dask.privatize` (Parquet path/URL, or in-memory data).
+    epsilon : float
+        Central ε spent (default 0.1), charged to the dataset's budget.
+    fraction : float
+        Target share of the values inside the bounds, in [0.5, 1) (default 0.95).
+    out : path, optional
+        Write the release as JSON.
+    options, **run :
+        :class:`~ldp_dask.options.RunOptions` (the key, the ledger, the cluster). With a privacy unit
+        (``privacy_unit=``, ``max_contributions=k``) every person is k records (bounded and padded, as for
+        every unit release) and the mechanism runs at ε/k: ε per person by group privacy.
+
+    Returns
+    -------
+    BoundsRelease
+
+    Notes
+    -----
+    Sensitivity 1 per count (one record replaced, n public); AboveThreshold
+    with T̂ = fraction·n + Lap(2/ε) and query noise Lap(4/ε) is ε-DP (Dwork &
+    Roth 2014, Thm 3.23). With probability ≥ 1 − β, the share inside the
+    returned bounds is at least fraction − (8/(εn))·log(2K/β), K ≤ 1124.
+    """
     epsilon = check_epsilon(epsilon)
     if not (isinstance(fraction, (int, float)) and 0.5 <= float(fraction) < 1):
         raise LdpDaskError(f"The 'fraction' parameter must be in [0.5, 1). Got {fraction!r} instead.")
@@ -201,38 +227,5 @@ def _release_bounds(source: Any, column: str | None = None, epsilon: float = 0.1
 
     return release(dataset, Charge("central", "central-bounds", params, epsilon), compute, opts,
                    targets={"json": out}, write=write, overwrite=overwrite,
-                   content_tag=lambda _: tags.get("content"))
+                   content_tag=lambda _: tags.get("content")).attach()
 
-
-def bounds(source: Any, column: str | None = None, epsilon: float = 0.1, fraction: float = 0.95, *,
-           out: Any = None, overwrite: bool = False, options: RunOptions | None = None, **run: Unpack[RunKwargs]) -> BoundsRelease:
-    """Symmetric bounds ``(−2^k, 2^k)`` holding about ``fraction`` of a column, released with central ε-DP.
-
-    Parameters
-    ----------
-    source, column :
-        As for :func:`ldp_dask.privatize` (Parquet path/URL, or in-memory data).
-    epsilon : float
-        Central ε spent (default 0.1), charged to the dataset's budget.
-    fraction : float
-        Target share of the values inside the bounds, in [0.5, 1) (default 0.95).
-    out : path, optional
-        Write the release as JSON.
-    options, **run :
-        :class:`~ldp_dask.options.RunOptions` (the key, the ledger, the cluster). With a privacy unit
-        (``privacy_unit=``, ``max_contributions=k``) every person is k records (bounded and padded, as for
-        every unit release) and the mechanism runs at ε/k: ε per person by group privacy.
-
-    Returns
-    -------
-    BoundsRelease
-
-    Notes
-    -----
-    Sensitivity 1 per count (one record replaced, n public); AboveThreshold
-    with T̂ = fraction·n + Lap(2/ε) and query noise Lap(4/ε) is ε-DP (Dwork &
-    Roth 2014, Thm 3.23). With probability ≥ 1 − β, the share inside the
-    returned bounds is at least fraction − (8/(εn))·log(2K/β), K ≤ 1124.
-    """
-    return _release_bounds(source, column, epsilon, fraction, out=out, overwrite=overwrite, options=options,
-                           **run).attach()

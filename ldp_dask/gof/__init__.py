@@ -255,16 +255,37 @@ def _max_standardised(obs: np.ndarray, sims: np.ndarray, level: float) -> tuple[
     return p_obs, p, mu + critical_value(zmax[1:], level)[0] * sd
 
 
-def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
-                 domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
-                 split: str = DEFAULT_SPLIT, levels: list[int] | None = None, J: int | None = None,
-                 smoothness: float = 1.0, statistic: str = "summary",
-                 rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B,
-                 rng: np.random.Generator | int | None = None, summary_out: str | os.PathLike[str] | None = None,
-                 out: str | os.PathLike[str] | None = None, plot: str | os.PathLike[str] | None = None,
-                 overwrite: bool = False, options: RunOptions | None = None, allow_unverified: bool = False,
-                 **run: Any) -> Released[tuple[TestResult, Summary]]:
-    """:func:`run` through the release path: the result, the ledger's receipt and the files written."""
+def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
+        domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
+        split: str = DEFAULT_SPLIT, levels: list[int] | None = None, J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
+        rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
+        summary_out: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
+        plot: str | os.PathLike[str] | None = None, overwrite: bool = False, options: RunOptions | None = None,
+        allow_unverified: bool = False, **run: Unpack[RunKwargs]) -> tuple[TestResult, Summary]:
+    """Test from a summary, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
+
+    A summary (object or file) is tested as it is: post-processing, no
+    privacy cost. Anything else is a data source and privatizing it is a
+    release (recorded in the ledger of ``options``): ``column``, ``domain`` and
+    ``epsilon`` are required, the channel is ``HaarAdaptive`` over ``levels``
+    (default :func:`~ldp_dask.channels.adaptive_levels`: 1 to 4) when ``adaptive`` else
+    ``HaarLaplace`` at level ``J`` (default from n, ε and ``smoothness``).
+    Everything checkable (level, B, the null) is checked before the budget is spent.
+
+    Outputs, published together only when all are written: ``summary_out``
+    (the summary), ``rows`` (privatized rows, needed by ``statistic="U"``),
+    ``out`` (the result as JSON) and ``plot`` (a PNG of the null law).
+    ``options`` and ``**run`` are the :class:`~ldp_dask.options.RunOptions`
+    of the privatization (cluster, key, ledger, ...). ``allow_unverified``
+    tests a summary file that the key at hand cannot verify
+    (:func:`ldp_dask.read_summary`); it is refused otherwise.
+
+    Returns
+    -------
+    (TestResult, Summary)
+        Each carries ``receipt`` (the ledger's, None when testing a summary)
+        and ``written`` (the outputs published).
+    """
     targets = {"json": out, "plot": plot}
     if isinstance(source, Summary) or (isinstance(source, (str, os.PathLike)) and is_summary_file(source)):
         s = read_summary(source, allow_unverified=allow_unverified)
@@ -278,7 +299,8 @@ def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | 
 
         result, written = publish(targets, produce, overwrite=overwrite,
                                   inputs=[source] if isinstance(source, (str, os.PathLike)) else [])
-        return Released(result, None, written)  # post-processing of an earlier release: nothing new is released
+        # post-processing of an earlier release: nothing new is released
+        return Released(result, None, written).attach()
     if levels is not None and not adaptive:
         raise LdpDaskError(f"The 'levels' parameter ({levels!r}) is for the adaptive test; pass adaptive=True "
                            "(CLI --adaptive), or J for a single level.")
@@ -319,44 +341,7 @@ def _release_test(source: Any, null: Any, level: float = 0.05, *, column: str | 
 
     return release(dataset, local_charge(ch, mode, opts), compute, opts, content_tag=lambda r: r[1].content_tag,
                    targets={"summary": summary_out, "rows": rows_path if mode == "rows" else None, **targets},
-                   write=write, overwrite=overwrite, central=lambda r: [central_event(r[1])])
-
-
-def run(source: Any, null: Any, level: float = 0.05, *, column: str | None = None,
-        domain: tuple[float, float] | None = None, epsilon: float | None = None, adaptive: bool = False,
-        split: str = DEFAULT_SPLIT, levels: list[int] | None = None, J: int | None = None, smoothness: float = 1.0, statistic: str = "summary",
-        rows: str | os.PathLike[str] | None = None, B: int = DEFAULT_B, rng: np.random.Generator | int | None = None,
-        summary_out: str | os.PathLike[str] | None = None, out: str | os.PathLike[str] | None = None,
-        plot: str | os.PathLike[str] | None = None, overwrite: bool = False, options: RunOptions | None = None,
-        allow_unverified: bool = False, **run: Unpack[RunKwargs]) -> tuple[TestResult, Summary]:
-    """Test from a summary, or privatize ``source`` first (CLI ``ldp-dask gof`` and ``gof_flow``).
-
-    A summary (object or file) is tested as it is: post-processing, no
-    privacy cost. Anything else is a data source and privatizing it is a
-    release (recorded in the ledger of ``options``): ``column``, ``domain`` and
-    ``epsilon`` are required, the channel is ``HaarAdaptive`` over ``levels``
-    (default :func:`~ldp_dask.channels.adaptive_levels`: 1 to 4) when ``adaptive`` else
-    ``HaarLaplace`` at level ``J`` (default from n, ε and ``smoothness``).
-    Everything checkable (level, B, the null) is checked before the budget is spent.
-
-    Outputs, published together only when all are written: ``summary_out``
-    (the summary), ``rows`` (privatized rows, needed by ``statistic="U"``),
-    ``out`` (the result as JSON) and ``plot`` (a PNG of the null law).
-    ``options`` and ``**run`` are the :class:`~ldp_dask.options.RunOptions`
-    of the privatization (cluster, key, ledger, ...). ``allow_unverified``
-    tests a summary file that the key at hand cannot verify
-    (:func:`ldp_dask.read_summary`); it is refused otherwise.
-
-    Returns
-    -------
-    (TestResult, Summary)
-        Each carries ``receipt`` (the ledger's, None when testing a summary)
-        and ``written`` (the outputs published).
-    """
-    return _release_test(source, null, level, column=column, domain=domain, epsilon=epsilon, adaptive=adaptive,
-                         split=split, levels=levels, J=J, smoothness=smoothness, statistic=statistic, rows=rows, B=B, rng=rng,
-                         summary_out=summary_out, out=out, plot=plot, overwrite=overwrite, options=options,
-                         allow_unverified=allow_unverified, **run).attach()
+                   write=write, overwrite=overwrite, central=lambda r: [central_event(r[1])]).attach()
 
 
 def _test(s: Summary, null: Any, level: float, statistic: str, rows: Any, B: int, rng: Any) -> TestResult:

@@ -270,6 +270,13 @@ class Described:
     def to_html(self, heading: str = "h2") -> str:
         return render_html(self.describe(), heading)
 
+    def to_pandas(self) -> Any:
+        """The result's tidy table (``to_table()``) as a pandas DataFrame."""
+        to_table = getattr(self, "to_table", None)
+        if to_table is None:
+            raise LdpDaskError(f"a {type(self).__name__} has no table form; use to_dict()")
+        return to_table().to_pandas()
+
     def _repr_html_(self) -> str:
         """What Jupyter shows for a result: its description as HTML and, when it draws one, its plot."""
         d = self.describe()

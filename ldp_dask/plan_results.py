@@ -53,6 +53,20 @@ class PublicGroups(Described):
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "public-groups", "group_by": self.by, "groups": [g.to_dict() for g in self.groups]}
 
+    def to_table(self) -> Any:
+        """Every group's tidy table (its result's ``to_table()``) one under the other, with ``group`` (the key),
+        ``group_by`` and ``group_rows`` (its exact rows) first; columns one group lacks are null there (a group
+        with no rows has no estimate)."""
+        import pyarrow as pa
+
+        tables = []
+        for g in self.groups:
+            t = g.result.to_table()
+            t = t.add_column(0, "group_rows", pa.array([g.summary.n] * t.num_rows, pa.int64()))
+            t = t.add_column(0, "group_by", pa.array([self.by] * t.num_rows, pa.string()))
+            tables.append(t.add_column(0, "group", pa.array([str(g.key)] * t.num_rows, pa.string())))
+        return pa.concat_tables([t.replace_schema_metadata(None) for t in tables], promote_options="permissive")
+
     def describe(self) -> Description:
         rows = tuple((str(g.key), f"{g.summary.n:,}", headline(g.result)) for g in self.groups)
         return Description(

@@ -41,6 +41,7 @@ from ..outputs import (
     save_json,
     summary_facts,
     summary_info,
+    tidy_table,
 )
 from ..summary import Summary, read_summary
 
@@ -112,6 +113,18 @@ class GroupMeansEstimate(Described):
     epsilon: float
     domain: tuple[float, float]
     info: dict[str, Any] = field(default_factory=dict)
+
+    def to_table(self) -> Any:
+        """One row per group, tidy: ``statistic`` (the column), ``group``, ``value`` (the mean; null where the
+        group's noisy count is not positive), ``se``, ``ci_low``, ``ci_high`` (Fieller's), ``estimated_rows``,
+        with ``confidence``, ``n``, ``epsilon`` and the domain as columns."""
+        column = self.info.get("column", "value")
+        return tidy_table({"statistic": [column] * len(self.labels), "group": [str(g) for g in self.labels],
+                           "value": _nulls(self.means), "se": _nulls(self.se), "ci_low": self.ci_low,
+                           "ci_high": self.ci_high, "estimated_rows": self.rows},
+                          {"group_by": self.info.get("group", {}).get("column", "group"), "confidence": self.level,
+                           "n": self.n, "epsilon": self.epsilon, "domain_low": self.domain[0],
+                           "domain_high": self.domain[1]})
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"kind": "group-means", "groups": self.labels, "means": self.means, "se": self.se,
@@ -223,6 +236,22 @@ class GroupSharesEstimate(Described):
     epsilon: float
     info: dict[str, Any] = field(default_factory=dict)
 
+    def to_table(self) -> Any:
+        """One row per (group, cell), tidy: ``statistic`` (the column), ``group``, ``cell``, ``value`` (the share;
+        null where the group's noisy count is not positive), ``se`` (null: a ratio's interval is Fieller's, not a
+        multiple of a standard error), ``ci_low``, ``ci_high``, ``estimated_rows`` of the group, with
+        ``confidence``, ``n`` and ``epsilon`` as columns."""
+        g, k = len(self.groups), len(self.cells)
+        return tidy_table({"statistic": [self.info.get("column", "value")] * (g * k),
+                           "group": [str(x) for x in self.groups for _ in self.cells],
+                           "cell": [str(c) for _ in self.groups for c in self.cells],
+                           "value": _nulls(np.asarray(self.shares, dtype=float).ravel()),
+                           "se": [None] * (g * k), "ci_low": np.asarray(self.ci_low, dtype=float).ravel(),
+                           "ci_high": np.asarray(self.ci_high, dtype=float).ravel(),
+                           "estimated_rows": np.repeat(np.asarray(self.rows, dtype=float), k)},
+                          {"group_by": self.info.get("group", {}).get("column", "group"), "confidence": self.level,
+                           "n": self.n, "epsilon": self.epsilon})
+
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"kind": "group-shares", "groups": self.groups, "cells": self.cells, "shares": self.shares,
                          "ci_low": self.ci_low, "ci_high": self.ci_high, "estimated_rows": self.rows,
@@ -266,3 +295,8 @@ def group_shares(summary: Summary | str, level: float = 0.95) -> GroupSharesEsti
     groups = list(info["group"].get("labels") or range(ch.groups))
     return GroupSharesEstimate(groups, _cell_labels(s.metadata, ch.cells), shares, lo, hi, rows, level, s.n,
                                ch.epsilon, info)
+
+
+def _nulls(values: Any) -> list[float | None]:
+    """Values as a list with None where they are not finite (a table's null, not a NaN a reader may average)."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float)]

@@ -499,3 +499,27 @@ def test_a_failure_after_publishing_says_what_was_published_and_charged(tmp_path
     assert "charged ε 1 per row (recorded)" in err
     (entry,) = open_ledger(str(led)).entries()
     assert entry["status"] == "committed" and entry["epsilon"] == 1.0
+
+
+def test_group_results_are_tidy_tables(tmp_path, capsys):
+    """Group means and shares (private groups) and a public group's results have to_table()/to_pandas(), and
+    `estimate --out x.parquet` writes them tidy: statistic, group, value, se, ci_low, ci_high."""
+    plan = EMPTY_GROUPS.replace('group_kind = "public"\nname = "m"', 'group_kind = "private"\nname = "m"').replace(
+        'group_kind = "public"\nname = "d"', 'group_kind = "private"\nname = "d"')
+    (tmp_path / "plan.toml").write_text(plan)
+    _grouped(tmp_path / "t", "day1.parquet", ["a", "b"], 20_000, 1)
+    res = ldp_dask.release_plan(tmp_path / "plan.toml", tmp_path / "t", 1.0, out=tmp_path / "o", seed=2,
+                                ledger=False, client="local")
+    means = res["m"].result.to_pandas()
+    assert list(means.columns[:6]) == ["statistic", "group", "value", "se", "ci_low", "ci_high"]
+    assert list(means["group"]) == ["a", "b", "zz", "__other__"] and (means["statistic"] == "x").all()
+    known = means["value"].notna()  # null where a group's noisy count is not positive
+    assert ((means["ci_low"] <= means["value"]) & (means["value"] <= means["ci_high"]))[known].all()
+    shares = res["d"].result.to_pandas()
+    assert len(shares) == 4 * 8 and list(shares["cell"].iloc[:2]) == [str(c) for c in res["d"].result.cells[:2]]
+    public = res["f"].result.to_pandas()  # public groups: each group's table under the other
+    assert set(public["group"]) == {"a", "b", "zz", "__other__"}
+    assert (public.loc[public["group"] == "zz", "group_rows"] == 0).all()
+    assert main(["estimate", str(tmp_path / "o" / "m.summary.parquet"), "--out", str(tmp_path / "m.parquet")]) == 0
+    written = pq.read_table(tmp_path / "m.parquet").to_pandas()
+    assert written[["group", "value", "ci_low", "ci_high"]].equals(means[["group", "value", "ci_low", "ci_high"]])

@@ -68,9 +68,10 @@ def _report_receipt(receipt: Any) -> None:
 
 
 def _cmd_plan(a: argparse.Namespace) -> int:
+    from ldp_dask.options import RunOptions
     from ldp_dask.plans import Plan, check_plan
 
-    result = check_plan(Plan.from_toml(a.plan), a.source, a.epsilon)
+    result = check_plan(Plan.from_toml(a.plan), a.source, a.epsilon, RunOptions(clip=a.clip), a.design)
     if a.json:
         print(json.dumps({"design": result.design, "epsilon": result.epsilon, "objective": result.objective,
                           "other_objective": result.other_objective,

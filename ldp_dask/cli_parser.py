@@ -218,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("plan", help="the plan: a TOML file of [[statistic]] tables")
     pl.add_argument("source", help="the Parquet file, directory, glob or URL")
     pl.add_argument("--epsilon", type=float, required=True, help="the total ε per row the plan may spend")
+    pl.add_argument("--design", choices=["split-epsilon", "split-rows"], default=None,
+                    help="force a design (default: the one predicting less error)")
+    pl.add_argument("--clip", action="store_true",
+                    help="as the release's --clip: values outside a statistic's domain will be clamped, so the "
+                         "footers' out-of-domain values are not refused")
     pl.add_argument("--json", action="store_true", help="print as JSON")
 
     rl = sub.add_parser("release", help="release a plan: every statistic of a report from one pass, one release",

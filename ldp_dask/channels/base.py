@@ -20,6 +20,7 @@ Every channel provides
 from __future__ import annotations
 
 import math
+import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,10 +105,38 @@ def check_noise(noise: Any) -> str:
 
 def nudge(p: float, spent: Any, epsilon: float, toward: float = 0.0) -> float:
     """The float nearest ``p`` (moving toward ``toward``) with ``spent(p) <= epsilon``: float rounding of a response
-    probability must not make the channel's likelihood ratio exceed e^ε."""
-    while spent(p) > epsilon:
-        p = math.nextafter(p, toward)
-    return p
+    probability must not make the channel's likelihood ratio exceed e^ε.
+
+    ``p`` is a positive probability and ``spent`` falls toward ``toward``. The search gallops (1, 2, 4, … ulps, on
+    the float's bits) to a float that holds, then bisects the bits back to the one nearest ``p``: the float a
+    one-ulp-at-a-time walk would stop at, in O(log) evaluations (at a small ε that walk took ~10⁴ steps, 4 ms a
+    channel). Whatever it returns holds."""
+    if spent(p) <= epsilon:
+        return p
+    sign = -1 if toward < p else 1
+    start = _bits(p)
+    bad, step = start, 1
+    while True:
+        good = start + sign * step
+        q = _float(good)
+        if not (0.0 < q < 1.0) or (q - toward) * sign >= 0:  # pragma: no cover - a probability with no room
+            raise LdpDaskError(f"no response probability near {p!r} keeps ε ≤ {epsilon!r}")
+        if spent(q) <= epsilon:
+            break
+        bad, step = good, step * 2
+    while abs(good - bad) > 1:  # spent(bad) > epsilon >= spent(good): bisect the floats between them
+        mid = (bad + good) // 2
+        bad, good = (bad, mid) if spent(_float(mid)) <= epsilon else (mid, good)
+    return _float(good)
+
+
+def _bits(x: float) -> int:
+    """A positive float's bits as an integer: adjacent floats are adjacent integers, in order."""
+    return int(struct.unpack("<q", struct.pack("<d", x))[0])
+
+
+def _float(bits: int) -> float:
+    return float(struct.unpack("<d", struct.pack("<q", bits))[0])
 
 
 def grid_index(x: np.ndarray, domain: tuple[float, float], cells: int) -> np.ndarray:

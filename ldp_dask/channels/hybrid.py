@@ -33,6 +33,7 @@ interval needs no bound on the data's variance.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -91,13 +92,13 @@ class HybridMean(NumericChannel):
         self.dim = 1
         eps = self.epsilon
         # Duchi: P(+B | t) = (1 + c·t)/2 with c = 1/B; ratio (1 + c)/(1 − c) ≤ e^ε
-        c = nudge(math.tanh(eps / 2), lambda c: math.log((1 + c) / (1 - c)), eps)  # (e^ε − 1)/(e^ε + 1)
+        c = _duchi_c(eps)  # (e^ε − 1)/(e^ε + 1), nudged
         self.duchi_c, self.duchi_b = c, 1.0 / c
         # Piecewise: band probability P = h/(h + 1) on length C − 1, the rest on length C + 1
         h = math.exp(eps / 2)
         self.pm_h = h
         self.pm_c = (h + 1) / (h - 1)
-        self.pm_band = nudge(h / (h + 1), self._pm_ratio, eps)
+        self.pm_band = _pm_band(eps)
         if mechanism == "piecewise":
             self.beta = 1.0
         elif mechanism == "duchi":
@@ -108,8 +109,7 @@ class HybridMean(NumericChannel):
         self.granularity = math.ldexp(1.0, math.ceil(math.log2(self.pm_c))) / LATTICE_STEPS
 
     def _pm_ratio(self, p: float) -> float:
-        c = self.pm_c
-        return math.log((p / (c - 1)) / ((1 - p) / (c + 1)))
+        return _pm_ratio(self.pm_c, p)
 
     def epsilon_spent(self) -> float:
         spent = []
@@ -199,3 +199,22 @@ class HybridMean(NumericChannel):
 
     def worst_pair(self) -> tuple[float, float]:
         return self.domain
+
+
+# The response probabilities depend on ε alone: computed once per ε (a plan's split builds each mean channel at
+# many ε, and the automatic choice builds four mechanisms at each)
+@functools.lru_cache(maxsize=4096)
+def _duchi_c(eps: float) -> float:
+    return nudge(math.tanh(eps / 2), lambda c: math.log((1 + c) / (1 - c)), eps)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pm_band(eps: float) -> float:
+    h = math.exp(eps / 2)
+    c = (h + 1) / (h - 1)
+    return nudge(h / (h + 1), lambda p: _pm_ratio(c, p), eps)
+
+
+def _pm_ratio(c: float, p: float) -> float:
+    """ε of the piecewise mechanism's band probability p at half-width C."""
+    return math.log((p / (c - 1)) / ((1 - p) / (c + 1)))

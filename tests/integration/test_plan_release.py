@@ -523,3 +523,21 @@ def test_group_results_are_tidy_tables(tmp_path, capsys):
     assert main(["estimate", str(tmp_path / "o" / "m.summary.parquet"), "--out", str(tmp_path / "m.parquet")]) == 0
     written = pq.read_table(tmp_path / "m.parquet").to_pandas()
     assert written[["group", "value", "ci_low", "ci_high"]].equals(means[["group", "value", "ci_low", "ci_high"]])
+
+
+def test_plan_check_makes_the_releases_footer_checks(tmp_path, capsys):
+    """610 values above the domain, visible in the footers: `plan check` refuses as `release` would (exit 2, one
+    line, before any row is read), and passes with --clip as the release would."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 100, 5_000)
+    x[:610] = 150.0
+    (tmp_path / "t").mkdir()
+    pq.write_table(pa.table({"x": x}), tmp_path / "t" / "p.parquet")
+    (tmp_path / "plan.toml").write_text('[[statistic]]\ncolumn = "x"\ntarget = "mean"\ndomain = [0, 100]\n')
+    args = ["plan", "check", str(tmp_path / "plan.toml"), str(tmp_path / "t"), "--epsilon", "1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "outside the declared domain [0, 100]" in err[0], err
+    assert main(["release", *args[2:], "--seed", "1", "--no-ledger", "--local"]) == 2  # the same refusal
+    assert "outside the declared domain" in capsys.readouterr().err
+    assert main([*args, "--clip"]) == 0

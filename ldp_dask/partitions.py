@@ -95,9 +95,12 @@ class PartitionPlan:
     reused : dict of str to Partition
         The files whose kept sums are used without reading them, by relative name.
     parts : tuple of Part
-        What the ledger is asked to charge: one part per file that is read.
+        What the ledger is asked to charge: one part per file that is read; with a privacy unit one part for all
+        of them (the night: its persons bounded once).
     changed : tuple of str
         The files a kept partition of ``since`` had, that changed since (read again, unless skipped: then reused).
+    night : str, optional
+        With a privacy unit, the ledger part key of the files read together tonight (None when none is read).
     """
 
     context: dict[str, Any]
@@ -106,6 +109,7 @@ class PartitionPlan:
     reused: dict[str, Partition]
     parts: tuple[Part, ...]
     changed: tuple[str, ...] = ()
+    night: str | None = None
 
     @property
     def to_read(self) -> tuple[FilePlan, ...]:
@@ -114,6 +118,9 @@ class PartitionPlan:
     def part_tags(self, partitions: Sequence[Partition]) -> dict[str, str]:
         """The content tags of the partitions read, by their ledger part key."""
         tags = {p.path: p.tag for p in partitions}
+        if self.night is not None:  # one partition for the night's files, named by its first file
+            first = self.to_read[0].name
+            return {self.night: tags[first]} if first in tags else {}
         return {f.key: tags[f.name] for f in self.to_read if f.name in tags}
 
 
@@ -163,7 +170,10 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
                                                        .encode()).hexdigest()) for f in files]
     reused: dict[str, Partition] = {}
     changed: list[str] = []
-    if since is not None:
+    if since is not None and dataset.unit is not None:
+        _check_since(since, dataset, channel, secret, context_id)
+        reused, changed = _reused_nights(since, files, skip_changed)
+    elif since is not None:
         _check_since(since, dataset, channel, secret, context_id)
         base = str(since.metadata.get("root", "")).rstrip("/")
         kept = {f"{base}/{p.path}": p for p in since.partitions}
@@ -183,8 +193,42 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
                  "sums are kept")
             for name in changed:
                 reused[name] = kept[next(f.root for f in files if f.name == name)]
+    if dataset.unit is not None:  # tonight's files bounded together: one part, ε per person once
+        new = [f for f in files if f.name not in reused]
+        night = hashlib.sha256(json.dumps([[f.root, [list(t) for t in f.layout]] for f in new] + [release])
+                               .encode()).hexdigest() if new else None
+        tonight: tuple[Part, ...] = (Part(dataset.root, night, float(epsilon)),) if night is not None else ()
+        return PartitionPlan(context, context_id, tuple(files), reused, tonight, tuple(changed), night)
     parts = tuple(Part(f.root, f.key, float(epsilon)) for f in files if f.name not in reused)
     return PartitionPlan(context, context_id, tuple(files), reused, parts, tuple(changed))
+
+
+def _reused_nights(since: Summary, files: Sequence[FilePlan],
+                   skip_changed: bool) -> tuple[dict[str, Partition], list[str]]:
+    """With a privacy unit, which kept partitions (each a night's files, their persons bounded together) are
+    reused: one whose every file is still there with the same stamp and layout. Otherwise its files still there
+    are read again, with tonight's new ones (or, with ``skip_changed``, its sums are kept)."""
+    from .summary_format import Member
+
+    base = str(since.metadata.get("root", "")).rstrip("/")
+    by_root = {f.root: f for f in files}
+    reused: dict[str, Partition] = {}
+    changed: list[str] = []
+    for p in since.partitions:
+        members = p.members or (Member(p.path, p.rows, p.layout, p.stamp, p.identity),)  # a partition of one file
+        now = [by_root.get(f"{base}/{m.path}") for m in members]
+        present = [f for f in now if f is not None]
+        if all(f is not None and f.stamp == m.stamp and f.layout == m.layout for f, m in zip(now, members)):
+            reused.update((f.name, p) for f in present)
+            continue
+        changed += [f.name for f in present]
+        if skip_changed:
+            reused.update((f.name, p) for f in present)
+    if changed and skip_changed:
+        warn(f"{len(changed)} file(s) changed since the --since summary and are not released again "
+             f"(--skip-changed): {', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}; their earlier "
+             "sums are kept")
+    return reused, changed
 
 
 def _check_since(since: Summary, dataset: Dataset, channel: Any, secret: Secret, context_id: str) -> None:
@@ -274,8 +318,8 @@ def window_of(summary: Summary, days: int) -> Summary:
     """The release of the last ``days`` days of a partitioned summary, from its kept sums (no data read, no ε)."""
     if not summary.partitions:
         raise LdpDaskError("a window is taken over kept partitions: the summary is not a partitioned release")
-    keep = set(in_window([p.path for p in summary.partitions], days))
-    parts = tuple(p for p in summary.partitions if p.path in keep)
+    keep = set(in_window([x for p in summary.partitions for x in p.paths], days))
+    parts = tuple(p for p in summary.partitions if all(x in keep for x in p.paths))
     meta = {k: v for k, v in summary.metadata.items() if k not in ("partitions_read", "partitions_reused")}
     meta.update(window_days=days, source=f"{summary.metadata.get('source')} (last {days} days)")
     return _rebuilt(summary, parts, meta)

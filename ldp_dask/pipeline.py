@@ -341,31 +341,49 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
 
 def _run_partitioned_units(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions,
                            plan_: Any) -> Summary:
-    """A partitioned release with a privacy unit: each file read is a release of its own over its persons
-    (bounded and padded to exactly k reports per person present in it, :func:`run_channel`), keyed by the file's
-    location and layout, so that an unchanged file reproduces its sums; kept files add their kept sums. A
-    person present in several files read makes k reports in each: the ledger charges every file read anew for
-    every person (:func:`ldp_dask.ledger.budget.charges_of`)."""
+    """A partitioned release with a privacy unit: the files read tonight are one release over their persons
+    (bounded and padded to exactly k reports per person across all of them, :func:`run_channel`), kept as one
+    partition that names its files; kept partitions of earlier nights add their kept sums. So a night costs ε per
+    person whatever the number of its files, and the ledger charges it once (one part,
+    :func:`ldp_dask.partitions.plan_partitions`). Its noise is keyed by the files' locations and layouts (one
+    file: exactly as a partition of one file always was), so a night re-run on unchanged files reproduces its
+    sums."""
     from .source import _fingerprint
     from .summary import Partition, sum_partitions
+    from .summary_format import Member
 
-    read = {}
-    for f in plan_.to_read:
-        pieces = tuple(dataclasses.replace(p, index=i) for i, p in enumerate(f.pieces))
-        shape = {"partition": f.root, "layout": [list(t) for t in f.layout], "context": plan_.context_id}
-        sub = dataclasses.replace(dataset, pieces=pieces, n=f.rows, fingerprint=_fingerprint(shape))
+    tonight = plan_.to_read
+    new = None
+    if tonight:
+        pieces = tuple(dataclasses.replace(p, index=i) for i, p in enumerate(q for f in tonight for q in f.pieces))
+        one = tonight[0]
+        shape: dict[str, Any] = ({"partition": one.root, "layout": [list(t) for t in one.layout],
+                                  "context": plan_.context_id} if len(tonight) == 1 else
+                                 {"night": [[f.root, [list(t) for t in f.layout]] for f in tonight],
+                                  "context": plan_.context_id})
+        sub = dataclasses.replace(dataset, pieces=pieces, n=sum(f.rows for f in tonight),
+                                  fingerprint=_fingerprint(shape))
         s = run_channel(sub, channel, "summary", secret, options)
-        read[f.name] = Partition(f.name, s.n, f.layout, f.stamp, s.content_tag or "0" * 64, s.sums, f.identity)
-    parts = tuple(read.get(f.name) or plan_.reused[f.name] for f in plan_.files)
+        if len(tonight) == 1:
+            new = Partition(one.name, s.n, one.layout, one.stamp, s.content_tag or "0" * 64, s.sums, one.identity)
+        else:
+            stamp = keyed_digest(secret, "night-stamp", *(f.stamp.encode() for f in tonight))
+            new = Partition(one.name, s.n, (), stamp, s.content_tag or "0" * 64, s.sums, "",
+                            tuple(Member(f.name, f.rows, f.layout, f.stamp, f.identity) for f in tonight))
+    parts: list[Partition] = []
+    for f in plan_.files:  # in the files' order, each kept partition once
+        p = new if f.name not in plan_.reused else plan_.reused[f.name]
+        if p is not None and all(p is not q for q in parts):
+            parts.append(p)
     k = options.max_contributions
     metadata = _metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=dataset.unit, max_contributions=k,
                     epsilon_per_unit=epsilon_per_unit(per_row_channel(channel, k), k),
-                    partition_context=plan_.context_id, partitions_read=len(read),
-                    partitions_reused=len(parts) - len(read))
+                    partition_context=plan_.context_id, partitions_read=int(new is not None),
+                    partitions_reused=len(parts) - int(new is not None))
     tag = sum(int(p.tag, 16) for p in parts) % TAG_MODULUS
     return Summary(per_row_channel(channel, k), sum(p.rows for p in parts), sum_partitions(parts), metadata,
-                   content_tag=f"{tag:064x}", partitions=parts)
+                   content_tag=f"{tag:064x}", partitions=tuple(parts))
 
 
 def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions,

@@ -190,7 +190,8 @@ class Summary(Described, Receipted):
         if self.partitions:
             read, reused = m.get("partitions_read"), m.get("partitions_reused")
             how = f" ({read} read, {reused} reused without reading them)" if read is not None else ""
-            facts.append(("partitions kept (one per file)", f"{len(self.partitions)}{how}"))
+            per = "one per file" if self.privacy_unit == "row" else "one per night: its new files, persons bounded once"
+            facts.append((f"partitions kept ({per})", f"{len(self.partitions)}{how}"))
         if "window_days" in m:
             facts.append(("window", f"the last {m['window_days']} days"))
         if "created_at" in m:

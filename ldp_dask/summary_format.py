@@ -20,10 +20,29 @@ from ._validation import InputDataError, LdpDaskError
 from .channels import Channel, channel_from_params
 from .privacy import epsilon_per_unit
 
-__all__ = ["checked", "Partition", "PARTITIONS_KEY", "INDEX_COLUMNS", "index_columns", "sum_partitions"]
+__all__ = ["checked", "Partition", "Member", "PARTITIONS_KEY", "INDEX_COLUMNS", "index_columns", "sum_partitions"]
 
 #: the metadata entry listing a partitioned release's partitions (their sums are the rows with a ``partition``)
 PARTITIONS_KEY = "partitions_kept"
+
+
+@dataclass(frozen=True)
+class Member:
+    """A file of a partition that holds several (a night of a privacy-unit series: its new files bounded together,
+    :mod:`ldp_dask.partitions`): what a later night compares to decide whether the partition can be reused."""
+
+    path: str
+    rows: int
+    layout: tuple[tuple[int, ...], ...]
+    stamp: str
+    identity: str = ""
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "rows": int(self.rows), "layout": [list(t) for t in self.layout],
+                               "stamp": self.stamp}
+        if self.identity:
+            out["identity"] = self.identity
+        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +68,10 @@ class Partition:
         A keyed digest of the file's Parquet footer alone, wherever the file lies: two partitions with one
         identity hold the same rows (a link or a byte copy), which :func:`ldp_dask.partitions.merge` refuses to
         add twice. Empty in summaries written before it was kept.
+    members : tuple of Member
+        A night's partition of a privacy-unit series holds the files released together that night (their persons
+        bounded once): ``path`` is then its first file's, ``rows`` its reports (k per person), ``layout`` empty;
+        each file's own facts are its members'. Empty for a partition of one file.
     """
 
     path: str
@@ -58,13 +81,21 @@ class Partition:
     tag: str
     sums: dict[str, np.ndarray] = field(repr=False)
     identity: str = ""
+    members: tuple[Member, ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The files it holds, relative to the release's root."""
+        return tuple(m.path for m in self.members) if self.members else (self.path,)
 
     def record(self) -> dict[str, Any]:
         """What the summary's metadata says of it (its sums are rows of the summary's table)."""
-        out = {"path": self.path, "rows": int(self.rows), "layout": [list(t) for t in self.layout],
-               "stamp": self.stamp, "tag": self.tag}
+        out: dict[str, Any] = {"path": self.path, "rows": int(self.rows), "layout": [list(t) for t in self.layout],
+                               "stamp": self.stamp, "tag": self.tag}
         if self.identity:
             out["identity"] = self.identity
+        if self.members:
+            out["files"] = [m.record() for m in self.members]
         return out
 
 
@@ -204,15 +235,32 @@ def _partitions(records: Any, stat: np.ndarray, index: np.ndarray, value: np.nda
                   isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in t) for t in r["layout"])
               and all(isinstance(r.get(k), str) and _is_hex(r[k]) for k in ("stamp", "tag"))
               and (isinstance(r.get("identity", ""), str) and (not r.get("identity") or _is_hex(r["identity"]))))
+        members = r.get("files", []) if isinstance(r, dict) else []
+        ok = ok and isinstance(members, list) and all(_member_ok(m) for m in members)
         if not ok:
             raise bad(f"its partition record {i} is malformed (path, rows, layout, stamp, tag expected)")
+        if members and members[0]["path"] != r["path"]:
+            raise bad(f"its partition record {i} names {r['path']!r} but holds {members[0]['path']!r} first")
         mine = part == i
         out.append(Partition(r["path"], r["rows"], tuple(tuple(t) for t in r["layout"]), r["stamp"], r["tag"],
                              _statistics(stat[mine], index[mine], value[mine], expected, bad, f"partition {i}: "),
-                             r.get("identity", "")))
-    if len({p.path for p in out}) != len(out):
-        raise bad("it lists a partition twice")
+                             r.get("identity", ""),
+                             tuple(Member(m["path"], m["rows"], tuple(tuple(t) for t in m["layout"]), m["stamp"],
+                                          m.get("identity", "")) for m in members)))
+    paths = [x for p in out for x in p.paths]
+    if len(set(paths)) != len(paths):
+        raise bad("it lists a partition (or a file of one) twice")
     return tuple(out)
+
+
+def _member_ok(m: Any) -> bool:
+    """A file record of a night's partition: path, rows, layout, stamp (identity optional)."""
+    return (isinstance(m, dict) and isinstance(m.get("path"), str) and bool(m["path"])
+            and isinstance(m.get("rows"), int) and not isinstance(m["rows"], bool) and m["rows"] >= 0
+            and isinstance(m.get("layout"), list) and all(isinstance(t, list) and all(
+                isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in t) for t in m["layout"])
+            and isinstance(m.get("stamp"), str) and _is_hex(m["stamp"])
+            and isinstance(m.get("identity", ""), str) and (not m.get("identity") or _is_hex(m["identity"])))
 
 
 def _is_hex(text: str) -> bool:

@@ -71,7 +71,9 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     from ldp_dask.options import RunOptions
     from ldp_dask.plans import Plan, check_plan
 
-    result = check_plan(Plan.from_toml(a.plan), a.source, a.epsilon, RunOptions(clip=a.clip), a.design)
+    options = RunOptions.of(clip=a.clip, privacy_unit=a.privacy_unit, max_contributions=a.max_contributions,
+                            unit_nulls=a.unit_nulls)
+    result = check_plan(Plan.from_toml(a.plan), a.source, a.epsilon, options, a.design)
     if a.json:
         print(json.dumps({"design": result.design, "epsilon": result.epsilon, "objective": result.objective,
                           "other_objective": result.other_objective,

@@ -220,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--epsilon", type=float, required=True, help="the total ε per row the plan may spend")
     pl.add_argument("--design", choices=["split-epsilon", "split-rows"], default=None,
                     help="force a design (default: the one predicting less error)")
+    for flag in ("--privacy-unit", "--max-contributions", "--unit-nulls"):  # the unit, as the release takes it
+        pl.add_argument(flag, **_FLAG_SPECS[flag])
     pl.add_argument("--clip", action="store_true",
                     help="as the release's --clip: values outside a statistic's domain will be clamped, so the "
                          "footers' out-of-domain values are not refused")

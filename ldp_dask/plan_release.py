@@ -44,7 +44,7 @@ from .plan_results import (
     statistic_release,
 )
 from .plan_tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
-from .plans import Plan, check, plan_datasets
+from .plans import Plan, check, check_unit_plan, plan_datasets
 from .policy import warn_cells
 from .privacy import epsilon_per_unit
 from .release import Charge, Outputs, release
@@ -121,15 +121,15 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     level = check_probability(level, "level")
     opts = RunOptions.of(options, **run_options)
     if opts.privacy_unit is not None and not longitudinal:
-        raise LdpDaskError("a plan splits ε per row: plans with a privacy unit are offered for longitudinal "
-                           "releases only (longitudinal=True, --longitudinal); release each statistic on its own "
-                           "with --privacy-unit")
+        check_unit_plan(plan_, design, incremental or since is not None)
     if longitudinal and (incremental or since is not None):
         raise LdpDaskError("a longitudinal plan reads the whole table each night (its persons' reports repeat by "
                            "themselves): it is not incremental; leave out incremental and since")
     datasets, by, plan_ = plan_datasets(plan_, source, opts)
     if longitudinal:
         return _longitudinal(plan_, datasets, opts, epsilon, design, out, overwrite, level)
+    if opts.privacy_unit is not None:
+        return _per_person(plan_, datasets, opts, epsilon, out, overwrite, level)
     if incremental or since is not None:
         return _series(plan_, datasets, by, opts, epsilon, design, since, skip_changed, out, overwrite, level)
     rows = {s.column: d.n for s, d in zip(plan_.statistics, datasets)}
@@ -246,6 +246,56 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     done = release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
                    overwrite=overwrite, content_tag=_content_tag, memos=lambda r: updates.pop(id(r)))
     return done.attach()
+
+
+def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon: float, out: Any, overwrite: bool,
+                level: float) -> PlanRelease:
+    """A plan with a privacy unit: ε per person split among the statistics (:func:`ldp_dask.plans.check_units`),
+    each statistic a privacy-unit release of its column at its ε_i per person — every person's rows bounded to k,
+    chosen by keyed randomness, each privatized at ε_i/k (:func:`ldp_dask.pipeline.run_channel`) — so that a person
+    spends Σ ε_i = ε (basic composition), under one ledger entry charged ε per person and one report. Each
+    statistic bounds its persons on its own pass over its column."""
+    from .pipeline import _with_key, run_channel
+    from .plans import check_units
+    from .predict import predict
+    from .privacy import per_row_channel
+
+    k = opts.max_contributions
+    persons = _persons(datasets[0], opts)
+    checked = check_units(plan_, persons, k, epsilon, str(opts.privacy_unit))
+    channels = tuple(p.channel for p in checked.statistics)
+    for ch, d in zip(channels, datasets):
+        if getattr(ch, "domain", None) is not None:
+            d.check_range(ch.domain, opts.clip)  # type: ignore[attr-defined]
+        warn_cells(per_row_channel(ch, k), max(1, persons * k))
+    secret, opts = _with_key(opts)
+    spent = [epsilon_per_unit(per_row_channel(ch, k), opts.unit) for ch in channels]
+    params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e}
+              for s, ch, e in zip(plan_.statistics, channels, spent)}
+    charge = Charge("local", "plan", params, sum(spent), context={"mode": "summary", "design": "split-epsilon"})
+    whole = dataclasses.replace(datasets[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
+
+    def compute(sec: Secret, _: Outputs) -> PlanRelease:
+        released = []
+        for s, d, ch, e in zip(plan_.statistics, datasets, channels, spent):
+            summary = run_channel(d, ch, "summary", sec, opts)
+            statistic_metadata(s, summary.metadata, ch, e, "split-epsilon", None, len(channels), sum(spent))
+            summary.metadata.update(privacy_unit=d.unit, max_contributions=k, epsilon_per_unit=e)
+            predicted = predict(summary.channel, summary.n)
+            released.append(statistic_release(s, summary, e, None, predicted.se if predicted else float("nan"),
+                                              level))
+        return PlanRelease("split-epsilon", float(epsilon), sum(spent), tuple(released), level)
+
+    return release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
+                   overwrite=overwrite, content_tag=_content_tag, central=PlanRelease.central_events).attach()
+
+
+def _persons(dataset: Dataset, opts: RunOptions) -> int:
+    """About how many persons a privacy-unit table holds (a sketch of its unit column, one pass; public under the
+    unit's neighbouring relation), at least 1."""
+    from .pipeline import estimate_persons
+
+    return max(1, int(round(estimate_persons(dataset, opts))))
 
 
 def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,

@@ -158,13 +158,25 @@ class PlanRelease(Described, Receipted):
                 "statistics": [s.to_dict() for s in self.statistics],
                 "receipt": None if r is None else dataclasses.asdict(r), "written": dict(self.written)}
 
+    @property
+    def unit(self) -> str:
+        """What ε is counted per: ``"row"``, or the column naming a person."""
+        return self.statistics[0].summaries[0][1].privacy_unit
+
     def describe(self) -> Description:
-        how = ("every row reports every statistic, at the ε shown (their sum is charged)"
-               if self.design == "split-epsilon" else
-               "every row reports one statistic, chosen by a keyed draw, at the ε shown (the largest is charged)")
+        unit = self.unit
+        if unit != "row":
+            k = int(self.statistics[0].summaries[0][1].metadata.get("max_contributions", 1))
+            how = (f"every {unit} makes {k} report{'s' if k > 1 else ''} to every statistic (its rows bounded by "
+                   "keyed randomness), at the ε shown per {unit} (their sum is charged; each " + unit +
+                   " weighted equally)").replace("{unit}", unit)
+        else:
+            how = ("every row reports every statistic, at the ε shown (their sum is charged)"
+                   if self.design == "split-epsilon" else
+                   "every row reports one statistic, chosen by a keyed draw, at the ε shown (the largest is charged)")
         rows = tuple((s.label, s.channel_name, f"{s.epsilon:.4g}", f"{s.n:,}", headline(s.result))
                      for s in self.statistics)
-        return Description(f"Plan of {len(self.statistics)} statistics", f"ε {self.charged:g} per row; {how}",
+        return Description(f"Plan of {len(self.statistics)} statistics", f"ε {self.charged:g} per {unit}; {how}",
                            (("design", self.design), ("confidence", f"{self.level:g}"),
                             ("central guarantee", self.central_line())),
                            Table(("statistic", "channel", "ε", "reports", "result"), rows))
@@ -176,7 +188,7 @@ class PlanRelease(Described, Receipted):
 
         events = self.central_events()
         delta = report_delta(events)
-        return (f"ε {compose(events, delta):.3g} at δ {delta:g} per row, {len(events)} mechanism(s) composed "
+        return (f"ε {compose(events, delta):.3g} at δ {delta:g} per {self.unit}, {len(events)} mechanism(s) composed "
                 "(each summary's own statement is on its page)")
 
 

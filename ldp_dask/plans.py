@@ -327,16 +327,27 @@ class PlanCheck:
     statistics: tuple[PlannedStatistic, ...]
     objective: float
     other_objective: float
+    #: what ε is counted per (a column naming a person, or "row"), the reports per person and the persons counted
+    unit: str = "row"
+    k: int = 1
+    persons: int | None = None
 
     def lines(self) -> list[str]:
-        how = ("each row reports every statistic, at the ε shown (their sum is ε)" if self.design == "split-epsilon"
-               else "each row reports one statistic, chosen by a keyed hash, at the full ε")
-        out = [f"plan: ε {self.epsilon:g} per row; {how}. Weighted sum of relative variances {self.objective:.4g} "
-               f"(the other design: {self.other_objective:.4g})"]
+        if self.unit != "row":
+            out = [f"plan: ε {self.epsilon:g} per {self.unit}; about {self.persons:,} persons (a sketch of the unit "
+                   f"column), each making {self.k} report{'s' if self.k > 1 else ''} to every statistic at the ε "
+                   f"shown per {self.unit} (their sum is ε; each {self.unit} weighted equally). Weighted sum of "
+                   f"relative variances {self.objective:.4g}"]
+        else:
+            how = ("each row reports every statistic, at the ε shown (their sum is ε)" if self.design == "split-epsilon"
+                   else "each row reports one statistic, chosen by a keyed hash, at the full ε")
+            out = [f"plan: ε {self.epsilon:g} per row; {how}. Weighted sum of relative variances {self.objective:.4g} "
+                   f"(the other design: {self.other_objective:.4g})"]
         for p in self.statistics:
             g = p.statistic.group
             per = "" if g is None else f" per {'public' if g[2] else 'private'} group of {g[0]} ({len(g[1]) + 1} groups)"
-            out.append(f"  {p.statistic.label:<28} {p.channel.name:<12} ε {p.epsilon:<8.4g} rows {p.rows:>14,.0f}  "
+            out.append(f"  {p.statistic.label:<28} {p.channel.name:<12} ε {p.epsilon:<8.4g} "
+                       f"{'rows' if self.unit == 'row' else 'reports'} {p.rows:>14,.0f}  "
                        f"predicted SE of {p.what}{per} {p.se:.3g}")
         return out
 
@@ -481,6 +492,43 @@ def check(plan: Plan, rows: Mapping[str, int], epsilon: float, design: str | Non
     return PlanCheck("split-rows", epsilon, planned, obj_rows, obj_eps)
 
 
+def check_unit_plan(plan: Plan, design: str | None = None, series: bool = False) -> None:
+    """Refuse, naming why, what a plan with a privacy unit cannot run yet: groups (a public group publishes how
+    many reports fall in each key, which with a person's k reports spread over their rows is a function of how
+    many rows they own, protected under the unit; a private group's pairs would need the group column read with
+    the value through the person shuffle, not built yet), a split of the rows, an incremental series."""
+    grouped = [s.label for s in plan.statistics if s.group is not None]
+    if grouped:
+        raise LdpDaskError(f"statistic {grouped[0]!r} is grouped: plans with a privacy unit release ungrouped "
+                           "statistics only for now (a public group's exact report counts would depend on how many "
+                           "rows a person owns, which the unit protects; private groups need the group column in the "
+                           "person shuffle, not built yet): release the grouped statistic per row, or on its own")
+    if design not in (None, "split-epsilon"):
+        raise LdpDaskError(f"a plan with a privacy unit splits ε per person among its statistics (every person "
+                           f"reports each); design={design!r} is not offered with a unit")
+    if series:
+        raise LdpDaskError("an incremental plan with a privacy unit is not offered yet: release the plan whole "
+                           "each night with --privacy-unit, or each statistic's nightly series on its own")
+
+
+def check_units(plan: Plan, persons: int, k: int, epsilon: float, unit: str = "person") -> PlanCheck:
+    """:func:`check` for a plan with a privacy unit: ε per person split among the statistics (split ε; every
+    person makes k reports to each, each privatized at ε_i/k), each statistic's error predicted for ``persons``
+    persons × k reports at ε_i/k (each person weighted equally). The split is the per-row one for ``persons``
+    rows: every predicted variance scales alike with k."""
+    from .privacy import per_row_channel
+
+    check_unit_plan(plan)
+    base = check(plan, {s.column: persons for s in plan.statistics}, epsilon, "split-epsilon")
+    out = []
+    for p in base.statistics:
+        row = per_row_channel(p.channel, k)
+        pr = predict(row, persons * k)
+        se, what = (pr.se, pr.what) if pr is not None else (p.se, p.what)
+        out.append(dataclasses.replace(p, rows=float(persons * k), se=se, what=what))
+    return dataclasses.replace(base, statistics=tuple(out), unit=unit, k=k, persons=persons)
+
+
 def plan_datasets(plan_: Plan, source: Any, options: Any) -> tuple[list[Any], dict[str, Any], Plan]:
     """Each statistic's column planned (metadata only) with its own null policy, and each group column as
     categories; the pieces must be one plan. Categories and group keys are typed as their columns."""
@@ -529,10 +577,16 @@ def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None, des
 
     opts = RunOptions.of(options)
     if opts.privacy_unit is not None:
-        raise LdpDaskError("a plan's budget split counts ε per row: plans with a privacy unit are not offered yet")
+        check_unit_plan(plan, design)
     datasets, _, plan = plan_datasets(plan, source, opts)  # each column (and group column) from the footers
-    rows = {s.column: d.n for s, d in zip(plan.statistics, datasets)}
-    checked = check(plan, rows, epsilon, design)
+    if opts.privacy_unit is not None:  # persons counted from a sketch of the unit column (one pass, nothing spent)
+        from .pipeline import estimate_persons
+
+        persons = max(1, int(round(estimate_persons(datasets[0], opts))))
+        checked = check_units(plan, persons, opts.max_contributions, epsilon, opts.privacy_unit)
+    else:
+        rows = {s.column: d.n for s, d in zip(plan.statistics, datasets)}
+        checked = check(plan, rows, epsilon, design)
     ranged: set[tuple[int, Any]] = set()
     for p, d in zip(checked.statistics, datasets):
         domain = getattr(p.channel, "domain", None)

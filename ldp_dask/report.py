@@ -116,7 +116,8 @@ def plan_pages(result: Any, files: dict[str, str]) -> tuple[str, dict[str, str]]
         f"<td>{html.escape(s.statistic.target)}</td><td><code>{html.escape(s.channel_name)}</code></td>"
         f"<td class=num>{s.epsilon:.4g}</td><td class=num>{s.n:,}</td>"
         f"<td>{html.escape(row[-1])}</td></tr>" for s, row in zip(result.statistics, d.table.rows))
-    table = ("<table><tr><th>statistic</th><th>target</th><th>channel</th><th>ε per row</th><th>reports</th>"
+    table = (f"<table><tr><th>statistic</th><th>target</th><th>channel</th><th>ε per {html.escape(result.unit)}</th>"
+             "<th>reports</th>"
              f"<th>result</th></tr>\n{rows}</table>")
     facts = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in d.facts)
     index = page(d.title, html.escape(d.headline), (("Statistics", table), ("The release", f"<table>{facts}</table>")),

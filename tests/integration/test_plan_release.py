@@ -160,8 +160,8 @@ def test_what_a_plan_cannot_run_is_refused_with_its_reason(tmp_path):
     data = _table(tmp_path / "flights", files=1, rows=5_000)
     plan = ldp_dask.Plan.from_dict({"statistic": [{"column": "distance", "target": "mean", "domain": [0, 5000]}]})
     cases = [
-        (lambda: ldp_dask.release_plan(plan, str(data), 1.0, seed=1, ledger=False, privacy_unit="carrier"),
-         "privacy unit"),
+        (lambda: ldp_dask.release_plan(plan, str(data), 1.0, seed=1, ledger=False, privacy_unit="carrier",
+                                       design="split-rows"), "splits ε per person"),
         (lambda: ldp_dask.release_plan(plan, str(data), 1.0, seed=1, ledger=False, design="both"), "'design'"),
         (lambda: ldp_dask.release_plan(ldp_dask.Plan.from_dict({"statistic": [
             {"column": "nope", "target": "mean", "domain": [0, 1]}]}), str(data), 1.0, seed=1, ledger=False),
@@ -541,3 +541,62 @@ def test_plan_check_makes_the_releases_footer_checks(tmp_path, capsys):
     assert main(["release", *args[2:], "--seed", "1", "--no-ledger", "--local"]) == 2  # the same refusal
     assert "outside the declared domain" in capsys.readouterr().err
     assert main([*args, "--clip"]) == 0
+
+
+def _flights(path, persons=2_000, rows=30_000, files=3, seed=0):
+    """A flights-like table whose rows belong to planes (tailnum): every plane flies on several days."""
+    rng = np.random.default_rng(seed)
+    path.mkdir()
+    for i in range(files):
+        pq.write_table(pa.table({"tailnum": rng.integers(0, persons, rows),
+                                 "distance": np.clip(rng.gamma(2.0, 500.0, rows), 0, 5000),
+                                 "carrier": rng.choice(["AA", "B6", "DL", "UA"], rows),
+                                 "air_time": rng.uniform(20, 600, rows)}), path / f"day-{i}.parquet")
+    return path
+
+
+UNIT_PLAN = "[[statistic]]".join(PLAN.split("[[statistic]]")[:5])  # the report's first four statistics
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_a_plan_with_a_privacy_unit_is_charged_once_per_person(tmp_path, capsys, cluster, where):
+    """`release PLAN SOURCE --privacy-unit tailnum --epsilon 1` runs in process and on a LocalCluster, with one
+    ledger entry charging ε 1 per plane; each statistic's summary bounds every plane to k reports (n = k × planes),
+    the statistics' ε add up to 1, and `plan check` predicted each from the planes counted by a sketch."""
+    plan = tmp_path / "plan.toml"
+    plan.write_text(UNIT_PLAN)
+    data = _flights(tmp_path / "flights")
+    led = tmp_path / "ledger.sqlite"
+    unit = ["--privacy-unit", "tailnum", "--max-contributions", "3"]
+    assert main(["plan", "check", str(plan), str(data), "--epsilon", "1", *unit, "--json"]) == 0
+    checked = json.loads(capsys.readouterr().out)
+    assert sum(s["epsilon"] for s in checked["statistics"]) == pytest.approx(1.0)
+    assert all(abs(s["rows"] / (3 * 2_000) - 1) < 0.05 for s in checked["statistics"])  # the sketch: ~1.6%
+    where_args = ["--local"] if where == "local" else ["--scheduler", cluster.scheduler.address]
+    assert main(["release", str(plan), str(data), "--epsilon", "1", *unit, "--seed", "4", "--ledger", str(led),
+                 "--out", str(tmp_path / "out"), "--json", *where_args]) == 0
+    released = json.loads(capsys.readouterr().out)
+    assert released["charged"] == pytest.approx(1.0) and released["design"] == "split-epsilon"
+    assert all(s["n"] == 3 * 2_000 for s in released["statistics"])  # k per plane, exactly, every statistic
+    (entry,) = open_ledger(str(led)).entries()
+    assert entry["epsilon"] == pytest.approx(1.0) and entry["privacy_unit"] == "tailnum"
+    back = ldp_dask.read_summary(tmp_path / "out" / "distance.mean.summary.parquet", allow_unverified=True)
+    assert back.privacy_unit == "tailnum" and back.metadata["max_contributions"] == 3
+    assert "each tailnum weighted equally" in (tmp_path / "out" / "index.html").read_text()
+
+
+def test_what_a_plan_with_a_privacy_unit_cannot_do_yet_is_refused(tmp_path, capsys):
+    data = _flights(tmp_path / "flights", rows=2_000, files=1)
+    plan = tmp_path / "plan.toml"
+    plan.write_text(UNIT_PLAN + '\n[[statistic]]\ncolumn = "distance"\ntarget = "mean"\ndomain = [0, 5000]\n'
+                    'group_by = "carrier"\ngroups = ["AA"]\ngroup_kind = "public"\nname = "per_carrier"\n')
+    for extra in ([], ["--incremental"], ["--design", "split-rows"]):
+        args = ["release", str(plan if not extra else tmp_path / "ungrouped.toml"), str(data), "--epsilon", "1",
+                "--privacy-unit", "tailnum", "--no-ledger", "--local", *extra]
+        (tmp_path / "ungrouped.toml").write_text(UNIT_PLAN)
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        why = {0: "is grouped", 1: "incremental plan with a privacy unit", 2: "splits ε per person"}[
+            [[], ["--incremental"], ["--design", "split-rows"]].index(extra)]
+        assert why in err, err

@@ -23,7 +23,7 @@ _PUBLIC = {
     "privatize": "pipeline", "connect": "engine", "RunOptions": "options", "RunKwargs": "options", "Row": "privacy", "Person": "privacy",
     "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
     "merge_summaries": "partitions", "Plan": "plans", "check_plan": "plans",
-    "release_plan": "plan_release", "PlanRelease": "plan_release",
+    "release_plan": "plans", "PlanRelease": "plans",
     "Ledger": "ledger", "BudgetExceeded": "ledger",
     "Channel": "channels", "LaplaceHistogram": "channels", "LaplaceMean": "channels", "WaveletLaplace": "channels",
     "HaarLaplace": "channels", "HaarAdaptive": "channels", "HybridMean": "channels", "RandomizedResponse": "channels",
@@ -64,8 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .options import RunKwargs, RunOptions
     from .partitions import merge_summaries
     from .pipeline import privatize
-    from .plan_release import PlanRelease, release_plan
-    from .plans import Plan, check_plan
+    from .plans import Plan, PlanRelease, check_plan, release_plan
     from .privacy import Person, Row
     from .summary import Summary, read_summary, verify_summary
 

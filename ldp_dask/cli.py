@@ -91,8 +91,8 @@ def _cmd_plan(a: argparse.Namespace) -> int:
 
 
 def _cmd_release(a: argparse.Namespace) -> int:
-    from ldp_dask.plan_release import release_plan
     from ldp_dask.plans import Plan
+    from ldp_dask.plans.run import release_plan
 
     plan = Plan.from_toml(a.plan)
     result = release_plan(plan, a.source, a.epsilon, out=a.out, overwrite=a.overwrite, level=a.confidence,

@@ -29,10 +29,10 @@ from .options import RunOptions
 from .partitions import follows_n, params_following_n
 from .pipeline import privatize
 from .release import plan
-from .source import Dataset
+from .source import Dataset, typed_categories
 from .summary import Summary
 
-__all__ = ["ChannelRequest", "plan_column", "release_column", "typed_categories"]
+__all__ = ["ChannelRequest", "plan_column", "release_column"]
 
 
 @dataclass(frozen=True)
@@ -57,25 +57,6 @@ class ChannelRequest:
         return build_channel(self.name, self.epsilon, self.domain, n=n, **dict(self.options), **extra)
 
 
-def typed_categories(labels: list[Any], dataset: Dataset) -> list[Any]:
-    """Categories given as text, typed as the column: integers on an integer column, else as given
-    (``01 02 10`` matches the strings "01", "02", "10" of a string column)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if dataset.kind != "parquet" or not dataset.pieces or not all(isinstance(x, str) for x in labels):
-        return labels
-    t = pq.read_schema(dataset.pieces[0].path, filesystem=dataset.fs).field(dataset.column).type
-    t = t.value_type if pa.types.is_dictionary(t) else t
-    if not pa.types.is_integer(t):
-        return labels
-    try:
-        return [int(x) for x in labels]
-    except ValueError:
-        raise LdpDaskError(f"column {dataset.column!r} holds integers, so every category must be one; "
-                           f"got {next(x for x in labels if not x.lstrip('-').isdigit())!r}.") from None
-
-
 def plan_column(source: Any, column: str, request: ChannelRequest,
                 options: RunOptions) -> tuple[Dataset, Channel, ChannelRequest]:
     """Plan ``source`` (metadata only) and build the channel for its n: the dataset, the channel, and the
@@ -98,7 +79,7 @@ def predict_units(dataset: Dataset, channel: Channel, options: RunOptions) -> fl
     """Before a release with a privacy unit spends anything: count the persons (a sketch, one pass over the unit
     column), predict the estimate's standard error from k reports each at ε/k, and warn when it would be mostly
     noise (:func:`ldp_dask.predict.unit_warning`). Returns the persons counted."""
-    from .pipeline import estimate_persons
+    from .persons import estimate_persons
     from .policy import warn
     from .predict import unit_warning
 

@@ -10,7 +10,7 @@ distinct reports by their digests
 (:func:`night_keys`): a night on which nobody changes state still draws a fresh layer, so it is a night of its own,
 never a bit-identical repeat of the last one; only a re-run of the same night with the same reports is.
 
-The pipeline (:func:`ldp_dask.pipeline.privatize`) runs :func:`ldp_dask.pipeline.map_units` with a
+The pipeline (:func:`ldp_dask.pipeline.privatize`) runs :func:`ldp_dask.persons.map_units` with a
 :class:`~ldp_dask.tasks.MemoRelease` handler under :func:`memo_key` and hands the digest pairs to the release path
 (:func:`memo_update`).
 """

@@ -13,20 +13,15 @@ does on a worker.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Unpack
 
-import numpy as np
-
-from . import engine, exactsum
-from ._validation import InputDataError, LdpDaskError, TaskError
+from . import exactsum
+from ._validation import InputDataError, LdpDaskError
 from .amplification import central_event
 from .channels import Channel, Memoized, memoized
-from .engine import SHUFFLE_FAN, LargeShuffle, Task, connect, run, runs, shuffle, task_rows, tasks_of
+from .engine import connect, run, task_rows, tasks_of
 from .ledger import BudgetExceeded
 from .locations import read_identities
 from .longitudinal import (
@@ -41,29 +36,25 @@ from .longitudinal import (
 )
 from .noise import TAG_MODULUS, Secret, keyed_digest, named_base_keys, partition_base_keys
 from .options import RunKwargs, RunOptions
+from .persons import map_units
 from .policy import warn_cells
 from .privacy import ROW_UNIT, epsilon_per_unit, per_row_channel
 from .release import Charge, Outputs, Released, plan, release
-from .source import Dataset, Piece
+from .source import Dataset
 from .summary import Summary, summary_of, summary_writer
 from .tasks import (
-    BucketRelease,
     ByFile,
     ChannelJob,
     MemoRelease,
-    Tagging,
     combine_files,
     combine_memos,
     combine_sums,
     file_sums,
     noisy_sums,
-    release_group,
     release_values,
-    tag_task,
 )
-from .units import plan_cells, unit_keys
 
-__all__ = ["privatize", "run_channel", "local_charge", "connect", "map_units", "MODES"]
+__all__ = ["privatize", "run_channel", "local_charge", "connect", "MODES"]
 
 MODES = ("summary", "rows")
 
@@ -99,7 +90,7 @@ def run_channel(dataset: Dataset, channel: Channel, mode: str, secret: Secret, o
                   in_process=dataset.kind == "memory")
     if dataset.unit is None and acc["n"] != dataset.n:  # pragma: no cover - a planning bug, not user input
         raise RuntimeError(f"processed {acc['n']} rows, planned {dataset.n}")
-    metadata = _metadata(dataset, secret, mode, options, rows_path)
+    metadata = release_metadata(dataset, secret, mode, options, rows_path)
     if choice:  # chosen by --channel auto: what was compared, kept with the release
         metadata["choice"] = choice
     metadata.update(privacy_unit=dataset.unit or ROW_UNIT, max_contributions=k,
@@ -120,104 +111,7 @@ class _ReleaseBucket:
         return release_values(values, self.job, key, index, where)
 
 
-#: A privacy-unit release's map tasks read about this many rows at most (each holds about 80 bytes a row while it
-#: bounds them); a cluster gets at least one map task per worker thread.
-MAP_TASK_ROWS = 1 << 22
-#: ... and its buckets are released in groups of at most about this many input rows, one group per worker thread or
-#: more (a reduce task costs a few ms, and holds about 40 bytes a kept row).
-GROUP_ROWS = 1 << 22
-
-
-def _map_plan(pieces: Sequence[Piece], parallelism: int) -> tuple[list[Task], list[int]]:
-    """The map tasks of a privacy-unit release: contiguous runs of pieces of near-equal rows, one per worker
-    thread or more when a run would pass :data:`MAP_TASK_ROWS` (at most :data:`~ldp_dask.engine.SHUFFLE_FAN`).
-    Fewer, larger map tasks bound more rows where they are read, so fewer cross the cluster; how the tasks cut the
-    rows does not change the release (:func:`ldp_dask.units.kept_index`)."""
-    rows = [p.num_rows for p in pieces]
-    parts = min(SHUFFLE_FAN, max(parallelism, -(-sum(rows) // MAP_TASK_ROWS), 1))
-    tasks = [Task(i, a, b) for i, (a, b) in enumerate(runs(rows, parts) if pieces else [(0, 0)])]
-    return tasks, [task_rows(pieces, t) for t in tasks]
-
-
-def _group_plan(buckets: int, rows: int, parallelism: int) -> int:
-    """How many groups of consecutive buckets a privacy-unit release reduces: one per worker thread, or more when a
-    group would pass :data:`GROUP_ROWS` input rows; at most one per bucket and :data:`~ldp_dask.engine.SHUFFLE_FAN`.
-    How the groups cut the buckets does not change the release (each bucket is bounded and released alone)."""
-    return max(1, min(buckets, SHUFFLE_FAN, max(parallelism, -(-rows // GROUP_ROWS))))
-
-
-def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler: Any, combine: Any,
-              options: RunOptions, *, keys: list[bytes] | None = None, categorical: bool = False,
-              in_process: bool = False, direct_rows: int | None = None, persons: bool = False) -> Any:
-    """Bound each person's rows, then ``handler(values, where, j, keys[j])`` on bucket j; ``combine`` the results.
-
-    There is one bucket per task of ``dataset`` (:attr:`~ldp_dask.source.Dataset.tasks`); ``keys`` (optional)
-    gives each bucket its noise key (None is passed without). The bucket and rank keys are derived here, on the
-    driver, from the secret and ``context``. The rows are tagged and bounded per map task (:func:`_map_plan`),
-    shuffled in groups of buckets by :func:`ldp_dask.engine.shuffle` (at most
-    :data:`~ldp_dask.engine.SHUFFLE_FAN` map tasks and groups), and each bucket is bounded again and released
-    where its group lands: nothing but error strings and the root come back to the driver. With ``persons`` the
-    handler gets ``(values, person ids)`` (a longitudinal release). Above ``direct_rows``
-    rows on Dask (default :data:`~ldp_dask.engine.SHUFFLE_DIRECT_ROWS`), the plan's own tasks tag the rows and
-    Dask's DataFrame shuffle moves them, one bucket per partition; the release is the same, since
-    :func:`~ldp_dask.units.kept_index` does not depend on the order rows arrive in. A handler returns an
-    accumulator, or a :class:`~ldp_dask.TaskError`.
-    """
-    count = len(dataset.tasks)
-    bucket_keys: tuple[bytes | None, ...] = tuple(keys) if keys is not None else (None,) * count
-    if len(bucket_keys) != count:  # pragma: no cover - a caller's bug
-        raise ValueError(f"{len(bucket_keys)} keys for {count} buckets")
-    ukeys = unit_keys(secret.key, json.dumps(context, sort_keys=True, default=str).encode())
-    firsts = np.concatenate([[0], np.cumsum([p.num_rows for p in dataset.pieces])[:-1]]).astype(int).tolist()
-    k = options.max_contributions
-    cells = plan_cells(ukeys.bucket, count, dataset.n)
-    tagging = Tagging(dataset.reader, dataset.pieces, tuple(firsts), ukeys, cells, k)
-    # map tasks of contiguous pieces, one per worker thread or more (_map_plan); groups of consecutive buckets, one
-    # per worker thread or more (_group_plan), neither of which changes what is released (the kept rows, their
-    # order and each bucket's key are the plan's)
-    bucketing = BucketRelease(handler, combine, bucket_keys, cells, k, categorical, persons)
-    large = LargeShuffle(tasks_of(dataset), count, bucketing)
-    return shuffle(partial(_map_plan, dataset.pieces), tag_task, tagging, release_group, bucketing,
-                   partial(_group_plan, count, dataset.n), combine,
-                   options, in_process=in_process or dataset.kind == "memory", prefix="ldp-units", desc="bound by person",
-                   large=large, direct_rows=engine.SHUFFLE_DIRECT_ROWS if direct_rows is None else direct_rows)
-
-
-def _sketch_task(task: Any, job: tuple[Any, tuple[Piece, ...]]) -> dict[str, Any] | TaskError:
-    """A task's persons as a HyperLogLog sketch (worker side): only the unit column is read. ``job`` is the
-    dataset's reader and pieces."""
-    from .reading import read_units
-    from .tasks import each_piece
-    from .units import person_ids, person_sketch
-
-    reader, pieces = job
-    sketches = each_piece(pieces, task, lambda p: person_sketch(person_ids(read_units(reader, p),
-                                                                           nulls=reader.unit_nulls)))
-    if isinstance(sketches, TaskError):
-        return sketches
-    return {"sketch": np.maximum.reduce(sketches) if sketches else person_sketch(np.empty(0, np.uint64))}
-
-
-def _sketch_combine(*parts: dict[str, Any]) -> dict[str, Any]:
-    return {"sketch": np.maximum.reduce([p["sketch"] for p in parts])}
-
-
-def estimate_persons(dataset: Dataset, options: RunOptions) -> float:
-    """About how many persons a privacy-unit dataset holds (a HyperLogLog sketch, about 1.6% relative error; one
-    pass over the unit column, nothing released). Under the unit's neighbouring relation the number of persons is
-    public (docs/privacy.md), so a prediction made from it reveals nothing a release does not."""
-    from .units import sketch_count
-
-    if dataset.unit is None:
-        raise LdpDaskError("estimate_persons needs a dataset planned with a privacy unit")
-    tasks = tasks_of(dataset)
-    res = run(tasks, _sketch_task, (dataset.reader, dataset.pieces), _sketch_combine, options,
-              rows=[task_rows(dataset.pieces, t) for t in tasks], in_process=dataset.kind == "memory",
-              prefix="ldp-persons", desc="count persons")
-    return sketch_count(res["sketch"])
-
-
-def _run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions) -> tuple[Summary, Any]:
+def run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions) -> tuple[Summary, Any]:
     """A longitudinal night (:mod:`ldp_dask.longitudinal`): each person's memoized report summed per bucket under
     the series' memo key, the instantaneous layer drawn per bucket; the :class:`Summary` and the digest pairs."""
     series = series_context(dataset, channel)
@@ -230,7 +124,7 @@ def _run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: R
     acc = map_units(dataset, secret, context, handler, combine_memos, options,
                     keys=night_keys(secret, context, options.night, len(dataset.tasks)),
                     categorical=channel.value_kind == "categorical", persons=True)
-    metadata = _metadata(dataset, secret, "summary", options, None)
+    metadata = release_metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=dataset.unit, max_contributions=1, epsilon_per_unit=channel.epsilon_spent(),
                     longitudinal={**longitudinal_metadata(channel, series_id(secret, series)),
                                   "night": options.night})
@@ -268,7 +162,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
         return _release_partitioned(dataset, channel, mode, out, overwrite, opts, since, window, skip_changed)
     rows = None if rows_path is None else os.fspath(rows_path)
 
-    secret, opts = _with_key(opts)
+    secret, opts = with_key(opts)
     charge = local_charge(channel, mode, opts)
     if isinstance(channel, Memoized):
         check_longitudinal(dataset, channel, mode, opts, secret)
@@ -276,7 +170,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
         pairs: dict[int, Any] = {}
 
         def compute_memoized(secret: Secret, _: Outputs) -> Summary:
-            summary, found = _run_memoized(dataset, channel, secret, opts)
+            summary, found = run_memoized(dataset, channel, secret, opts)
             pairs[id(summary)] = found
             return summary
 
@@ -293,7 +187,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
                    content_tag=lambda s: s.content_tag, central=lambda s: [central_event(s)])
 
 
-def _with_key(opts: RunOptions) -> tuple[Secret, RunOptions]:
+def with_key(opts: RunOptions) -> tuple[Secret, RunOptions]:
     """The run's key, resolved once on the driver (a fresh random key too), and options that carry it."""
     secret = opts.key()
     return secret, dataclasses.replace(opts, secret=secret, seed=None, secret_file=None)
@@ -313,7 +207,7 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
     if dataset.kind != "parquet":
         raise LdpDaskError("A partitioned release (incremental, since, window) needs a Parquet source: its files "
                            "are the partitions. Write the data to Parquet files first.")
-    secret, opts = _with_key(opts)  # the stamps, the plan and the release share it
+    secret, opts = with_key(opts)  # the stamps, the plan and the release share it
     if window is not None:
         dataset = windowed(dataset, parse_window(window))
     dataset = dataclasses.replace(dataset, by_file=True)
@@ -376,7 +270,7 @@ def _run_partitioned_units(dataset: Dataset, channel: Channel, secret: Secret, o
         if p is not None and all(p is not q for q in parts):
             parts.append(p)
     k = options.max_contributions
-    metadata = _metadata(dataset, secret, "summary", options, None)
+    metadata = release_metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=dataset.unit, max_contributions=k,
                     epsilon_per_unit=epsilon_per_unit(per_row_channel(channel, k), k),
                     partition_context=plan_.context_id, partitions_read=int(new is not None),
@@ -417,7 +311,7 @@ def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options
     parts = tuple(read.get(f.name) or plan_.reused[f.name] for f in plan_.files)
     if not parts:  # pragma: no cover - a planned dataset has rows
         raise InputDataError("the release has no partition")
-    metadata = _metadata(dataset, secret, "summary", options, None)
+    metadata = release_metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=ROW_UNIT, max_contributions=1,
                     epsilon_per_unit=epsilon_per_unit(channel, 1),
                     partition_context=plan_.context_id, partitions_read=len(read),
@@ -531,7 +425,7 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
                             skip_changed=skip_changed, longitudinal=longitudinal, **run).attach()
 
 
-def _metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, rows_path: Any) -> dict[str, Any]:
+def release_metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptions, rows_path: Any) -> dict[str, Any]:
     return {
         "ledger": options.ledger_note,
         "column": dataset.column,

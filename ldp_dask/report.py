@@ -102,7 +102,7 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
 
 
 def plan_pages(result: Any, files: dict[str, str]) -> tuple[str, dict[str, str]]:
-    """The pages of a released plan (:class:`~ldp_dask.plan_release.PlanRelease`): an index page (the plan, its
+    """The pages of a released plan (:class:`~ldp_dask.plans.run.PlanRelease`): an index page (the plan, its
     ε, and each statistic's result linking to its page, named by ``files``) and a page per statistic."""
     pages = {}
     for s in result.statistics:

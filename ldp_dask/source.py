@@ -34,7 +34,7 @@ from .footers import FooterStatistics, footer_bytes, footer_statistics, stamp
 from .locations import file_facts, list_files
 from .options import DEFAULT_PARTITION_ROWS
 
-__all__ = ["Piece", "Dataset", "Reader", "open_source", "source_root",
+__all__ = ["Piece", "Dataset", "Reader", "open_source", "source_root", "typed_categories",
            "DEFAULT_PARTITION_ROWS", "task_rows_for", "fill_nulls", "NULLS_HINT"]
 
 #: What a refused null says to do: a null is not a value of the domain, so a release needs a policy for it.
@@ -482,6 +482,22 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         shape["unit"] = unit
     return Dataset("parquet", column, tuple(pieces), n, _fingerprint(shape), url, fs, None, value_kind,
                    root=population, unit=unit, target_rows=target, footer_statistics=stats, base=root)
+
+
+def typed_categories(labels: list[Any], dataset: Dataset) -> list[Any]:
+    """Categories given as text, typed as the column: integers on an integer column, else as given
+    (``01 02 10`` matches the strings "01", "02", "10" of a string column)."""
+    if dataset.kind != "parquet" or not dataset.pieces or not all(isinstance(x, str) for x in labels):
+        return labels
+    t = pq.read_schema(dataset.pieces[0].path, filesystem=dataset.fs).field(dataset.column).type
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    if not pa.types.is_integer(t):
+        return labels
+    try:
+        return [int(x) for x in labels]
+    except ValueError:
+        raise LdpDaskError(f"column {dataset.column!r} holds integers, so every category must be one; "
+                           f"got {next(x for x in labels if not x.lstrip('-').isdigit())!r}.") from None
 
 
 def _arrow_filesystem(fs: Any) -> Any:

@@ -193,7 +193,7 @@ def combine_sums(*accs: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class ByFile:
     """A partitioned release's job: the release's job, the file each task reads, and the task body whose
-    accumulator is filed under it (:func:`noisy_sums`, or a plan's :func:`ldp_dask.plan_tasks.plan_sums`); sent to
+    accumulator is filed under it (:func:`noisy_sums`, or a plan's :func:`ldp_dask.plans.tasks.plan_sums`); sent to
     the cluster once."""
 
     job: Any

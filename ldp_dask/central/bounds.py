@@ -147,7 +147,7 @@ def _counts(dataset: Dataset, options: RunOptions, secret: Secret | None = None)
     from .data import _hist_combine
 
     if dataset.unit is not None:  # every person's k records (bounded and padded), as every unit release
-        from ..pipeline import map_units
+        from ..persons import map_units
 
         context = {"v": 1, "kind": "central-bounds-units", "fingerprint": dataset.fingerprint,
                    "column": dataset.column, "unit": dataset.unit, "k": options.max_contributions}

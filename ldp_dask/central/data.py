@@ -162,7 +162,7 @@ def _grid_counts(x: np.ndarray, bounds: tuple[float, float], cells: int) -> np.n
 def _collect_units(dataset: Dataset, bounds: tuple[float, float], options: RunOptions, cells: int,
                    exact: bool, secret: Any) -> PrivateData:
     """Exact data of the rows kept by contribution bounding (at most k per person; docs/privacy.md)."""
-    from ..pipeline import map_units
+    from ..persons import map_units
 
     if secret is None:
         raise LdpDaskError("collecting data with a privacy unit needs the release key (secret=)")

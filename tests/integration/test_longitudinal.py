@@ -244,8 +244,8 @@ def test_what_a_longitudinal_plan_cannot_be_is_refused(tmp_path):
     plan = ldp_dask.Plan.from_dict(PLAN)
     with pytest.raises(LdpDaskError, match="not incremental"):
         ldp_dask.release_plan(plan, str(root), 1.0, longitudinal=True, incremental=True, **common)
-    with pytest.raises(LdpDaskError, match="longitudinal releases only"):
-        ldp_dask.release_plan(plan, str(root), 1.0, **common)
+    per_person = ldp_dask.release_plan(plan, str(root), 1.0, **common)  # not longitudinal: one night, per person
+    assert per_person.unit == "id" and per_person.charged == pytest.approx(1.0)
     with pytest.raises(LdpDaskError, match="design='split-rows'"):
         ldp_dask.release_plan(plan, str(root), 1.0, longitudinal=True, design="split-rows", **common)
 

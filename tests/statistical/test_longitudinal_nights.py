@@ -8,7 +8,7 @@ privacy loss of every event must stay under it.
 
 Each trial is a fresh key (the layer's and the memoized reports' randomness are keyed), run through the worker's
 own handler (:class:`~ldp_dask.tasks.MemoRelease`) under the buckets' keys of each night
-(:func:`ldp_dask.longitudinal.night_keys`, what :func:`ldp_dask.pipeline._run_memoized` uses), and the charge comes
+(:func:`ldp_dask.longitudinal.night_keys`, what :func:`ldp_dask.pipeline.run_memoized` uses), and the charge comes
 from the ledger's own functions on the digest pairs the handler returns. The loss is bounded from below by
 Clopper–Pearson intervals, both directions, each one-sided at 2.5·10⁻⁴ (a false failure at most 10⁻³ when the
 claim holds). The same measurement under the keying the layer had before (the night left out of the keys, so a

@@ -14,7 +14,8 @@ import ldp_dask
 from ldp_dask import InputDataError, LdpDaskError, Person, Row, RunOptions
 from ldp_dask._kernels import bound_cells, tag_and_bound
 from ldp_dask.engine import BATCH_ROWS, SHUFFLE_FAN, Task, batches, run, runs, tree
-from ldp_dask.pipeline import GROUP_ROWS, _group_plan, _map_plan, local_charge
+from ldp_dask.persons import GROUP_ROWS, _group_plan, _map_plan
+from ldp_dask.pipeline import local_charge
 from ldp_dask.privacy import epsilon_per_unit, per_row_channel, unit_of
 from ldp_dask.units import Cells, bucket_values, cells_of, keep_contributions, person_ids, ranks, tag_rows, unit_keys
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ldp_dask.plan_tasks import ASSIGN_BITS, assign_rows, row_lots
+from ldp_dask.plans.tasks import ASSIGN_BITS, assign_rows, row_lots
 
 
 @pytest.mark.parametrize("shares", [[0.5, 0.5], [0.383, 0.006, 0.008, 0.603], [1e-9, 1.0, 2.0], [1.0] * 300])

@@ -4,7 +4,7 @@
 
     plan each statistic's column (footers only) ─► split ε (:func:`ldp_dask.plans.check`) ─► build the channels
         ─► one map/reduce: each task reads its pieces' columns once and feeds every statistic
-           (:func:`ldp_dask.plan_tasks.plan_sums`); one tree combines them all ─► one summary per statistic
+           (:func:`ldp_dask.plans.tasks.plan_sums`); one tree combines them all ─► one summary per statistic
         ─► estimates, tests and quantiles from the summaries (post-processing)
         ─► one release: one ledger entry charged Σ ε_i per row (split ε) or max ε_i (split rows), every
            output published together
@@ -12,7 +12,7 @@
 The statistics of a plan are independent releases sharing a read: statistic i's noise is keyed by the release key,
 its own context (column, channel, parameters, its place in the plan) and the task, so it is exactly the noise a
 release of that statistic alone would draw from those rows, under another key. When the rows are split, the row
-each statistic gets is chosen by a keyed draw from the row's place in the plan (:func:`ldp_dask.plan_tasks.assign_rows`),
+each statistic gets is chosen by a keyed draw from the row's place in the plan (:func:`ldp_dask.plans.tasks.assign_rows`),
 never from its values: the choice is independent of the data, so each row is released once, at its statistic's ε
 (parallel composition), and each statistic's number of rows is a public function of n and the key.
 
@@ -28,13 +28,19 @@ import dataclasses
 import os
 from typing import Any, Unpack
 
-from ._io import file_stem
-from ._validation import LdpDaskError, check_probability
-from .engine import run, task_rows, tasks_of
-from .noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
-from .options import RunKwargs, RunOptions
-from .outputs import json_bytes
-from .plan_results import (
+from .._io import file_stem
+from .._validation import LdpDaskError, check_probability
+from ..engine import run, task_rows, tasks_of
+from ..noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
+from ..options import RunKwargs, RunOptions
+from ..outputs import json_bytes
+from ..policy import warn_cells
+from ..privacy import epsilon_per_unit
+from ..release import Charge, Outputs, release
+from ..source import Dataset
+from ..summary import Summary, summary_mac_key, summary_of
+from .model import Plan, check, check_unit_plan, plan_datasets
+from .results import (
     PlanRelease,
     StatisticRelease,
     cells_of,
@@ -43,13 +49,7 @@ from .plan_results import (
     statistic_metadata,
     statistic_release,
 )
-from .plan_tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
-from .plans import Plan, check, check_unit_plan, plan_datasets
-from .policy import warn_cells
-from .privacy import epsilon_per_unit
-from .release import Charge, Outputs, release
-from .source import Dataset
-from .summary import Summary, summary_mac_key, summary_of
+from .tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
 
 __all__ = ["release_plan", "PlanRelease", "StatisticRelease"]
 
@@ -82,7 +82,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     design : {"split-epsilon", "split-rows"}, optional
         Force a design instead of the one predicting less error.
     incremental : bool
-        A night of a series (:mod:`ldp_dask.plan_series`): every statistic (every public group) is a partitioned
+        A night of a series (:mod:`ldp_dask.plans.series`): every statistic (every public group) is a partitioned
         release, each file a partition kept in its summary. The design and the split are chosen on the first
         night and kept.
     since : path, optional
@@ -114,7 +114,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     BudgetExceeded
         The ledger's budget would be exceeded by the plan's total; nothing is read.
     """
-    from .pipeline import _metadata, _with_key
+    from ..pipeline import release_metadata, with_key
 
     if not isinstance(plan_, Plan):
         plan_ = Plan.from_toml(plan_)
@@ -144,7 +144,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         lots = tuple(int(x) for x in row_lots([p.rows / max(1, d.n) for p, d in zip(checked.statistics, datasets)]))
         shares = tuple(x / (1 << ASSIGN_BITS) for x in lots)  # exactly the probabilities the rows are drawn with
     base = datasets[0].for_noise_cells(max(ch.dim for ch in channels))
-    secret, opts = _with_key(opts)
+    secret, opts = with_key(opts)
     spent = [epsilon_per_unit(ch, 1) for ch in channels]
     charged = sum(spent) if shares is None else max(spent)
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e,
@@ -178,7 +178,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
         released = []
         for s, d, ch, a, p, e, r in zip(plan_.statistics, datasets, channels, acc["plan"], checked.statistics,
                                         spent, shares or [None] * len(spent)):
-            metadata = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), ch, e, checked.design, r,
+            metadata = statistic_metadata(s, release_metadata(d, sec, "summary", opts, None), ch, e, checked.design, r,
                                           len(channels), charged)
             made: Summary | list[Summary] = summary_of(ch, a, metadata, opts.clip) if "groups" not in a else [
                 summary_of(ch, g, group_metadata(metadata, k), opts.clip) for k, g in zip(group_keys(s), a["groups"])]
@@ -195,10 +195,10 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
                   out: Any, overwrite: bool, level: float) -> PlanRelease:
     """A longitudinal plan: ε split among the statistics (every person reports each), each statistic a memoized
     series of its own (:mod:`ldp_dask.longitudinal`), one release, one report."""
-    from .channels import memoized
-    from .longitudinal import check_longitudinal, memo_update, with_night
-    from .pipeline import _run_memoized, _with_key
-    from .predict import predict
+    from ..channels import memoized
+    from ..longitudinal import check_longitudinal, memo_update, with_night
+    from ..pipeline import run_memoized, with_key
+    from ..predict import predict
 
     if design not in (None, "split-epsilon"):
         raise LdpDaskError("a longitudinal plan splits ε: every person reports every statistic, each memoized; "
@@ -215,7 +215,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
         if twin != s.label:
             raise LdpDaskError(f"the statistics {twin!r} and {s.label!r} would release the same memoized reports "
                                "(the same column, channel and parameters): keep one of them")
-    secret, opts = _with_key(opts)
+    secret, opts = with_key(opts)
     opts = with_night(opts)
     for d, ch in zip(datasets, channels):
         check_longitudinal(d, ch, "summary", opts, secret)
@@ -232,7 +232,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     def compute(sec: Secret, _: Outputs) -> PlanRelease:
         released, found = [], []
         for s, d, ch, e in zip(plan_.statistics, datasets, channels, spent):
-            summary, pairs = _run_memoized(d, ch, sec, opts)
+            summary, pairs = run_memoized(d, ch, sec, opts)
             found.append(memo_update(summary, pairs))
             statistic_metadata(s, summary.metadata, ch, e, "split-epsilon", None, len(channels), sum(spent))
             summary.metadata.update(privacy_unit=d.unit, epsilon_per_unit=e)
@@ -255,10 +255,10 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
     chosen by keyed randomness, each privatized at ε_i/k (:func:`ldp_dask.pipeline.run_channel`) — so that a person
     spends Σ ε_i = ε (basic composition), under one ledger entry charged ε per person and one report. Each
     statistic bounds its persons on its own pass over its column."""
-    from .pipeline import _with_key, run_channel
-    from .plans import check_units
-    from .predict import predict
-    from .privacy import per_row_channel
+    from ..pipeline import run_channel, with_key
+    from ..predict import predict
+    from ..privacy import per_row_channel
+    from .model import check_units
 
     k = opts.max_contributions
     persons = _persons(datasets[0], opts)
@@ -268,7 +268,7 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
         if getattr(ch, "domain", None) is not None:
             d.check_range(ch.domain, opts.clip)  # type: ignore[attr-defined]
         warn_cells(per_row_channel(ch, k), max(1, persons * k))
-    secret, opts = _with_key(opts)
+    secret, opts = with_key(opts)
     spent = [epsilon_per_unit(per_row_channel(ch, k), opts.unit) for ch in channels]
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e}
               for s, ch, e in zip(plan_.statistics, channels, spent)}
@@ -293,7 +293,7 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
 def _persons(dataset: Dataset, opts: RunOptions) -> int:
     """About how many persons a privacy-unit table holds (a sketch of its unit column, one pass; public under the
     unit's neighbouring relation), at least 1."""
-    from .pipeline import estimate_persons
+    from ..persons import estimate_persons
 
     return max(1, int(round(estimate_persons(dataset, opts))))
 
@@ -301,12 +301,12 @@ def _persons(dataset: Dataset, opts: RunOptions) -> int:
 def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,
             design: str | None, since: Any, skip_changed: bool, out: Any, overwrite: bool,
             level: float) -> PlanRelease:
-    """A night of an incremental plan (:func:`ldp_dask.plan_series.release_series`)."""
-    from .pipeline import _with_key
-    from .plan_series import release_series
-    from .predict import predict
+    """A night of an incremental plan (:func:`ldp_dask.plans.series.release_series`)."""
+    from ..pipeline import with_key
+    from ..predict import predict
+    from .series import release_series
 
-    secret, opts = _with_key(opts)
+    secret, opts = with_key(opts)
     labels = tuple(dataclasses.replace(d.reader, value_kind="labels", fill=None) for d in by.values())
 
     def finish(made: list[Summary | list[Summary]], spent: list[float], charged: float, chosen: str,
@@ -350,7 +350,7 @@ def _summary_bytes(summary: Summary, mac: bytes) -> Any:
 def _writer(secret: Secret) -> Any:
     """What stages a plan's outputs: every summary (signed as a single release's is), a page per statistic, the
     index page and the estimates as JSON."""
-    from .report import plan_pages
+    from ..report import plan_pages
 
     mac = summary_mac_key(secret)
 

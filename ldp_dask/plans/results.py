@@ -11,12 +11,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .channels.categorical import OTHER
-from .outputs import Described, Description, Table, jsonable
-from .plans import Statistic
-from .privacy import ROW_UNIT
-from .receipts import Receipted
-from .summary import Summary
+from ..channels.categorical import OTHER
+from ..outputs import Described, Description, Table, jsonable
+from ..privacy import ROW_UNIT
+from ..receipts import Receipted
+from ..summary import Summary
+from .model import Statistic
 
 __all__ = ["GroupRelease", "PublicGroups", "StatisticRelease", "PlanRelease", "headline", "statistic_metadata",
            "cells_of", "group_keys", "group_metadata", "statistic_release"]
@@ -147,7 +147,7 @@ class PlanRelease(Described, Receipted):
         (:mod:`ldp_dask.ledger.central`): splitting ε, one per statistic; splitting rows, one for the plan (each
         row reports one statistic, chosen independently of the data: parallel composition). A statistic's public
         groups hold disjoint rows: the worst of their summaries' (:func:`~ldp_dask.amplification.central_event`)."""
-        from .amplification import central_event, worst_event
+        from ..amplification import central_event, worst_event
 
         per = [worst_event(central_event(x) for _, x in s.summaries) for s in self.statistics]
         return per if self.design == "split-epsilon" else [worst_event(per)]
@@ -184,7 +184,7 @@ class PlanRelease(Described, Receipted):
     def central_line(self) -> str:
         """The plan's central guarantee in words: its :meth:`central_events` composed as the ledger composes a
         dataset's (:func:`ldp_dask.ledger.central.compose`, at :func:`~ldp_dask.ledger.central.report_delta`)."""
-        from .ledger.central import compose, report_delta
+        from ..ledger.central import compose, report_delta
 
         events = self.central_events()
         delta = report_delta(events)
@@ -210,7 +210,7 @@ def statistic_metadata(s: Statistic, metadata: dict[str, Any], channel: Any, eps
 
 
 def cells_of(s: Statistic, channel: Any) -> tuple[Any, ...] | None:
-    """A private group's cells, as its tasks map values to them (:class:`ldp_dask.plan_tasks.Grouping`); None for
+    """A private group's cells, as its tasks map values to them (:class:`ldp_dask.plans.tasks.Grouping`); None for
     any other statistic."""
     if getattr(channel, "name", None) != "group-histogram":
         return None
@@ -248,18 +248,18 @@ def statistic_release(s: Statistic, made: Summary | list[Summary], epsilon: floa
 def _post_process(s: Statistic, summary: Summary, epsilon: float, share: float | None, predicted: float,
                   level: float) -> StatisticRelease:
     """What the plan computes from a statistic's summary: its estimate, quantiles or test (no further ε)."""
-    from .estimators import estimate, local_quantiles
+    from ..estimators import estimate, local_quantiles
 
     quantiles = None
     result: Any
     if summary.n == 0:  # a declared public group (or "other") with no rows: a result, the rest is published
-        from .policy import warn
+        from ..policy import warn
 
         key = summary.metadata.get("group", {}).get("key")
         warn(f"the statistic {s.label!r} has no rows in its group {key!r}: released as 'no rows' (no estimate; every "
              "interval is the whole feasible range)")
     if s.target == "gof":
-        from .gof import test
+        from ..gof import test
 
         result = test(summary, s.options["null"], level=float(s.options.get("alpha", 0.05)))
     else:

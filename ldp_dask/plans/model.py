@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import LdpDaskError, check_epsilon, check_probability, check_q
-from .channels import Channel, build_channel
-from .predict import predict
+from .._validation import LdpDaskError, check_epsilon, check_probability, check_q
+from ..channels import Channel, build_channel
+from ..predict import predict
 
 __all__ = ["Statistic", "Plan", "PlannedStatistic", "PlanCheck", "check", "check_plan", "plan_datasets",
            "split_epsilon", "split_rows"]
@@ -108,7 +108,7 @@ class Statistic:
                 raise LdpDaskError(f"statistic {self.label!r} gives 'q', the levels of a 'quantiles' target only")
             check_q(self.options["q"])
         if self.target == "gof":
-            from .gof.nulls import parse_null
+            from ..gof.nulls import parse_null
 
             if "null" not in self.options:
                 raise LdpDaskError(f"statistic {self.label!r} is a goodness-of-fit test: it needs its 'null' "
@@ -246,8 +246,8 @@ class Plan:
         whose files would be the report's own (``index``, ``estimates``), two statistics (or a statistic and a
         public group of another) that would write the same file, and a name too long for a file system (255
         bytes a file name)."""
-        from ._io import file_stem
-        from .channels.categorical import OTHER
+        from .._io import file_stem
+        from ..channels.categorical import OTHER
 
         summaries = [(s.label, suffix, file_stem(s.label + suffix)) for s in self.statistics
                      for suffix in ([""] if s.group is None or not s.group[2]
@@ -516,7 +516,7 @@ def check_units(plan: Plan, persons: int, k: int, epsilon: float, unit: str = "p
     person makes k reports to each, each privatized at ε_i/k), each statistic's error predicted for ``persons``
     persons × k reports at ε_i/k (each person weighted equally). The split is the per-row one for ``persons``
     rows: every predicted variance scales alike with k."""
-    from .privacy import per_row_channel
+    from ..privacy import per_row_channel
 
     check_unit_plan(plan)
     base = check(plan, {s.column: persons for s in plan.statistics}, epsilon, "split-epsilon")
@@ -532,10 +532,10 @@ def check_units(plan: Plan, persons: int, k: int, epsilon: float, unit: str = "p
 def plan_datasets(plan_: Plan, source: Any, options: Any) -> tuple[list[Any], dict[str, Any], Plan]:
     """Each statistic's column planned (metadata only) with its own null policy, and each group column as
     categories; the pieces must be one plan. Categories and group keys are typed as their columns."""
-    from .channels import value_kind_of
-    from .channels.categorical import OTHER
-    from .commands import typed_categories
-    from .release import plan
+    from ..channels import value_kind_of
+    from ..channels.categorical import OTHER
+    from ..release import plan
+    from ..source import typed_categories
 
     planned: dict[tuple[str, str, str], Any] = {}  # a column read the same way by several statistics: planned once
     out = []
@@ -572,15 +572,15 @@ def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None, des
     the values' range against each channel's domain (unless ``clip``), the nulls, the cells per row — so that a
     plan that passes is not refused by the release for a reason the footers show. No row is read, nothing is
     spent or recorded."""
-    from .options import RunOptions
-    from .policy import warn_cells
+    from ..options import RunOptions
+    from ..policy import warn_cells
 
     opts = RunOptions.of(options)
     if opts.privacy_unit is not None:
         check_unit_plan(plan, design)
     datasets, _, plan = plan_datasets(plan, source, opts)  # each column (and group column) from the footers
     if opts.privacy_unit is not None:  # persons counted from a sketch of the unit column (one pass, nothing spent)
-        from .pipeline import estimate_persons
+        from ..persons import estimate_persons
 
         persons = max(1, int(round(estimate_persons(datasets[0], opts))))
         checked = check_units(plan, persons, opts.max_contributions, epsilon, opts.privacy_unit)

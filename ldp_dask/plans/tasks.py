@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ._validation import InputDataError, TaskError, error_value
-from .channels import Channel
-from .channels.categorical import category_codes
-from .noise import bind_key, generator
-from .reading import read_columns
-from .source import Piece, Reader
-from .tasks import ChannelJob, combine_sums, each_piece, piece_name, release_prepared
+from .._validation import InputDataError, TaskError, error_value
+from ..channels import Channel
+from ..channels.categorical import category_codes
+from ..noise import bind_key, generator
+from ..reading import read_columns
+from ..source import Piece, Reader
+from ..tasks import ChannelJob, combine_sums, each_piece, piece_name, release_prepared
 
 __all__ = ["Grouping", "PlanJob", "ASSIGN_BITS", "row_lots", "assign_rows", "group_index", "cell_index", "plan_sums",
            "combine_plan"]
@@ -157,7 +157,7 @@ def cell_index(values: Any, cells: tuple[Any, ...], clip: bool) -> tuple[np.ndar
     """Each value's cell among a private group's cells: its bin of ``("bins", lo, hi, K)`` (checked against the
     domain, or clamped with ``clip``), or its place among ``("categories", keys, other)`` (a value among none of
     them is "other", the last cell, or refused without it); and how many values were clamped."""
-    from .channels.base import check_values, grid_index
+    from ..channels.base import check_values, grid_index
 
     if cells[0] == "bins":
         _, lo, hi, k = cells

@@ -24,21 +24,21 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from . import exactsum
-from ._validation import InputDataError, LdpDaskError
-from .engine import run, task_rows, tasks_of
-from .ledger import BudgetExceeded, Part
-from .noise import TAG_MODULUS, Secret, named_base_keys
-from .options import RunOptions
-from .partitions import PartitionPlan, plan_partitions
-from .plan_results import PlanRelease, cells_of, group_keys, group_metadata, statistic_metadata
-from .plan_tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
-from .plans import Plan, Statistic, check
-from .privacy import epsilon_per_unit
-from .release import Charge, release
-from .source import Dataset
-from .summary import Partition, Summary, read_summary, sum_partitions
-from .tasks import ByFile, combine_files, file_sums
+from .. import exactsum
+from .._validation import InputDataError, LdpDaskError
+from ..engine import run, task_rows, tasks_of
+from ..ledger import BudgetExceeded, Part
+from ..noise import TAG_MODULUS, Secret, named_base_keys
+from ..options import RunOptions
+from ..partitions import PartitionPlan, plan_partitions
+from ..privacy import epsilon_per_unit
+from ..release import Charge, release
+from ..source import Dataset
+from ..summary import Partition, Summary, read_summary, sum_partitions
+from ..tasks import ByFile, combine_files, file_sums
+from .model import Plan, Statistic, check
+from .results import PlanRelease, cells_of, group_keys, group_metadata, statistic_metadata
+from .tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
 
 __all__ = ["release_series", "previous_summaries"]
 
@@ -104,7 +104,7 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
     """One night of an incremental plan (module docstring). ``labels`` are the readers of the group columns (in the
     order the statistics name them); ``finish(made, ε per statistic, ε charged, design, shares)`` post-processes
     each statistic's summary or summaries into the plan's result; ``targets`` and ``write`` are its outputs."""
-    from .pipeline import _metadata
+    from ..pipeline import release_metadata
 
     if datasets[0].kind != "parquet":
         raise LdpDaskError("an incremental plan needs a Parquet source: its files are the partitions")
@@ -141,7 +141,7 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
         read = _read(plan_, files, labels, channels, lots, units, plans, sec, opts)
         made: list[Made] = []
         for i, (s, d, ch, e) in enumerate(zip(plan_.statistics, datasets, channels, spent)):
-            base = statistic_metadata(s, _metadata(d, sec, "summary", opts, None), ch, e, chosen,
+            base = statistic_metadata(s, release_metadata(d, sec, "summary", opts, None), ch, e, chosen,
                                       None if shares is None else shares[i], len(channels), charged)
             out = []
             for u, (j, k) in enumerate(units):

@@ -1,0 +1,33 @@
+"""Plans: many statistics of one table as one release (docs/how-to/plans.md).
+
+* :mod:`.model` — a plan's statistics (:class:`Plan`, from TOML), the ε split and each statistic's predicted error
+  (:func:`check`, :func:`check_plan`), the datasets a plan reads;
+* :mod:`.tasks` — what one task of a plan does on a worker: read its pieces' columns once, feed every statistic;
+* :mod:`.run` — :func:`release_plan`: the plan as one release, per row, per person, longitudinal or a night of a
+  series;
+* :mod:`.series` — a night of an incremental plan (each file a partition kept in every statistic's summary);
+* :mod:`.results` — what a released plan is (:class:`PlanRelease`, :class:`StatisticRelease`) and how its
+  statistics are estimated from their summaries.
+"""
+
+from __future__ import annotations
+
+from .model import (
+    Plan,
+    PlanCheck,
+    PlannedStatistic,
+    Statistic,
+    check,
+    check_plan,
+    check_unit_plan,
+    check_units,
+    plan_datasets,
+    split_epsilon,
+    split_rows,
+)
+from .results import PlanRelease, StatisticRelease
+from .run import release_plan
+
+__all__ = ["Plan", "Statistic", "PlannedStatistic", "PlanCheck", "check", "check_plan", "check_units",
+           "check_unit_plan", "plan_datasets", "split_epsilon", "split_rows", "release_plan", "PlanRelease",
+           "StatisticRelease"]

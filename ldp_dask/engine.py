@@ -49,6 +49,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from ._frames import as_frame, from_frame
 from ._validation import InputDataError, LdpDaskError, TaskError
 from .noise import hidden_from_children
 from .options import DEFAULT_CONNECT_TIMEOUT, RunOptions
@@ -362,17 +363,6 @@ class LargeShuffle:
     reduce_shared: Any
 
 
-def _as_frame(parts: Any) -> Any:
-    """A map result (``groups`` dicts of arrays) as one DataFrame with a ``group`` column."""
-    import numpy as np
-    import pandas as pd
-
-    columns = list(parts[0])
-    frame = {c: np.concatenate([p[c] for p in parts]) for c in columns}
-    frame["group"] = np.repeat(np.arange(len(parts)), [len(p[columns[0]]) for p in parts])
-    return pd.DataFrame(frame)
-
-
 def _error_of(result: Any) -> str | None:
     return result.message if isinstance(result, TaskError) else None
 
@@ -380,7 +370,7 @@ def _error_of(result: Any) -> str | None:
 def _reduce_frame(reduce_fn: Callable[[int, int, list[Any], Any], Any], g: int, groups: int, shared: Any,
                   frame: Any) -> Any:
     """Group ``g``'s rows (in the order they arrived) handed to ``reduce_fn`` as one part."""
-    return reduce_fn(g, groups, [{c: frame[c].to_numpy() for c in frame.columns if c != "group"}], shared)
+    return reduce_fn(g, groups, [from_frame(frame)], shared)
 
 
 def _shuffle_frames(client: Any, tasks: Sequence[Task], map_fn: Callable[[Task, Any, int], Any], map_shared: Any,
@@ -401,7 +391,7 @@ def _shuffle_frames(client: Any, tasks: Sequence[Task], map_fn: Callable[[Task, 
               if e]
     if errors:  # bad data met while tagging: raised once, before anything moves
         raise InputDataError(errors[0])
-    frames = client.map(_as_frame, mapped, retries=options.retries, pure=False,
+    frames = client.map(as_frame, mapped, retries=options.retries, pure=False,
                         key=[f"{prefix}-frame-{token}-{i}" for i in range(len(tasks))])
     del mapped
     meta = client.submit(lambda f: f.iloc[:0], frames[0], pure=False).result()

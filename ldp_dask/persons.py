@@ -57,8 +57,11 @@ def _group_plan(buckets: int, rows: int, parallelism: int) -> int:
 
 def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler: Any, combine: Any,
               options: RunOptions, *, keys: list[bytes] | None = None, categorical: bool = False,
-              in_process: bool = False, direct_rows: int | None = None, persons: bool = False) -> Any:
+              in_process: bool = False, direct_rows: int | None = None, persons: bool = False,
+              reader: Any = None) -> Any:
     """Bound each person's rows, then ``handler(values, where, j, keys[j])`` on bucket j; ``combine`` the results.
+    ``reader`` (default the dataset's) reads the values: a :class:`~ldp_dask.reading.Columns` makes them whole
+    rows of several columns (a plan's).
 
     There is one bucket per task of ``dataset`` (:attr:`~ldp_dask.source.Dataset.tasks`); ``keys`` (optional)
     gives each bucket its noise key (None is passed without). The bucket and rank keys are derived here, on the
@@ -80,7 +83,7 @@ def map_units(dataset: Dataset, secret: Secret, context: dict[str, Any], handler
     firsts = np.concatenate([[0], np.cumsum([p.num_rows for p in dataset.pieces])[:-1]]).astype(int).tolist()
     k = options.max_contributions
     cells = plan_cells(ukeys.bucket, count, dataset.n)
-    tagging = Tagging(dataset.reader, dataset.pieces, tuple(firsts), ukeys, cells, k)
+    tagging = Tagging(reader or dataset.reader, dataset.pieces, tuple(firsts), ukeys, cells, k)
     # map tasks of contiguous pieces, one per worker thread or more (_map_plan); groups of consecutive buckets, one
     # per worker thread or more (_group_plan), neither of which changes what is released (the kept rows, their
     # order and each bucket's key are the plan's)

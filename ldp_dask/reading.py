@@ -8,8 +8,10 @@ error: a corrupt file names itself and the kind of failure; an ``OSError``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -17,7 +19,40 @@ from ._io import is_local
 from ._validation import InputDataError
 from .source import Piece, Reader, fill_nulls
 
-__all__ = ["read_piece", "read_units", "read_with_units", "read_columns"]
+__all__ = ["read_piece", "read_units", "read_with_units", "read_columns", "Columns"]
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Several readers of one source read together with its privacy unit (a plan with a unit: every statistic's
+    column of each person's kept rows, :mod:`ldp_dask.persons`). Their values travel as one numpy structured
+    array, field ``f<i>`` for reader i (numbers as read; categories as Python values), so that the person shuffle
+    keeps and moves whole rows."""
+
+    readers: tuple[Reader, ...]
+
+    @property
+    def unit_nulls(self) -> str:
+        return self.readers[0].unit_nulls
+
+    @property
+    def kind(self) -> str:
+        return self.readers[0].kind
+
+
+def _as_records(values: list[Any]) -> np.ndarray:
+    """Readers' values (numpy, or pyarrow categories) as one structured array, field ``f<i>`` each."""
+    cols = []
+    for v in values:
+        if isinstance(v, (pa.Array, pa.ChunkedArray)):
+            v = v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
+            v = v.dictionary_decode() if pa.types.is_dictionary(v.type) else v
+            v = np.asarray(v.to_numpy(zero_copy_only=False), dtype=object)
+        cols.append(np.asarray(v))
+    out = np.empty(len(cols[0]) if cols else 0, dtype=[(f"f{i}", c.dtype) for i, c in enumerate(cols)])
+    for i, c in enumerate(cols):
+        out[f"f{i}"] = c
+    return out
 
 
 def read_units(reader: Reader, piece: Piece) -> pa.Array:
@@ -27,8 +62,17 @@ def read_units(reader: Reader, piece: Piece) -> pa.Array:
     return _read_columns(reader, piece, reader.unit).column(0).combine_chunks()
 
 
-def read_with_units(reader: Reader, piece: Piece) -> tuple[Any, Any]:
-    """:func:`read_piece` and :func:`read_units` of one piece, from one read of the file (both columns)."""
+def read_with_units(reader: Reader | Columns, piece: Piece) -> tuple[Any, Any]:
+    """:func:`read_piece` and :func:`read_units` of one piece, from one read of the file (both columns); for
+    :class:`Columns`, every reader's values as one structured array."""
+    if isinstance(reader, Columns):
+        first = reader.readers[0]
+        if first.kind == "memory":
+            return _as_records([read_piece(r, piece) for r in reader.readers]), read_units(first, piece)
+        names = list(dict.fromkeys(r.column for r in reader.readers))
+        table = _read_columns(first, piece, *names, first.unit, dictionary=_dictionary(reader.readers))
+        values = [_values(r, table.column(names.index(r.column))) for r in reader.readers]
+        return _as_records(values), table.column(len(names)).combine_chunks()
     if reader.kind == "memory":
         return read_piece(reader, piece), read_units(reader, piece)
     table = _read_columns(reader, piece, reader.column, reader.unit, dictionary=_dictionary((reader,)))

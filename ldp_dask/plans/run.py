@@ -250,37 +250,54 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
 
 def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon: float, out: Any, overwrite: bool,
                 level: float) -> PlanRelease:
-    """A plan with a privacy unit: ε per person split among the statistics (:func:`ldp_dask.plans.check_units`),
-    each statistic a privacy-unit release of its column at its ε_i per person — every person's rows bounded to k,
-    chosen by keyed randomness, each privatized at ε_i/k (:func:`ldp_dask.pipeline.run_channel`) — so that a person
-    spends Σ ε_i = ε (basic composition), under one ledger entry charged ε per person and one report. Each
-    statistic bounds its persons on its own pass over its column."""
-    from ..pipeline import run_channel, with_key
+    """A plan with a privacy unit: ε per person split among the statistics (:func:`ldp_dask.plans.check_units`).
+    Every person's rows are bounded **once** for the whole plan — k rows chosen by keyed randomness, padded when a
+    person has fewer (:func:`ldp_dask.persons.map_units` over every statistic's column at once,
+    :class:`~ldp_dask.reading.Columns`) — and each kept row reports every statistic, statistic i at ε_i/k
+    (:class:`~ldp_dask.plans.tasks.PlanBucket`), so a person spends Σ ε_i = ε (basic composition), under one
+    ledger entry charged ε per person and one report."""
+    from ..persons import map_units
+    from ..pipeline import release_metadata, with_key
     from ..predict import predict
     from ..privacy import per_row_channel
+    from ..reading import Columns
+    from ..tasks import ChannelJob
     from .model import check_units
+    from .tasks import PlanBucket
 
     k = opts.max_contributions
     persons = _persons(datasets[0], opts)
     checked = check_units(plan_, persons, k, epsilon, str(opts.privacy_unit))
     channels = tuple(p.channel for p in checked.statistics)
-    for ch, d in zip(channels, datasets):
+    rows = tuple(per_row_channel(ch, k) for ch in channels)  # what each kept row is privatized with
+    for ch, row, d in zip(channels, rows, datasets):
         if getattr(ch, "domain", None) is not None:
             d.check_range(ch.domain, opts.clip)  # type: ignore[attr-defined]
-        warn_cells(per_row_channel(ch, k), max(1, persons * k))
+        warn_cells(row, max(1, persons * k))
     secret, opts = with_key(opts)
-    spent = [epsilon_per_unit(per_row_channel(ch, k), opts.unit) for ch in channels]
+    spent = [epsilon_per_unit(row, opts.unit) for row in rows]
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e}
               for s, ch, e in zip(plan_.statistics, channels, spent)}
     charge = Charge("local", "plan", params, sum(spent), context={"mode": "summary", "design": "split-epsilon"})
-    whole = dataclasses.replace(datasets[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
+    base = datasets[0].for_noise_cells(max(row.dim for row in rows))
+    whole = dataclasses.replace(base, column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
 
     def compute(sec: Secret, _: Outputs) -> PlanRelease:
+        buckets = len(base.tasks)
+        contexts = [{"v": 1, "fingerprint": d.fingerprint, "column": d.column, "channel": row.name,
+                     "params": row.params(), "mode": "summary", "unit": d.unit, "k": k, "plan": s.label}
+                    for s, d, row in zip(plan_.statistics, datasets, rows)]
+        keys = tuple(tuple(partition_base_keys(sec, c, buckets)) for c in contexts)
+        jobs = tuple(ChannelJob(d.reader, (), (), row, opts.clip, "summary") for d, row in zip(datasets, rows))
+        context = {"v": 1, "fingerprint": base.fingerprint, "plan": sorted(params), "unit": base.unit, "k": k}
+        acc = map_units(base, sec, context, PlanBucket(jobs, keys), combine_plan, opts,
+                        reader=Columns(tuple(d.reader for d in datasets)))
         released = []
-        for s, d, ch, e in zip(plan_.statistics, datasets, channels, spent):
-            summary = run_channel(d, ch, "summary", sec, opts)
-            statistic_metadata(s, summary.metadata, ch, e, "split-epsilon", None, len(channels), sum(spent))
-            summary.metadata.update(privacy_unit=d.unit, max_contributions=k, epsilon_per_unit=e)
+        for s, d, row, a, e in zip(plan_.statistics, datasets, rows, acc["plan"], spent):
+            metadata = release_metadata(d, sec, "summary", opts, None)
+            statistic_metadata(s, metadata, row, e, "split-epsilon", None, len(rows), sum(spent))
+            metadata.update(privacy_unit=d.unit, max_contributions=k, epsilon_per_unit=e)
+            summary = summary_of(row, a, metadata, opts.clip)
             predicted = predict(summary.channel, summary.n)
             released.append(statistic_release(s, summary, e, None, predicted.se if predicted else float("nan"),
                                               level))

@@ -28,9 +28,9 @@ from ..channels.categorical import category_codes
 from ..noise import bind_key, generator
 from ..reading import read_columns
 from ..source import Piece, Reader
-from ..tasks import ChannelJob, combine_sums, each_piece, piece_name, release_prepared
+from ..tasks import ChannelJob, combine_sums, each_piece, piece_name, release_prepared, release_values
 
-__all__ = ["Grouping", "PlanJob", "ASSIGN_BITS", "row_lots", "assign_rows", "group_index", "cell_index", "plan_sums",
+__all__ = ["PlanBucket", "Grouping", "PlanJob", "ASSIGN_BITS", "row_lots", "assign_rows", "group_index", "cell_index", "plan_sums",
            "combine_plan"]
 
 #: A row split draws each row's statistic as a 16-bit keyed integer: a statistic's share of the rows is a multiple
@@ -218,3 +218,25 @@ def _combine_one(*accs: dict[str, Any]) -> dict[str, Any]:
 def combine_plan(*accs: dict[str, Any]) -> dict[str, Any]:
     """Combine plan accumulators: statistic by statistic (and group by group), exactly (:func:`combine_sums`)."""
     return {"plan": [_combine_one(*parts) for parts in zip(*(a["plan"] for a in accs))]}
+
+
+@dataclass(frozen=True)
+class PlanBucket:
+    """What a bucket of persons' kept rows becomes in a plan with a privacy unit (worker side): every statistic's
+    noisy sums of its own field of the rows (:class:`~ldp_dask.reading.Columns`), each under its own key, so that
+    one bounding of every person's rows serves the whole plan."""
+
+    jobs: tuple[ChannelJob, ...]
+    #: per statistic, one key per bucket
+    keys: tuple[tuple[bytes, ...], ...]
+
+    def __call__(self, values: Any, where: str, index: int, key: bytes | None) -> dict[str, Any] | TaskError:
+        accs = []
+        for i, job in enumerate(self.jobs):
+            x = values[f"f{i}"]
+            x = pa.array(x) if job.channel.value_kind == "categorical" else np.ascontiguousarray(x)
+            acc = release_values(x, job, self.keys[i][index], index, where)
+            if isinstance(acc, TaskError):
+                return acc
+            accs.append(acc)
+        return {"plan": accs}

@@ -600,3 +600,27 @@ def test_what_a_plan_with_a_privacy_unit_cannot_do_yet_is_refused(tmp_path, caps
         why = {0: "is grouped", 1: "incremental plan with a privacy unit", 2: "splits ε per person"}[
             [[], ["--incremental"], ["--design", "split-rows"]].index(extra)]
         assert why in err, err
+
+
+@pytest.mark.cluster
+def test_a_plan_with_a_privacy_unit_bounds_persons_once_on_either_shuffle(tmp_path, cluster, monkeypatch):
+    """Every person's rows are bounded once for the whole plan and each kept row reports every statistic: the rows
+    travel whole (numbers and categories) through the direct shuffle and through Dask's DataFrame shuffle (above
+    SHUFFLE_DIRECT_ROWS rows), with bit-identical releases of the statistics whose sums do not depend on the
+    kept rows' order within a bucket (counts); the hybrid mean's float sums do, and the two shuffles deliver a
+    bucket's rows in different orders (so does a single-column hybrid-mean release: a known gap, noted in
+    docs/scale.md), so its summary is compared by its reports only."""
+    import ldp_dask.engine
+
+    data = _flights(tmp_path / "flights", persons=1_500, rows=6_000, files=4)
+    (tmp_path / "plan.toml").write_text(UNIT_PLAN)
+    plan = ldp_dask.Plan.from_toml(tmp_path / "plan.toml")
+    run = {"client": cluster, "seed": 5, "privacy_unit": "tailnum", "max_contributions": 2, "partition_rows": 3_000,
+           "ledger": False}
+    direct = ldp_dask.release_plan(plan, str(data), 1.0, **run)
+    monkeypatch.setattr(ldp_dask.engine, "SHUFFLE_DIRECT_ROWS", 0)
+    large = ldp_dask.release_plan(plan, str(data), 1.0, **run)
+    for a, b in zip(direct.statistics, large.statistics):
+        assert a.summary.n == b.summary.n == 2 * 1_500, a.label
+        if a.channel_name != "hybrid-mean":
+            assert a.summary.same_release(b.summary), a.label

@@ -162,7 +162,7 @@ def main() -> None:
         f"| (e) the plan with a privacy unit (ε per person, k = 1, about 10 rows a person) | {res['plan-unit']:.2f} |",
         "",
         f"**Plan per person / plan per row (split ε, same run): {res['plan-unit'] / res['plan']:.2f}×** (the goal: "
-        "≤ 4×). Each statistic bounds its persons on a pass of its own (a shuffle by person each).",
+        "≤ 4×). One shuffle by person for the whole plan: each person's kept rows carry every statistic's column.",
         "",
         f"`plan check` (footers only, one process): 10,000 statistics over 10 columns (the plan's 10, each "
         f"repeated under 1,000 names) {checks['repeated']:.2f} s; 10,000 distinct statistics (10,000 domains) "

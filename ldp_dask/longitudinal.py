@@ -32,7 +32,7 @@ from .options import RunOptions, tonight
 from .source import Dataset
 from .summary import Summary
 
-__all__ = ["series_context", "memo_key", "series_id", "check_longitudinal", "longitudinal_metadata", "memo_update",
+__all__ = ["series_context", "series_root", "memo_key", "series_id", "check_longitudinal", "longitudinal_metadata", "memo_update",
            "with_night", "night_keys"]
 
 
@@ -52,12 +52,30 @@ def night_keys(secret: Secret, context: Mapping[str, Any], night: str, count: in
     return partition_base_keys(secret, {**context, "night": night}, count)
 
 
-def series_context(dataset: Dataset, channel: Channel) -> dict[str, Any]:
-    """What a series is: the dataset's root, the column, the memoized channel with its parameters, the privacy
-    unit. The root is in it so that two tables whose persons share ids never share reports (nor the ledger's
-    count of them); a table moved to another root starts a new series, charged anew."""
-    return {"v": 1, "root": dataset.root, "column": dataset.column, "channel": channel.name,
-            "params": channel.params(), "unit": dataset.unit}
+def series_context(dataset: Dataset, channel: Channel, root: str | None = None) -> dict[str, Any]:
+    """What a series is: its root (:func:`series_root`), the column, the memoized channel with its parameters, the
+    privacy unit. The root is in it so that two tables whose persons share ids never share reports (nor the
+    ledger's count of them); a table moved to another root starts a new series, charged anew."""
+    return {"v": 1, "root": dataset.root if root is None else root, "column": dataset.column,
+            "channel": channel.name, "params": channel.params(), "unit": dataset.unit}
+
+
+def series_root(dataset: Dataset, options: RunOptions) -> str:
+    """The root a longitudinal series is keyed by: the innermost dataset declared in the run's ledger, with the
+    same privacy unit, that holds the release's root — so that a table's daily snapshots written as partitions
+    (``table/date=2026-01-01/``, ``table/date=2026-01-02/``, …) and released one by one continue one series of
+    the declared dataset — else the release's own root."""
+    from .ledger import open_ledger
+    from .ledger.budget import overlaps
+
+    ledger = open_ledger(options.ledger)
+    if ledger is None:
+        return dataset.root
+    mine = dataset.root.rstrip("/")
+    holding = [str(d["root"]).rstrip("/") for d in ledger.datasets()
+               if d["privacy_unit"] == dataset.unit and overlaps(str(d["root"]), mine)
+               and (mine == str(d["root"]).rstrip("/") or mine.startswith(str(d["root"]).rstrip("/") + "/"))]
+    return max(holding, key=len) if holding else dataset.root
 
 
 def memo_key(secret: Secret, context: dict[str, Any]) -> int:

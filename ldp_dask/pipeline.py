@@ -32,6 +32,7 @@ from .longitudinal import (
     night_keys,
     series_context,
     series_id,
+    series_root,
     with_night,
 )
 from .noise import TAG_MODULUS, Secret, keyed_digest, named_base_keys, partition_base_keys
@@ -114,7 +115,7 @@ class _ReleaseBucket:
 def run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions) -> tuple[Summary, Any]:
     """A longitudinal night (:mod:`ldp_dask.longitudinal`): each person's memoized report summed per bucket under
     the series' memo key, the instantaneous layer drawn per bucket; the :class:`Summary` and the digest pairs."""
-    series = series_context(dataset, channel)
+    series = series_context(dataset, channel, series_root(dataset, options))
     context = {"v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column, "channel": channel.name,
                "params": channel.params(), "mode": "summary", "unit": dataset.unit, "k": 1, "longitudinal": 1}
     if options.night is None:  # pragma: no cover - the callers resolve it (with_night)

@@ -262,3 +262,33 @@ def test_the_command_line_releases_a_longitudinal_plan(tmp_path, capsys):
                  "--out", str(tmp_path / "out")]) == 0
     body = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [s["channel"] for s in body["statistics"]] == ["memo-mean", "memo-rr"]
+
+
+def test_five_date_partitions_of_one_dataset_continue_one_series(tmp_path):
+    """A snapshot written each night as a partition of one declared table (table/date=…/) and released partition
+    by partition continues one series, keyed by the declared dataset and the unit: five unchanged nights cost what
+    the first cost (each partition started a series of its own, 5ε). An undeclared table's partitions still key
+    their own series."""
+    rng = np.random.default_rng(16)
+    table, ledger = tmp_path / "table", tmp_path / "l.sqlite"
+    Ledger(ledger).declare("customers", f"file://{table}", limit=10.0, privacy_unit="id")
+    values = rng.uniform(0, 100, PERSONS)
+    hist = ldp_dask.LaplaceHistogram(1.0, CELLS, (0, 100))
+    charged = []
+    for night in range(1, 6):
+        _night(table / f"date=2026-01-0{night}", values)
+        s = ldp_dask.privatize(str(table / f"date=2026-01-0{night}"), "x", hist, longitudinal=True,
+                               privacy_unit="id", seed=8, ledger=str(ledger), client="local",
+                               night=f"2026-01-0{night}")
+        charged.append(s.receipt.epsilon)
+    eps = s.channel.epsilon_spent()
+    assert charged == pytest.approx([eps, 0, 0, 0, 0])
+    (item,) = [i for i in Ledger(ledger).summary() if i["dataset"] == "customers"]
+    assert item["spent"] == pytest.approx(eps) and item["longitudinal"][0]["nights"] == 5
+    other = tmp_path / "undeclared"
+    for night in (1, 2):
+        _night(other / f"date=2026-01-0{night}", values)
+        s = ldp_dask.privatize(str(other / f"date=2026-01-0{night}"), "x", hist, longitudinal=True,
+                               privacy_unit="id", seed=8, ledger=str(ledger), client="local",
+                               night=f"2026-01-0{night}")
+        assert s.receipt.epsilon == pytest.approx(eps)  # a series of its own each: nothing declared holds them

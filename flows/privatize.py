@@ -107,15 +107,8 @@ def privatize_flow(
                     "?" if charged is None else charged)
     meta = summary.file_metadata()
     est = ldp_dask.estimate(summary) if estimator_for(ch) else None  # post-processing of the release
-    facts = {
-        "summary": path, "channel": ch.name, "params": ch.params(), "epsilon": ch.epsilon,
-        "epsilon_spent": ch.epsilon_spent(), "n": summary.n, "mode": mode,
-        "key_id": meta["key_id"], "key_source": meta["key_source"], "reproducible": meta["reproducible"],
-        "rows_out": rows_out, "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
-        "choice": summary.metadata.get("choice"), "partitions": partitions,
-        "budget": dict(budget_facts(summary.receipt)),
-        "longitudinal": summary.metadata.get("longitudinal"),
-    }
+    facts = {**summary.release_facts(), "budget": dict(budget_facts(summary.receipt)),
+             "partitions": None if partitions is None else {**partitions, "since": since}}
     ledger_line = summary.receipt.line() if summary.receipt else "ledger: not recorded"
     reading = () if partitions is None else (("partitions", f"{partitions['read']} read, {partitions['reused']} "
                                                             f"reused from {since or 'no earlier summary'}"),)

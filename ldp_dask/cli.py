@@ -325,21 +325,10 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
                              overwrite=a.overwrite, incremental=a.incremental, since=a.since, window=a.window,
                              skip_changed=a.skip_changed,
                              longitudinal={"instant": a.instant, "levels": a.memo_levels} if a.longitudinal else None)
-    channel = summary.channel
     meta = summary.file_metadata()
-    info = {"summary": summary.written["summary"], "channel": channel.name, "params": channel.params(), "n": summary.n,
-            "epsilon": channel.epsilon, "epsilon_spent": channel.epsilon_spent(), "mode": a.mode,
-            "key_id": meta["key_id"], "key_source": meta["key_source"], "rows_out": a.rows_out,
-            "privacy_unit": summary.privacy_unit, "epsilon_per_unit": summary.epsilon_per_unit,
-            "choice": summary.metadata.get("choice"), "partitions_read": summary.metadata.get("partitions_read"),
-            "partitions_reused": summary.metadata.get("partitions_reused"),
-            "epsilon_charged": summary.receipt.epsilon if summary.receipt and summary.receipt.ledger else None,
-            "partitions_charged": summary.receipt.partitions[0] if summary.receipt and summary.receipt.partitions else None,
-            "longitudinal": summary.metadata.get("longitudinal"),
-            "spend": dict(summary.receipt.spend) if summary.receipt and summary.receipt.spend else None,
-            "central": summary.central}
+    info = summary.release_facts()
     if a.json:
-        print(json.dumps(info))
+        print(json.dumps(info, default=str))
     else:
         print(f"wrote {info['summary']}: {summary.channel!r}, n={summary.n:,}, {summary.privacy_line()}, "
               f"key id {meta['key_id']} ({meta['key_source']})")

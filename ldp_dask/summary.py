@@ -202,6 +202,24 @@ class Summary(Described, Receipted):
                            headline=f"{ch.name} channel, ε = {self.epsilon_per_unit:g} per {unit}, n = {self.n:,}",
                            facts=tuple(facts))
 
+    def release_facts(self) -> dict[str, Any]:
+        """What the release published and what it cost, public facts only, as one mapping: what ``privatize --json``
+        prints and what the Prefect flows return and show (one set of facts, not one per face)."""
+        ch, m, r = self.channel, self.metadata, self.receipt
+        charged = r.partitions[0] if r is not None and r.partitions else None
+        partitions = None if not self.partitions else {"read": m.get("partitions_read"),
+                                                      "reused": m.get("partitions_reused"), "charged": charged}
+        return {"summary": self.written.get("summary"), "channel": ch.name, "params": ch.params(), "n": self.n,
+                "epsilon": ch.epsilon, "epsilon_spent": ch.epsilon_spent(), "mode": m.get("mode", "summary"),
+                "key_id": m.get("key_id"), "key_source": m.get("key_source"), "reproducible": m.get("reproducible"),
+                "rows_out": self.written.get("rows"), "privacy_unit": self.privacy_unit,
+                "epsilon_per_unit": self.epsilon_per_unit, "choice": m.get("choice"), "partitions": partitions,
+                "partitions_read": m.get("partitions_read"), "partitions_reused": m.get("partitions_reused"),
+                "partitions_charged": charged,
+                "epsilon_charged": r.epsilon if r is not None and r.ledger else None,
+                "longitudinal": m.get("longitudinal"), "spend": dict(r.spend) if r is not None and r.spend else None,
+                "central": self.central}
+
     # --- file format ---------------------------------------------------------------
     def file_metadata(self) -> dict[str, Any]:
         meta = {

@@ -26,8 +26,8 @@ __all__ = ["read_piece", "read_units", "read_with_units", "read_columns", "Colum
 class Columns:
     """Several readers of one source read together with its privacy unit (a plan with a unit: every statistic's
     column of each person's kept rows, :mod:`ldp_dask.persons`). Their values travel as one numpy structured
-    array, field ``f<i>`` for reader i (numbers as read; categories as Python values), so that the person shuffle
-    keeps and moves whole rows."""
+    array, field ``f<i>`` for reader i (numbers as read; categories as fixed-width text, built from each piece's
+    dictionary without a Python object a row), so that the person shuffle keeps and moves whole rows."""
 
     readers: tuple[Reader, ...]
 
@@ -44,10 +44,13 @@ def _as_records(values: list[Any]) -> np.ndarray:
     """Readers' values (numpy, or pyarrow categories) as one structured array, field ``f<i>`` each."""
     cols = []
     for v in values:
-        if isinstance(v, (pa.Array, pa.ChunkedArray)):
+        if isinstance(v, (pa.Array, pa.ChunkedArray)):  # categories: fixed-width text, no Python object a row
             v = v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
-            v = v.dictionary_decode() if pa.types.is_dictionary(v.type) else v
-            v = np.asarray(v.to_numpy(zero_copy_only=False), dtype=object)
+            if pa.types.is_dictionary(v.type):
+                words = np.asarray(v.dictionary.to_pylist(), dtype=str)
+                v = words[v.indices.to_numpy(zero_copy_only=False)] if len(words) else np.zeros(len(v), "U1")
+            else:
+                v = np.asarray(v.to_numpy(zero_copy_only=False)).astype(str)
         cols.append(np.asarray(v))
     out = np.empty(len(cols[0]) if cols else 0, dtype=[(f"f{i}", c.dtype) for i, c in enumerate(cols)])
     for i, c in enumerate(cols):

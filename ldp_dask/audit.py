@@ -31,7 +31,8 @@ from ._validation import LdpDaskError, check_int, check_probability
 from .channels import Channel, NumericChannel, WaveletSplit
 from .channels.categorical import CategoricalChannel
 
-__all__ = ["audit", "audit_channel", "audit_person", "audit_summary", "AuditResult", "worst_pair", "miscalibrated"]
+__all__ = ["audit", "audit_channel", "audit_person", "audit_summary", "AuditResult", "worst_pair", "miscalibrated",
+           "event_loss_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,21 @@ def audit(channel: Channel, x: Any, x_prime: Any, samples: int = 200_000, rng: n
 
     eps_lo, best, hits = _lower_bound(stats(x), stats(x_prime), samples, alpha)
     return AuditResult(channel.name, float(channel.epsilon), eps_lo, 1 - alpha, samples, x, x_prime, best, hits)
+
+
+def event_loss_lower_bound(k_a: int, k_b: int, n: int, alpha: float) -> float:
+    """The realised privacy loss of one event E, bounded below: max over both directions of ln(P_a(E)/P_b(E)) from
+    ``k_a`` and ``k_b`` hits of E in ``n`` draws under each of two neighbouring inputs, each probability bounded by
+    a one-sided Clopper–Pearson interval at ``alpha`` (the lower one above, the upper one below); ``-inf`` when
+    neither input hits E."""
+    best = -math.inf
+    for k1, k2 in ((k_a, k_b), (k_b, k_a)):
+        if k1 == 0:
+            continue
+        lo = beta.ppf(alpha, k1, n - k1 + 1)
+        hi = beta.ppf(1 - alpha, k2 + 1, n - k2) if k2 < n else 1.0
+        best = max(best, math.log(lo / hi))
+    return best
 
 
 def _lower_bound(tx: np.ndarray, txp: np.ndarray, samples: int, alpha: float,

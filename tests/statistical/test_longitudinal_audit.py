@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import beta
 
+from ldp_dask.audit import event_loss_lower_bound
 from ldp_dask.channels import MemoFrequencies, MemoHistogram, MemoMean
 from ldp_dask.estimators import frequencies, mean
 from ldp_dask.ledger.memos import merge, spend_of
@@ -58,16 +58,8 @@ def _loss_lower_bound(a, b):
     """max over outcomes E of ln(P_a(E)/P_b(E)), both directions, bounded below at confidence 1 − DELTA."""
     outcomes = np.union1d(a, b)
     alpha = DELTA / (2 * 2 * len(outcomes))
-    best = -math.inf
-    for o in outcomes:
-        ka, kb = int(np.count_nonzero(a == o)), int(np.count_nonzero(b == o))
-        for k1, k2 in ((ka, kb), (kb, ka)):
-            if k1 == 0:
-                continue
-            lo = beta.ppf(alpha, k1, R - k1 + 1)
-            hi = beta.ppf(1 - alpha, k2 + 1, R - k2) if k2 < R else 1.0
-            best = max(best, math.log(lo / hi))
-    return best
+    return max(event_loss_lower_bound(int(np.count_nonzero(a == o)), int(np.count_nonzero(b == o)), R, alpha)
+               for o in outcomes)
 
 
 CASES = {

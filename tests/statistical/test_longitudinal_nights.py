@@ -10,18 +10,17 @@ Each trial is a fresh key (the layer's and the memoized reports' randomness are 
 own handler (:class:`~ldp_dask.tasks.MemoRelease`) under the buckets' keys of each night
 (:func:`ldp_dask.longitudinal.night_keys`, what :func:`ldp_dask.pipeline.run_memoized` uses), and the charge comes
 from the ledger's own functions on the digest pairs the handler returns. The loss is bounded from below by
-Clopper–Pearson intervals, both directions, each one-sided at 2.5·10⁻⁴ (a false failure at most 10⁻³ when the
+Clopper–Pearson intervals (:func:`ldp_dask.audit.event_loss_lower_bound`), both directions, each one-sided at
+2.5·10⁻⁴ (a false failure at most 10⁻³ when the
 claim holds). The same measurement under the keying the layer had before (the night left out of the keys, so a
 quiet night redraws the same layer) must contradict the charge: P(repeat) is then 1 against about 0.03.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.stats import beta
 
+from ldp_dask.audit import event_loss_lower_bound
 from ldp_dask.channels import MemoFrequencies
 from ldp_dask.ledger.memos import merge, spend_of
 from ldp_dask.longitudinal import memo_key, night_keys
@@ -60,25 +59,13 @@ def _repeats(history, keys, trials, offset):
     return repeats, charge
 
 
-def _loss_lower_bound(k_a, k_b, n):
-    """max(ln P_a/P_b, ln P_b/P_a) bounded below (one-sided Clopper–Pearson at ALPHA each)."""
-    best = -math.inf
-    for k1, k2 in ((k_a, k_b), (k_b, k_a)):
-        if k1 == 0:
-            continue
-        lo = beta.ppf(ALPHA, k1, n - k1 + 1)
-        hi = beta.ppf(1 - ALPHA, k2 + 1, n - k2) if k2 < n else 1.0
-        best = max(best, math.log(lo / hi))
-    return best
-
-
 def test_a_quiet_night_is_no_repeat_and_its_loss_is_within_the_charge():
     trials = 6000
     k_quiet, charge_quiet = _repeats(QUIET, night_keys, trials, 0)
     k_change, charge_change = _repeats(CHANGE, night_keys, trials, 10**6)
     assert charge_quiet == charge_change == 1.0  # min(D·2, 2 nights · 0.5)
     assert k_quiet < trials  # a quiet night is not a bit-identical repeat
-    bound = _loss_lower_bound(k_quiet, k_change, trials)
+    bound = event_loss_lower_bound(k_quiet, k_change, trials, ALPHA)
     assert bound <= min(charge_quiet, charge_change), (k_quiet, k_change, bound)
 
 
@@ -87,4 +74,4 @@ def test_the_old_keying_fails_the_same_audit():
     k_quiet, charge = _repeats(QUIET, _old_keys, trials, 0)
     k_change, _ = _repeats(CHANGE, _old_keys, trials, 10**6)
     assert k_quiet == trials  # every quiet night repeated the last one bit for bit
-    assert _loss_lower_bound(k_quiet, k_change, trials) > charge  # about ln(1/0.04) ≈ 3.2 against 1.0
+    assert event_loss_lower_bound(k_quiet, k_change, trials, ALPHA) > charge  # about ln(1/0.04) ≈ 3.2 against 1.0

@@ -2,7 +2,7 @@
 
 Neighbouring tables: 40 other persons with one row each, and person 0 owning one row (x = 0, category "a") in D,
 or 40 rows (x = 1, category "b", in every statistic's column) in D'. The plan (a mean, a distribution and
-frequencies, ε 2 per person, k = 1) is released 800 times on each table through :func:`ldp_dask.release_plan` —
+frequencies, ε 2 per person, k = 1) is released 600 times on each table through :func:`ldp_dask.release_plan` —
 the real planning, bounding, noise and post-processing, in process — under fresh keys. The adversary's view is the
 released count of reports supporting "b", which grows with person 0's rows. A threshold event is chosen on half
 the releases and bounded on the other half with Clopper–Pearson intervals at α = 10⁻³
@@ -11,7 +11,7 @@ when the claim holds).
 
 The same audit of the per-row plan (no unit: each of person 0's 40 rows is a unit of its own, charged 2) must find
 the person's loss above 2: its 40 reports move the count by about 40 × 0.3 against a noise sd of about 4, so an
-event with 0 hits of 400 under D (upper bound 0.019) and about half under D' bounds the loss near 3 — the audit can
+event with 0 hits of 300 under D (upper bound 0.025) and about half under D' bounds the loss near 3 — the audit can
 fail, and what bounding the person buys is visible.
 """
 
@@ -33,7 +33,7 @@ PLAN = Plan.from_dict({"statistic": [
     {"column": "x", "target": "mean", "domain": [0, 1], "name": "m"},
     {"column": "x", "target": "distribution", "domain": [0, 1], "bins": 4, "name": "d"},
     {"column": "c", "target": "frequencies", "categories": ["a", "b"], "name": "f"}]})
-EPSILON, N = 2.0, 800
+EPSILON, N = 2.0, 600
 
 
 def _tables():

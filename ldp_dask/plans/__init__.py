@@ -1,7 +1,8 @@
 """Plans: many statistics of one table as one release (docs/how-to/plans.md).
 
-* :mod:`.model` — a plan's statistics (:class:`Plan`, from TOML), the ε split and each statistic's predicted error
+* :mod:`.model` — a plan's statistics (:class:`Plan`, from TOML), each statistic's predicted error and the checks
   (:func:`check`, :func:`check_plan`), the datasets a plan reads;
+* :mod:`.split` — how ε (or the rows) is shared among the statistics;
 * :mod:`.tasks` — what one task of a plan does on a worker: read its pieces' columns once, feed every statistic;
 * :mod:`.run` — :func:`release_plan`: the plan as one release, per row, per person, longitudinal or a night of a
   series;

@@ -106,7 +106,8 @@ def test_the_linear_split_of_many_statistics_is_as_good_as_slsqp():
     """Above SLSQP_CLASSES distinct statistics the split is the Lagrangian of local power laws (linear in the
     statistics; SLSQP's numerical gradient is quadratic: 50 s for 100 statistics): on 15 mixed statistics, where
     SLSQP still runs, its objective must be within 10⁻⁶ of SLSQP's, and the split must add up to ε."""
-    from ldp_dask.plans.model import _split_by_power_laws, _variance
+    from ldp_dask.plans.model import _variance
+    from ldp_dask.plans.split import _split_by_power_laws
 
     plan = _mixed(15)
     n, eps = 1e6, 2.0

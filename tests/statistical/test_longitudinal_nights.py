@@ -19,6 +19,7 @@ quiet night redraws the same layer) must contradict the charge: P(repeat) is the
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ldp_dask.audit import event_loss_lower_bound
 from ldp_dask.channels import MemoFrequencies
@@ -26,6 +27,8 @@ from ldp_dask.ledger.memos import merge, spend_of
 from ldp_dask.longitudinal import memo_key, night_keys
 from ldp_dask.noise import partition_base_keys, resolve_secret
 from ldp_dask.tasks import MemoRelease
+
+pytestmark = pytest.mark.slow  # 14,000 runs of the handler: 15 s
 
 CHANNEL = MemoFrequencies(2.0, ["a", "b", "c", "d"], encoding="kary", instant=0.5)
 PERSONS = np.arange(5, dtype=np.uint64)

@@ -20,7 +20,7 @@ from ._version import __version__
 #: Where each public name lives. Imported on first use (PEP 562), so that ``import ldp_dask`` and the
 #: command line's ``--help`` do not load scipy, Dask, Prefect or matplotlib before they are needed.
 _PUBLIC = {
-    "privatize": "pipeline", "connect": "engine", "RunOptions": "options", "RunKwargs": "options", "Row": "privacy", "Person": "privacy",
+    "privatize": "pipeline", "connect": "clusters", "RunOptions": "options", "RunKwargs": "options", "Row": "privacy", "Person": "privacy",
     "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
     "merge_summaries": "partitions", "Plan": "plans", "check_plan": "plans",
     "release_plan": "plans", "PlanRelease": "plans",
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         SquareWave,
         WaveletLaplace,
     )
-    from .engine import connect
+    from .clusters import connect
     from .estimators import (  # type: ignore[no-redef]
         DensityEstimate,
         MeanEstimate,

@@ -131,7 +131,7 @@ def run_demo(out: str | os.PathLike[str] = "demo-output", rows: int = 2_000_000,
 
     from ldp_dask.flows import estimate_flow, privatize_flow
 
-    from .engine import LOCAL_CLUSTER
+    from .clusters import LOCAL_CLUSTER
     from .noise import hidden_from_children
 
     outdir = Path(out)

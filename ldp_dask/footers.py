@@ -9,8 +9,11 @@ before it is stored: :mod:`ldp_dask.partitions`).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,7 +21,8 @@ import pyarrow.parquet as pq
 
 from ._validation import InputDataError
 
-__all__ = ["FooterStatistics", "footer_statistics", "stamp", "footer_bytes", "VERSION_FIELDS"]
+__all__ = ["FooterStatistics", "footer_statistics", "stamp", "footer_bytes", "VERSION_FIELDS", "footers_shared",
+           "shared_footers"]
 
 
 class FooterStatistics:
@@ -108,3 +112,25 @@ def footer_statistics(meta: pq.FileMetaData, columns: list[str], numeric: bool, 
             nulls = st.null_count if st.has_null_count else 0
             bounded = c == 0 and numeric and st.has_min_max
             stats.add(st.min if bounded else None, st.max if bounded else None, nulls, where)
+
+
+#: the footers read inside :func:`footers_shared`, by file and what the file system says of it
+_FOOTERS: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar("ldp_dask_footers", default=None)
+
+
+@contextlib.contextmanager
+def footers_shared() -> Iterator[None]:
+    """Inside the block, every file's footer is read once however many columns are planned from it (a plan's
+    columns: :func:`ldp_dask.plans.plan_datasets`); a file whose size or modification time the listing reports
+    changed is read again."""
+    token = _FOOTERS.set({})
+    try:
+        yield
+    finally:
+        _FOOTERS.reset(token)
+
+
+def shared_footers() -> dict[Any, Any] | None:
+    """The footers read so far inside :func:`footers_shared` (None outside it), for the planner to read from and
+    add to; capture it before starting threads, which do not see this context."""
+    return _FOOTERS.get()

@@ -26,7 +26,7 @@ from .source import Dataset, Piece
 from .tasks import BucketRelease, Tagging, release_group, tag_task
 from .units import plan_cells, unit_keys
 
-__all__ = ["map_units", "estimate_persons", "MAP_TASK_ROWS", "GROUP_ROWS"]
+__all__ = ["map_units", "estimate_persons", "count_persons", "MAP_TASK_ROWS", "GROUP_ROWS"]
 
 
 #: A privacy-unit release's map tasks read about this many rows at most (each holds about 80 bytes a row while it
@@ -127,3 +127,8 @@ def estimate_persons(dataset: Dataset, options: RunOptions) -> float:
               rows=[task_rows(dataset.pieces, t) for t in tasks], in_process=dataset.kind == "memory",
               prefix="ldp-persons", desc="count persons")
     return sketch_count(res["sketch"])
+
+
+def count_persons(dataset: Dataset, options: RunOptions) -> int:
+    """:func:`estimate_persons` as a whole number, at least 1: what a plan's error predictions are made for."""
+    return max(1, int(round(estimate_persons(dataset, options))))

@@ -21,7 +21,8 @@ from . import exactsum
 from ._validation import InputDataError, LdpDaskError
 from .amplification import central_event
 from .channels import Channel, Memoized, memoized
-from .engine import connect, run, task_rows, tasks_of
+from .clusters import connect
+from .engine import run, task_rows, tasks_of
 from .ledger import BudgetExceeded
 from .locations import read_identities
 from .longitudinal import (

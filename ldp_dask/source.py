@@ -14,14 +14,12 @@ values would break differential privacy.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +30,11 @@ import pyarrow.parquet as pq
 
 from ._io import is_local, resolve_root
 from ._validation import InputDataError, LdpDaskError, check_int
-from .footers import FooterStatistics, footer_bytes, footer_statistics, stamp
+from .footers import FooterStatistics, footer_bytes, footer_statistics, shared_footers, stamp
 from .locations import file_facts, list_files
 from .options import DEFAULT_PARTITION_ROWS
 
-__all__ = ["Piece", "Dataset", "Reader", "open_source", "source_root", "typed_categories", "footers_shared",
+__all__ = ["Piece", "Dataset", "Reader", "open_source", "source_root", "typed_categories",
            "DEFAULT_PARTITION_ROWS", "task_rows_for", "fill_nulls", "NULLS_HINT"]
 
 #: What a refused null says to do: a null is not a value of the domain, so a release needs a policy for it.
@@ -421,7 +419,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
     check, need = _KIND_CHECK[value_kind]
     wanted = [column] if unit is None else [column, unit]
 
-    shared = _FOOTERS.get()  # captured here: the footer threads do not see this context
+    shared = shared_footers()  # captured here: the footer threads do not see this context
 
     def footer(fragment: Any) -> tuple[str, pq.FileMetaData, pa.Schema]:
         key = (fs.protocol, fragment.path, repr(sorted(listed.get(fragment.path, {}).items(), key=str)))
@@ -508,22 +506,6 @@ def typed_categories(labels: list[Any], dataset: Dataset) -> list[Any]:
     except ValueError:
         raise LdpDaskError(f"column {dataset.column!r} holds integers, so every category must be one; "
                            f"got {next(x for x in labels if not x.lstrip('-').isdigit())!r}.") from None
-
-
-#: the footers read inside :func:`footers_shared`, by file and what the file system says of it
-_FOOTERS: contextvars.ContextVar[dict[Any, Any] | None] = contextvars.ContextVar("ldp_dask_footers", default=None)
-
-
-@contextlib.contextmanager
-def footers_shared() -> Iterator[None]:
-    """Inside the block, every file's footer is read once however many columns are planned from it (a plan's
-    columns: :func:`ldp_dask.plans.plan_datasets`); a file whose size or modification time the listing reports
-    changed is read again."""
-    token = _FOOTERS.set({})
-    try:
-        yield
-    finally:
-        _FOOTERS.reset(token)
 
 
 def _arrow_filesystem(fs: Any) -> Any:

@@ -459,7 +459,7 @@ def check_units(plan: Plan, persons: int, k: int, epsilon: float, unit: str = "p
 def plan_datasets(plan_: Plan, source: Any, options: Any) -> tuple[list[Any], dict[str, Any], Plan]:
     """Each statistic's column planned (metadata only) with its own null policy, and each group column as
     categories; the pieces must be one plan. Categories and group keys are typed as their columns."""
-    from ..source import footers_shared
+    from ..footers import footers_shared
 
     with footers_shared():  # each file's footer read once for every column
         return _plan_datasets(plan_, source, options)
@@ -514,9 +514,9 @@ def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None, des
         check_unit_plan(plan, design)
     datasets, _, plan = plan_datasets(plan, source, opts)  # each column (and group column) from the footers
     if opts.privacy_unit is not None:  # persons counted from a sketch of the unit column (one pass, nothing spent)
-        from ..persons import estimate_persons
+        from ..persons import count_persons
 
-        persons = max(1, int(round(estimate_persons(datasets[0], opts))))
+        persons = count_persons(datasets[0], opts)
         checked = check_units(plan, persons, opts.max_contributions, epsilon, opts.privacy_unit)
     else:
         rows = {s.column: d.n for s, d in zip(plan.statistics, datasets)}

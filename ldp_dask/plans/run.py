@@ -256,7 +256,7 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
     :class:`~ldp_dask.reading.Columns`) — and each kept row reports every statistic, statistic i at ε_i/k
     (:class:`~ldp_dask.plans.tasks.PlanBucket`), so a person spends Σ ε_i = ε (basic composition), under one
     ledger entry charged ε per person and one report."""
-    from ..persons import map_units
+    from ..persons import count_persons, map_units
     from ..pipeline import release_metadata, with_key
     from ..predict import predict
     from ..privacy import per_row_channel
@@ -266,7 +266,7 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
     from .tasks import PlanBucket
 
     k = opts.max_contributions
-    persons = _persons(datasets[0], opts)
+    persons = count_persons(datasets[0], opts)
     checked = check_units(plan_, persons, k, epsilon, str(opts.privacy_unit))
     channels = tuple(p.channel for p in checked.statistics)
     rows = tuple(per_row_channel(ch, k) for ch in channels)  # what each kept row is privatized with
@@ -305,14 +305,6 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
 
     return release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
                    overwrite=overwrite, content_tag=_content_tag, central=PlanRelease.central_events).attach()
-
-
-def _persons(dataset: Dataset, opts: RunOptions) -> int:
-    """About how many persons a privacy-unit table holds (a sketch of its unit column, one pass; public under the
-    unit's neighbouring relation), at least 1."""
-    from ..persons import estimate_persons
-
-    return max(1, int(round(estimate_persons(dataset, opts))))
 
 
 def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,

@@ -214,7 +214,7 @@ def _malloc_env() -> tuple[str | None, str | None]:
 def test_own_local_cluster_workers_keep_their_heap(monkeypatch):
     """The LocalCluster connect() starts gives its workers WORKER_MALLOC (unless the environment sets a variable
     already), and leaves this process's environment as it was."""
-    from ldp_dask.engine import WORKER_MALLOC, connect
+    from ldp_dask.clusters import WORKER_MALLOC, connect
 
     for var in ("DASK_SCHEDULER_ADDRESS", "LDP_DASK_CLUSTER", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
         monkeypatch.delenv(var, raising=False)  # as in a fresh process (an earlier cluster's nanny sets the first)

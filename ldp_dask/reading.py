@@ -19,7 +19,7 @@ from ._io import is_local
 from ._validation import InputDataError
 from .source import Piece, Reader, fill_nulls
 
-__all__ = ["read_piece", "read_units", "read_with_units", "read_columns", "Columns"]
+__all__ = ["read_piece", "read_units", "read_with_units", "read_columns", "Columns", "group_index"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class Columns:
     dictionary without a Python object a row), so that the person shuffle keeps and moves whole rows."""
 
     readers: tuple[Reader, ...]
+    #: per reader, the declared keys of a group label it reads (its values travel as their group's index,
+    #: :func:`group_index`: a null or undeclared label is "other"), or None
+    groups: tuple[tuple[Any, ...] | None, ...] = ()
 
     @property
     def unit_nulls(self) -> str:
@@ -38,6 +41,21 @@ class Columns:
     @property
     def kind(self) -> str:
         return self.readers[0].kind
+
+
+def group_index(labels: Any, keys: tuple[Any, ...]) -> np.ndarray:
+    """Each label's place among ``keys`` (:func:`ldp_dask.channels.categorical.category_codes`); a label among none
+    of them, or a null, is ``len(keys)`` ("other")."""
+    from .channels.categorical import category_codes
+
+    codes = category_codes(labels, pa.array(list(keys)))
+    return codes.fill_null(len(keys)).to_numpy(zero_copy_only=False).astype(np.intp)
+
+
+def _coded(reader: Columns, values: list[Any]) -> list[Any]:
+    """A :class:`Columns`' values with each group label replaced by its group's index."""
+    keys = (*reader.groups, *([None] * (len(values) - len(reader.groups))))
+    return [v if g is None else group_index(v, g) for v, g in zip(values, keys)]
 
 
 def _as_records(values: list[Any]) -> np.ndarray:
@@ -71,11 +89,11 @@ def read_with_units(reader: Reader | Columns, piece: Piece) -> tuple[Any, Any]:
     if isinstance(reader, Columns):
         first = reader.readers[0]
         if first.kind == "memory":
-            return _as_records([read_piece(r, piece) for r in reader.readers]), read_units(first, piece)
+            return _as_records(_coded(reader, [read_piece(r, piece) for r in reader.readers])), read_units(first, piece)
         names = list(dict.fromkeys(r.column for r in reader.readers))
         table = _read_columns(first, piece, *names, first.unit, dictionary=_dictionary(reader.readers))
         values = [_values(r, table.column(names.index(r.column))) for r in reader.readers]
-        return _as_records(values), table.column(len(names)).combine_chunks()
+        return _as_records(_coded(reader, values)), table.column(len(names)).combine_chunks()
     if reader.kind == "memory":
         return read_piece(reader, piece), read_units(reader, piece)
     table = _read_columns(reader, piece, reader.column, reader.unit, dictionary=_dictionary((reader,)))

@@ -420,16 +420,17 @@ def check(plan: Plan, rows: Mapping[str, int], epsilon: float, design: str | Non
 
 
 def check_unit_plan(plan: Plan, design: str | None = None, series: bool = False) -> None:
-    """Refuse, naming why, what a plan with a privacy unit cannot run yet: groups (a public group publishes how
-    many reports fall in each key, which with a person's k reports spread over their rows is a function of how
-    many rows they own, protected under the unit; a private group's pairs would need the group column read with
-    the value through the person shuffle, not built yet), a split of the rows, an incremental series."""
-    grouped = [s.label for s in plan.statistics if s.group is not None]
-    if grouped:
-        raise LdpDaskError(f"statistic {grouped[0]!r} is grouped: plans with a privacy unit release ungrouped "
-                           "statistics only for now (a public group's exact report counts would depend on how many "
-                           "rows a person owns, which the unit protects; private groups need the group column in the "
-                           "person shuffle, not built yet): release the grouped statistic per row, or on its own")
+    """Refuse, naming why, what a plan with a privacy unit cannot run: a public group (it publishes how many
+    reports fall in each key exactly; with a person's k reports spread over their rows, that count moves with which
+    keys a person's rows carry and how many, which the unit protects: a person with one row under key A against
+    the same person with rows under A and B changes two counts by whole reports, an unbounded loss), a split of
+    the rows, an incremental series. A private group is offered: its label is privatized with the value."""
+    public = [s.label for s in plan.statistics if s.group is not None and s.group[2]]
+    if public:
+        raise LdpDaskError(f"statistic {public[0]!r} has a public group: with a privacy unit a public group would "
+                           "publish how many of the persons' reports fall in each key, which moves with which keys "
+                           "a person's rows carry (protected by the unit); declare it group_kind = \"private\" "
+                           "(the label is privatized with the value), or release it per row")
     if design not in (None, "split-epsilon"):
         raise LdpDaskError(f"a plan with a privacy unit splits ε per person among its statistics (every person "
                            f"reports each); design={design!r} is not offered with a unit")

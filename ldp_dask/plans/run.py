@@ -129,7 +129,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     if longitudinal:
         return _longitudinal(plan_, datasets, opts, epsilon, design, out, overwrite, level)
     if opts.privacy_unit is not None:
-        return _per_person(plan_, datasets, opts, epsilon, out, overwrite, level)
+        return _per_person(plan_, datasets, by, opts, epsilon, out, overwrite, level)
     if incremental or since is not None:
         return _series(plan_, datasets, by, opts, epsilon, design, since, skip_changed, out, overwrite, level)
     rows = {s.column: d.n for s, d in zip(plan_.statistics, datasets)}
@@ -248,14 +248,15 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     return done.attach()
 
 
-def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon: float, out: Any, overwrite: bool,
-                level: float) -> PlanRelease:
+def _per_person(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,
+                out: Any, overwrite: bool, level: float) -> PlanRelease:
     """A plan with a privacy unit: ε per person split among the statistics (:func:`ldp_dask.plans.check_units`).
     Every person's rows are bounded **once** for the whole plan — k rows chosen by keyed randomness, padded when a
-    person has fewer (:func:`ldp_dask.persons.map_units` over every statistic's column at once,
-    :class:`~ldp_dask.reading.Columns`) — and each kept row reports every statistic, statistic i at ε_i/k
-    (:class:`~ldp_dask.plans.tasks.PlanBucket`), so a person spends Σ ε_i = ε (basic composition), under one
-    ledger entry charged ε per person and one report."""
+    person has fewer (:func:`ldp_dask.persons.map_units` over every statistic's column and every group column at
+    once, :class:`~ldp_dask.reading.Columns`) — and each kept row reports every statistic, statistic i at ε_i/k
+    (:class:`~ldp_dask.plans.tasks.PlanBucket`; a private group's statistic its row's (group, value) pair), so a
+    person spends Σ ε_i = ε (basic composition) wherever its rows' groups fall, under one ledger entry charged ε
+    per person and one report."""
     from ..persons import count_persons, map_units
     from ..pipeline import release_metadata, with_key
     from ..predict import predict
@@ -263,7 +264,7 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
     from ..reading import Columns
     from ..tasks import ChannelJob
     from .model import check_units
-    from .tasks import PlanBucket
+    from .tasks import Grouping, PlanBucket
 
     k = opts.max_contributions
     persons = count_persons(datasets[0], opts)
@@ -281,6 +282,13 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
     charge = Charge("local", "plan", params, sum(spent), context={"mode": "summary", "design": "split-epsilon"})
     base = datasets[0].for_noise_cells(max(row.dim for row in rows))
     whole = dataclasses.replace(base, column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
+    # each private group's labels travel with the values, as their group's index (one field per column and keys)
+    fields = list(dict.fromkeys((s.group[0], s.group[1]) for s in plan_.statistics if s.group is not None))
+    labels = tuple(dataclasses.replace(by[c].reader, value_kind="labels", fill=None) for c, _ in fields)
+    keyed = tuple(keys for _, keys in fields)
+    groupings = tuple(None if s.group is None else
+                      Grouping(len(datasets) + fields.index((s.group[0], s.group[1])), s.group[1], False,
+                               cells_of(s, row)) for s, row in zip(plan_.statistics, rows))
 
     def compute(sec: Secret, _: Outputs) -> PlanRelease:
         buckets = len(base.tasks)
@@ -290,8 +298,8 @@ def _per_person(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon:
         keys = tuple(tuple(partition_base_keys(sec, c, buckets)) for c in contexts)
         jobs = tuple(ChannelJob(d.reader, (), (), row, opts.clip, "summary") for d, row in zip(datasets, rows))
         context = {"v": 1, "fingerprint": base.fingerprint, "plan": sorted(params), "unit": base.unit, "k": k}
-        acc = map_units(base, sec, context, PlanBucket(jobs, keys), combine_plan, opts,
-                        reader=Columns(tuple(d.reader for d in datasets)))
+        acc = map_units(base, sec, context, PlanBucket(jobs, keys, groupings), combine_plan, opts,
+                        reader=Columns((*(d.reader for d in datasets), *labels), (*([None] * len(datasets)), *keyed)))
         released = []
         for s, d, row, a, e in zip(plan_.statistics, datasets, rows, acc["plan"], spent):
             metadata = release_metadata(d, sec, "summary", opts, None)

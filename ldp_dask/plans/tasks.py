@@ -24,14 +24,13 @@ import pyarrow as pa
 
 from .._validation import InputDataError, TaskError, error_value
 from ..channels import Channel
-from ..channels.categorical import category_codes
 from ..noise import bind_key, generator
-from ..reading import read_columns
+from ..reading import group_index, read_columns
 from ..source import Piece, Reader
-from ..tasks import ChannelJob, combine_sums, each_piece, piece_name, release_prepared, release_values
+from ..tasks import ChannelJob, combine_sums, each_piece, piece_name, release_prepared
 
-__all__ = ["PlanBucket", "Grouping", "PlanJob", "ASSIGN_BITS", "row_lots", "assign_rows", "group_index", "cell_index", "plan_sums",
-           "combine_plan"]
+__all__ = ["PlanBucket", "Grouping", "PlanJob", "ASSIGN_BITS", "row_lots", "assign_rows", "group_index", "cell_index",
+           "prepare_statistic", "plan_sums", "combine_plan"]
 
 #: A row split draws each row's statistic as a 16-bit keyed integer: a statistic's share of the rows is a multiple
 #: of 2^-16 (:func:`row_lots`), exactly as recorded.
@@ -103,13 +102,6 @@ def _place(job: PlanJob, piece: Piece) -> bytes:
     return job.places[piece.index].encode() if job.places else b"%d" % piece.index
 
 
-def group_index(labels: Any, keys: tuple[Any, ...]) -> np.ndarray:
-    """Each label's place among ``keys`` (:func:`ldp_dask.channels.categorical.category_codes`); a label among none
-    of them, or a null, is ``len(keys)`` ("other")."""
-    codes = category_codes(labels, pa.array(list(keys)))
-    return codes.fill_null(len(keys)).to_numpy(zero_copy_only=False).astype(np.intp)
-
-
 def _take(values: Any, index: np.ndarray) -> Any:
     return values[index] if isinstance(values, np.ndarray) else values.take(pa.array(index))
 
@@ -135,22 +127,26 @@ def _plan_piece(job: PlanJob, piece: Piece) -> list[Any]:
         sel = rows[i]
         v = columns[i] if sel is None else _take(columns[i], sel)
         grouping = job.groupings[i] if job.groupings else None
-        if grouping is None:
-            out.append(ch.prepare(v, clip=job.clip))
-            continue
-        if grouping.reader not in labels:
+        if grouping is not None and grouping.reader not in labels:
             labels[grouping.reader] = group_index(columns[grouping.reader], grouping.keys)
-        g = labels[grouping.reader] if sel is None else labels[grouping.reader][sel]
-        if grouping.public:
-            order, cuts = _by(g, grouping.count)
-            out.append([ch.prepare(_take(v, order[cuts[k]:cuts[k + 1]]), clip=job.clip)
-                        for k in range(grouping.count)])
-        elif grouping.cells is None:
-            out.append(ch.prepare(np.column_stack([g, np.asarray(v, dtype=np.float64)]), clip=job.clip))
-        else:
-            k, clipped = cell_index(v, grouping.cells, job.clip)
-            out.append((ch.prepare(np.column_stack([g, k]))[0], clipped))
+        g = None if grouping is None else labels[grouping.reader] if sel is None else labels[grouping.reader][sel]
+        out.append(prepare_statistic(ch, v, grouping, g, job.clip))
     return out
+
+
+def prepare_statistic(channel: Channel, values: Any, grouping: Grouping | None, groups: np.ndarray | None,
+                      clip: bool) -> Any:
+    """One statistic's values validated by its channel, ``(x, clipped)``: as they are; for a public group, a list
+    of them per group; for a private group, the (group, value) pairs, or (group, cell) pairs."""
+    if grouping is None or groups is None:
+        return channel.prepare(values, clip=clip)
+    if grouping.public:
+        order, cuts = _by(groups, grouping.count)
+        return [channel.prepare(_take(values, order[cuts[k]:cuts[k + 1]]), clip=clip) for k in range(grouping.count)]
+    if grouping.cells is None:
+        return channel.prepare(np.column_stack([groups, np.asarray(values, dtype=np.float64)]), clip=clip)
+    k, clipped = cell_index(values, grouping.cells, clip)
+    return channel.prepare(np.column_stack([groups, k]))[0], clipped
 
 
 def cell_index(values: Any, cells: tuple[Any, ...], clip: bool) -> tuple[np.ndarray, int]:
@@ -224,19 +220,24 @@ def combine_plan(*accs: dict[str, Any]) -> dict[str, Any]:
 class PlanBucket:
     """What a bucket of persons' kept rows becomes in a plan with a privacy unit (worker side): every statistic's
     noisy sums of its own field of the rows (:class:`~ldp_dask.reading.Columns`), each under its own key, so that
-    one bounding of every person's rows serves the whole plan."""
+    one bounding of every person's rows serves the whole plan. A statistic of a private group reads its group's
+    index from the field of its group column (:attr:`Grouping.reader`) and releases (group, value) pairs."""
 
     jobs: tuple[ChannelJob, ...]
     #: per statistic, one key per bucket
     keys: tuple[tuple[bytes, ...], ...]
+    groupings: tuple[Grouping | None, ...] = ()
 
     def __call__(self, values: Any, where: str, index: int, key: bytes | None) -> dict[str, Any] | TaskError:
         accs = []
         for i, job in enumerate(self.jobs):
             x = values[f"f{i}"]
-            x = pa.array(x) if job.channel.value_kind == "categorical" else np.ascontiguousarray(x)
-            acc = release_values(x, job, self.keys[i][index], index, where)
-            if isinstance(acc, TaskError):
-                return acc
-            accs.append(acc)
+            x = pa.array(x) if job.reader.value_kind == "categorical" else np.ascontiguousarray(x)
+            grouping = self.groupings[i] if self.groupings else None
+            g = None if grouping is None else np.ascontiguousarray(values[f"f{grouping.reader}"])
+            try:
+                prepared, clipped = prepare_statistic(job.channel, x, grouping, g, job.clip)
+            except InputDataError as exc:
+                return error_value(where, exc)
+            accs.append(release_prepared(prepared, clipped, job, self.keys[i][index], index))
         return {"plan": accs}

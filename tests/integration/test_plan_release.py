@@ -556,6 +556,25 @@ def _flights(path, persons=2_000, rows=30_000, files=3, seed=0):
 
 
 UNIT_PLAN = "[[statistic]]".join(PLAN.split("[[statistic]]")[:5])  # the report's first four statistics
+#: ... and two statistics per private group of carrier: a mean and a distribution's shares
+GROUPED = """
+[[statistic]]
+column = "distance"
+target = "mean"
+domain = [0, 5000]
+group_by = "carrier"
+groups = ["AA", "B6", "DL"]
+name = "per_carrier"
+
+[[statistic]]
+column = "air_time"
+target = "distribution"
+domain = [0, 700]
+bins = 4
+group_by = "carrier"
+groups = ["AA", "B6"]
+name = "air_by_carrier"
+"""
 
 
 @pytest.mark.cluster
@@ -563,9 +582,10 @@ UNIT_PLAN = "[[statistic]]".join(PLAN.split("[[statistic]]")[:5])  # the report'
 def test_a_plan_with_a_privacy_unit_is_charged_once_per_person(tmp_path, capsys, cluster, where):
     """`release PLAN SOURCE --privacy-unit tailnum --epsilon 1` runs in process and on a LocalCluster, with one
     ledger entry charging ε 1 per plane; each statistic's summary bounds every plane to k reports (n = k × planes),
-    the statistics' ε add up to 1, and `plan check` predicted each from the planes counted by a sketch."""
+    the statistics' ε add up to 1, and `plan check` predicted each from the planes counted by a sketch. Statistics
+    per private group (the carrier privatized with the value) are bounded with the rest: one bounding, one charge."""
     plan = tmp_path / "plan.toml"
-    plan.write_text(UNIT_PLAN)
+    plan.write_text(UNIT_PLAN + GROUPED)
     data = _flights(tmp_path / "flights")
     led = tmp_path / "ledger.sqlite"
     unit = ["--privacy-unit", "tailnum", "--max-contributions", "3"]
@@ -584,6 +604,13 @@ def test_a_plan_with_a_privacy_unit_is_charged_once_per_person(tmp_path, capsys,
     back = ldp_dask.read_summary(tmp_path / "out" / "distance.mean.summary.parquet", allow_unverified=True)
     assert back.privacy_unit == "tailnum" and back.metadata["max_contributions"] == 3
     assert "each tailnum weighted equally" in (tmp_path / "out" / "index.html").read_text()
+    grouped = {s["name"]: s for s in released["statistics"]}["per_carrier"]
+    means = ldp_dask.read_summary(tmp_path / "out" / "per_carrier.summary.parquet", allow_unverified=True)
+    assert means.channel.name == "group-mean" and means.n == 3 * 2_000 and grouped["n"] == 3 * 2_000
+    # every carrier's distance is the same gamma(2, 500) law clipped to [0, 5000]: mean 1000 up to 0.03%
+    table = ldp_dask.estimate(means).to_pandas()
+    assert list(table["group"]) == ["AA", "B6", "DL", "__other__"]
+    assert ((table["ci_low"] <= 1000) & (1000 <= table["ci_high"])).sum() >= 3, table
 
 
 def test_what_a_plan_with_a_privacy_unit_cannot_do_yet_is_refused(tmp_path, capsys):
@@ -597,7 +624,7 @@ def test_what_a_plan_with_a_privacy_unit_cannot_do_yet_is_refused(tmp_path, caps
         (tmp_path / "ungrouped.toml").write_text(UNIT_PLAN)
         assert main(args) == 2
         err = capsys.readouterr().err
-        why = {0: "is grouped", 1: "incremental plan with a privacy unit", 2: "splits ε per person"}[
+        why = {0: "has a public group", 1: "incremental plan with a privacy unit", 2: "splits ε per person"}[
             [[], ["--incremental"], ["--design", "split-rows"]].index(extra)]
         assert why in err, err
 
@@ -613,7 +640,7 @@ def test_a_plan_with_a_privacy_unit_bounds_persons_once_on_either_shuffle(tmp_pa
     import ldp_dask.engine
 
     data = _flights(tmp_path / "flights", persons=1_500, rows=6_000, files=4)
-    (tmp_path / "plan.toml").write_text(UNIT_PLAN)
+    (tmp_path / "plan.toml").write_text(UNIT_PLAN + GROUPED)  # the group labels travel as group indices
     plan = ldp_dask.Plan.from_toml(tmp_path / "plan.toml")
     run = {"client": cluster, "seed": 5, "privacy_unit": "tailnum", "max_contributions": 2, "partition_rows": 3_000,
            "ledger": False}

@@ -333,7 +333,14 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
         print(f"wrote {info['summary']}: {summary.channel!r}, n={summary.n:,}, {summary.privacy_line()}, "
               f"key id {meta['key_id']} ({meta['key_source']})")
         print(f"central guarantee: {central_line(summary.central)}")
-        if summary.partitions:
+        if summary.partitions and summary.privacy_unit != "row":
+            files = int(summary.metadata.get("files_read") or 0)
+            tonight = (f"tonight {files} new file(s) read together as one night (persons bounded once)" if files
+                       else "no new file tonight")
+            print(f"nights: {tonight}, {info['partitions_reused']} earlier night(s) reused from "
+                  f"{a.since or 'no earlier summary'} without reading them; {len(summary.partitions)} night(s) kept "
+                  f"in the summary, each released once at ε {summary.epsilon_per_unit:g} per {summary.privacy_unit}")
+        elif summary.partitions:
             print(f"partitions: {info['partitions_read']} read, {info['partitions_reused']} reused from "
                   f"{a.since or 'no earlier summary'} without reading them; {len(summary.partitions)} kept in the "
                   "summary")

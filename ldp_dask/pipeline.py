@@ -275,7 +275,7 @@ def _run_partitioned_units(dataset: Dataset, channel: Channel, secret: Secret, o
     metadata = release_metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=dataset.unit, max_contributions=k,
                     epsilon_per_unit=epsilon_per_unit(per_row_channel(channel, k), k),
-                    partition_context=plan_.context_id, partitions_read=int(new is not None),
+                    partition_context=plan_.context_id, partitions_read=int(new is not None), files_read=len(tonight),
                     partitions_reused=len(parts) - int(new is not None))
     tag = sum(int(p.tag, 16) for p in parts) % TAG_MODULUS
     return Summary(per_row_channel(channel, k), sum(p.rows for p in parts), sum_partitions(parts), metadata,

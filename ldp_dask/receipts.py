@@ -107,7 +107,13 @@ class Receipt:
                     f"privacy unit: {self.privacy_unit}")
         note = ("identical to a recorded release: no ε spent" if self.reused
                 else f"ε {self.epsilon:g} per {self.privacy_unit} spent")
-        if self.partitions is not None:
+        if self.partitions is not None and self.privacy_unit != ROW_UNIT:  # a unit series: a night is one part
+            charged, read = self.partitions
+            note = (f"tonight's files released anew as one night over their persons, ε {self.epsilon:g} per "
+                    f"{self.privacy_unit} (whatever the number of files)" if charged else
+                    "tonight's files reproduced a recorded night: no ε spent" if read else
+                    "no file new tonight: no ε spent")
+        elif self.partitions is not None:
             charged, read = self.partitions
             note = (f"{charged} of {read} partitions read released anew, ε {self.epsilon:g} per "
                     f"{self.privacy_unit} on their rows" if charged else

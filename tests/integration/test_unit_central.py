@@ -97,7 +97,7 @@ def _table(root, files, persons, seed):
                      ).to_parquet(root / name)
 
 
-def test_a_nights_files_are_bounded_together_and_charged_once(tmp_path):
+def test_a_nights_files_are_bounded_together_and_charged_once(tmp_path, capsys):
     """A first night over 3 new files with a privacy unit charges ε 1 per person (it charged 3: each file was
     bounded on its own); the summary keeps one partition naming the 3 files, with exactly k reports per person; a
     second night adds one partition and ε 1; a re-run is free; a night whose earlier file changed reads that
@@ -115,6 +115,8 @@ def test_a_nights_files_are_bounded_together_and_charged_once(tmp_path):
     (night,) = one.partitions
     assert night.paths == ("a.parquet", "b.parquet", "c.parquet") and one.n == 2 * 1_000  # k = 2 per person
     assert one.central["partitions"] == 1 and one.central["local_epsilon"] == 1.0
+    assert one.metadata["files_read"] == 3
+    assert "tonight's files released anew as one night over their persons, ε 1 per person" in one.receipt.line()
     _table(root, ["d.parquet"], 1_000, 2)
     two = ldp_dask.privatize(str(root), "x", ch, out=tmp_path / "n2.parquet", since=tmp_path / "n1.parquet", **common)
     assert two.receipt.epsilon == 1.0 and two.receipt.total == 2.0
@@ -132,3 +134,14 @@ def test_a_nights_files_are_bounded_together_and_charged_once(tmp_path):
     assert [p.paths for p in three.partitions] == [("a.parquet", "b.parquet", "c.parquet", "e.parquet"),
                                                    ("d.parquet",)]
     assert three.receipt.epsilon == 1.0 and three.receipt.total == 3.0
+    # a night with no new file, from the command line: said as such, and free
+    from ldp_dask.cli import main
+
+    capsys.readouterr()
+    assert main(["privatize", str(root), "--column", "x", "--channel", "histogram", "--epsilon", "1", "--bins", "8",
+                 "--domain", "0", "1", "--since", str(tmp_path / "n3.parquet"), "--privacy-unit", "person",
+                 "--max-contributions", "2", "--seed", "3", "--ledger", led, "--local",
+                 "--out", str(tmp_path / "n4.parquet")]) == 0
+    out = "".join(capsys.readouterr())  # the ledger's line is on stderr
+    assert "nights: no new file tonight, 2 earlier night(s) reused" in out, out
+    assert "no file new tonight: no ε spent; dataset " in out and " now 3 " in out, out

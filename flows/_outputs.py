@@ -10,7 +10,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ldp_dask import LdpDaskError
 from ldp_dask.outputs import figure_png, md_cell, render_markdown, write_result_files
-from ldp_dask.receipts import central_spend_line
+from ldp_dask.receipts import central_spend_line, series_spend
 from ldp_dask.release import publish
 
 
@@ -83,10 +83,8 @@ def budget_facts(receipt: Any) -> tuple[tuple[str, str], ...]:
     if spend:  # a longitudinal release: how ε is spread over the series' persons (a plan: per statistic)
         parts = spend.get("series", [spend])
         for i, p in enumerate(parts):
-            which = f"the series' {spend['persons']:,} persons" if len(parts) == 1 else f"persons, statistic {i + 1}"
-            out.append((f"ε per {unit} over {which}", f"median {p.get('p50', 0):g}, 90% {p.get('p90', 0):g}, "
-                                                   f"99% {p.get('p99', 0):g}, max {p.get('max', 0):g}, "
-                                                   f"mean {p.get('mean', 0):.4g}"))
+            out.append(("longitudinal series" + ("" if len(parts) == 1 else f", statistic {i + 1}"),
+                        series_spend(p, unit)))
     return tuple(out)
 
 

@@ -63,6 +63,7 @@ def privatize_flow(
     longitudinal: bool = False,
     instant: float | None = None,
     memo_levels: int = 1,
+    capped: bool = True,
     **run: Any,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` with a local channel and write a summary.
@@ -79,7 +80,9 @@ def privatize_flow(
     (:func:`ldp_dask.privatize`, docs/how-to/incremental.md); ``skip_changed``
     keeps the earlier sums of a file that changed instead of releasing it again. ``longitudinal`` (with a
     ``privacy_unit``) memoizes each person's report, ``instant`` and ``memo_levels`` being the memoized
-    channel's options (docs/how-to/longitudinal.md); the artifact then shows the spend's percentiles over persons.
+    channel's options (docs/how-to/longitudinal.md): ``epsilon`` is then the series' whole cost per person, charged
+    at its first night (``capped=False``: ε per distinct report, charged per person's changes, the artifact showing
+    the spend's percentiles over persons).
     """
     from prefect.runtime import flow_run
 
@@ -91,7 +94,7 @@ def privatize_flow(
     ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",
                 source, column, planned["n"], planned["partitions"], ch, mode)
-    memo = {"instant": instant, "levels": memo_levels} if longitudinal else None
+    memo = {"instant": instant, "levels": memo_levels, "capped": capped} if longitudinal else None
     summary = run_release(planned, out, rows_out, overwrite, run_opts, incremental, since, window, skip_changed,
                           memo)
     ch = summary.channel

@@ -89,6 +89,7 @@ def release_flow(
     longitudinal: bool = False,
     instant: float | None = None,
     memo_levels: int = 1,
+    capped: bool = True,
     **run: Any,
 ) -> dict[str, Any]:
     """Privatize ``column`` of ``source`` into ``out_dir/<date>/``, then estimate it and write an HTML report.
@@ -104,8 +105,9 @@ def release_flow(
     ``longitudinal`` (with a ``privacy_unit``; ``instant``, ``memo_levels``)
     releases a snapshot table of the same persons each night, each person
     repeating a memoized report while the state of its value holds
-    (docs/how-to/longitudinal.md): a night costs a person nothing new unless
-    its state changed; the artifact shows the spend's percentiles over persons.
+    (docs/how-to/longitudinal.md): ``epsilon`` is the series' whole cost per
+    person, charged at its first night (``capped=False``: per distinct report,
+    the artifact showing the spend's percentiles over persons).
     ``window`` (``"30d"``) releases the last
     days of a date-partitioned table. ``mode="rows"`` also writes the
     privatized rows beside the summary (``<stem>.rows/``). The other
@@ -131,7 +133,7 @@ def release_flow(
                                  epsilon=epsilon, bins=bins, mode=mode, rows_out=rows_out, options=options,
                                  incremental=incremental or window is not None, since=since, window=window,
                                  skip_changed=skip_changed, longitudinal=longitudinal, instant=instant,
-                                 memo_levels=memo_levels, **run)
+                                 memo_levels=memo_levels, capped=capped, **run)
         release["reused"] = False
     written: dict[str, str] = {"summary": summary}
     has_estimate = estimator_for(channel) is not None

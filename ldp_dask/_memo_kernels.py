@@ -8,7 +8,8 @@ response probability is an exact rational and the ε a channel spends is compute
 
 Uses (the counter's last word): :data:`USE_BITS` the report's bits, :data:`USE_DIGEST` the keyed digest of the
 (person, state) report the ledger counts, :data:`USE_PERSON` the keyed digest of the person, :data:`USE_ALPHA` the
-person's α-point of the rounding (Ding, Kulkarni and Yekhanin 2017).
+person's α-point of the rounding (Ding, Kulkarni and Yekhanin 2017), :data:`USE_HASH` the person's keyed hash of
+the cells into g values (:mod:`ldp_dask.channels.memo_hash`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["USE_BITS", "USE_DIGEST", "USE_PERSON", "USE_ALPHA", "memo_unary", "memo_kary", "memo_bit", "alpha_points"]
+__all__ = ["USE_BITS", "USE_DIGEST", "USE_PERSON", "USE_ALPHA", "USE_HASH", "memo_unary", "memo_kary", "memo_bit",
+           "alpha_points", "hashed_memo", "hashed_support"]
 
-USE_BITS, USE_DIGEST, USE_PERSON, USE_ALPHA = 1, 2, 3, 4
+USE_BITS, USE_DIGEST, USE_PERSON, USE_ALPHA, USE_HASH = 1, 2, 3, 4, 5
 
 _M0, _M1 = np.uint64(0xD2E7470EE14C6C93), np.uint64(0xCA5A826395121157)
 _W0, _W1 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBB67AE8584CAA73B)
@@ -143,3 +145,58 @@ def memo_kary(person: np.ndarray, state: np.ndarray, k0: np.uint64, k1: np.uint6
                 j = np.int64(u % others)
                 report = j + (j >= state[i])
         counts[report] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _word(w0: np.uint64, w1: np.uint64, w2: np.uint64, w3: np.uint64, t: int) -> np.uint64:
+    w = (w0, w1, w2, w3)[t // 2]
+    return (w & _LOW) if t % 2 == 0 else (w >> _S32)
+
+
+@njit(cache=True, nogil=True)
+def hashed_memo(person: np.ndarray, cell: np.ndarray, k0: np.uint64, k1: np.uint64, g: np.uint64,
+                t_keep: np.uint64, out: np.ndarray) -> None:
+    """Memoized reports of hashed cells: person i's cell c = ``cell[i]`` is hashed to h = ⌊u·g/2^32⌋, u the 32-bit
+    word c mod 8 of its (person, ⌊c/8⌋, 0, :data:`USE_HASH`) block; the report of h is drawn from the (person, h)
+    blocks exactly as :func:`memo_kary` draws a category among g: h kept when the first word is below ``t_keep``,
+    else one of the g − 1 others exactly uniformly. ``out[i]`` gets the report (0..g−1)."""
+    others = g - np.uint64(1)
+    limit = (np.uint64(1) << _S32) // others * others
+    for i in range(person.shape[0]):
+        p, c = person[i], np.uint64(cell[i])
+        w0, w1, w2, w3 = _philox(p, c >> np.uint64(3), np.uint64(0), np.uint64(USE_HASH), k0, k1)
+        h = (_word(w0, w1, w2, w3, int(c & np.uint64(7))) * g) >> _S32
+        w0, w1, w2, w3 = _philox(p, h, np.uint64(0), np.uint64(USE_BITS), k0, k1)
+        if (w0 & _LOW) < t_keep:
+            out[i] = np.int64(h)
+            continue
+        lane, t, report = 0, 1, np.int64(-1)
+        while report < 0:
+            if t == 8:
+                lane += 1
+                t = 0
+                w0, w1, w2, w3 = _philox(p, h, np.uint64(lane), np.uint64(USE_BITS), k0, k1)
+            u = _word(w0, w1, w2, w3, t)
+            t += 1
+            if u < limit:
+                j = np.int64(u % others)
+                report = j + (j >= np.int64(h))
+        out[i] = report
+
+
+@njit(cache=True, nogil=True)
+def hashed_support(person: np.ndarray, report: np.ndarray, k0: np.uint64, k1: np.uint64, g: np.uint64,
+                   counts: np.ndarray) -> None:
+    """``counts[c]`` += the persons whose hash of cell c (as :func:`hashed_memo` hashes it) equals their
+    ``report``: the support of every cell, summed as the hashes are drawn (d = ``len(counts)``)."""
+    d = counts.shape[0]
+    for i in range(person.shape[0]):
+        p, y = person[i], np.uint64(report[i])
+        for lane in range((d + 7) // 8):
+            w0, w1, w2, w3 = _philox(p, np.uint64(lane), np.uint64(0), np.uint64(USE_HASH), k0, k1)
+            for t in range(8):
+                j = lane * 8 + t
+                if j >= d:
+                    break
+                if (_word(w0, w1, w2, w3, t) * g) >> _S32 == y:
+                    counts[j] += 1

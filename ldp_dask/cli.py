@@ -20,7 +20,7 @@ from .amplification import central_line
 from .cli_parser import build_parser, show_progress
 from .outputs import fmt, fmt_interval, fmt_se
 from .policy import LdpDaskWarning
-from .receipts import central_spend_line
+from .receipts import central_spend_line, series_spend
 
 __all__ = ["main"]
 
@@ -163,9 +163,8 @@ def _cmd_budget(a: argparse.Namespace) -> int:
             print(f"      nightly series: ε {r['night_rate']:g} per {r['privacy_unit']} a night; "
                   f"{r['nights_left']} more night(s) fit")
         for m in r.get("longitudinal", ()):
-            print(f"      longitudinal series {m['series'][:12]} ({m['nights']} nights): ε per {r['privacy_unit']} "
-                  f"over {m['persons']:,} persons: median {m['p50']:g}, 90% {m['p90']:g}, 99% {m['p99']:g}, "
-                  f"max {m['max']:g}")
+            print(f"      longitudinal series {m['series'][:12]} ({m['nights']} nights): "
+                  f"{series_spend(m, r['privacy_unit'])}")
         if r.get("fallback"):
             print(f"      declared append-only, counted conservatively since: {r['fallback']}")
         elif r.get("append_only"):
@@ -319,12 +318,19 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     request = ChannelRequest(a.channel, a.epsilon, tuple(a.domain) if a.domain else None, chosen, a.mode)
     opts = _run_options(a, request.value_kind == "numeric")
     dataset, channel, request = plan_column(a.source, a.column, request, opts)
-    if not a.longitudinal and (a.instant is not None or a.memo_levels != 1):
-        raise LdpDaskError("--instant and --memo-levels apply to --longitudinal only.")
+    if not a.longitudinal and (a.instant is not None or a.memo_levels != 1 or a.uncapped or a.memo_g != "auto"):
+        raise LdpDaskError("--instant, --memo-levels, --memo-g and --uncapped apply to --longitudinal only.")
+    memo_g: int | str = a.memo_g
+    if memo_g != "auto":
+        try:
+            memo_g = int(a.memo_g)
+        except ValueError:
+            raise LdpDaskError(f"--memo-g must be 'auto' or a whole number from 2. Got {a.memo_g!r} instead.") from None
     summary = release_column(dataset, channel, request, opts, out=a.out, rows_out=a.rows_out,
                              overwrite=a.overwrite, incremental=a.incremental, since=a.since, window=a.window,
                              skip_changed=a.skip_changed,
-                             longitudinal={"instant": a.instant, "levels": a.memo_levels} if a.longitudinal else None)
+                             longitudinal={"instant": a.instant, "levels": a.memo_levels, "capped": not a.uncapped,
+                                           "g": memo_g} if a.longitudinal else None)
     meta = summary.file_metadata()
     info = summary.release_facts()
     if a.json:

@@ -69,8 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "directories (date=YYYY-MM-DD/), ending at the newest (implies --incremental)")
     r.add_argument("--longitudinal", action="store_true",
                    help="with --privacy-unit: memoize each person's report (histogram, rr, mean), so that a person "
-                        "whose value stays in its cell repeats last night's report and spends nothing new; the "
-                        "ledger charges each person by their distinct reports")
+                        "whose value stays in its cell repeats last night's report; --epsilon is then the series' "
+                        "whole cost per person, whatever the nights and changes, charged once at its first night")
+    r.add_argument("--uncapped", action="store_true",
+                   help="with --longitudinal: memoize each cell itself (no hash), --epsilon per distinct report, "
+                        "the ledger charging each person by their changes (the series' cost is not known ahead)")
+    r.add_argument("--memo-g", default="auto", metavar="G",
+                   help="with --longitudinal: values each person's cells are hashed into before memoizing (a person "
+                        "makes at most G distinct reports; default auto: 2 for ε ≤ 4)")
     r.add_argument("--instant", type=float, default=None, metavar="EPSILON",
                    help="with --longitudinal: ε of a fresh randomization of the memoized report each night "
                         "(RAPPOR's instantaneous layer; none by default)")

@@ -33,7 +33,7 @@ from .source import Dataset
 from .summary import Summary
 
 __all__ = ["series_context", "series_root", "memo_key", "series_id", "check_longitudinal", "longitudinal_metadata", "memo_update",
-           "with_night", "night_keys"]
+           "with_night", "night_keys", "capped_series"]
 
 
 def with_night(options: RunOptions) -> RunOptions:
@@ -108,14 +108,29 @@ def check_longitudinal(dataset: Dataset, channel: Channel, mode: str, options: R
 
 
 def longitudinal_metadata(channel: Channel, series: str) -> dict[str, Any]:
-    """What a longitudinal summary records of its series and of what a person spends (docs/privacy.md)."""
+    """What a longitudinal summary records of its series and of what a person spends (docs/privacy.md); a capped
+    channel's cap (the most a person spends over any history) and g too."""
     ch: Any = channel
     bits = ch.epsilon_bits()
-    return {"series": series, "epsilon_memo": channel.epsilon_spent(), "epsilon_night": ch.night_epsilon(),
-            "epsilon_bits": None if math.isinf(bits) else bits, "instant": ch.instant}
+    capped = {} if not hasattr(ch, "cap") else {"cap": ch.cap(), "g": ch.g}
+    return {"series": series, "epsilon_memo": ch.epsilon_memo() if capped else channel.epsilon_spent(),
+            "epsilon_night": ch.night_epsilon(), "epsilon_bits": None if math.isinf(bits) else bits,
+            "instant": ch.instant, **capped}
+
+
+def capped_series(dataset: Dataset, channel: Channel, secret: Secret,
+                  options: RunOptions) -> tuple[tuple[str, float, float | None], ...]:
+    """A capped channel's series as the ledger charges it, ``((series, cap, ε_bits),)``
+    (:func:`ldp_dask.ledger.memos.capped_increase`); empty for an uncapped one."""
+    ch: Any = channel
+    if not hasattr(ch, "cap"):
+        return ()
+    bits = ch.epsilon_bits()
+    series = series_id(secret, series_context(dataset, channel, series_root(dataset, options)))
+    return ((series, float(ch.cap()), None if math.isinf(bits) else float(bits)),)
 
 
 def memo_update(summary: Summary, pairs: Any) -> MemoUpdate:
     """What the ledger records of a longitudinal summary (:mod:`ldp_dask.ledger.memos`)."""
     info = summary.metadata["longitudinal"]
-    return MemoUpdate(info["series"], float(info["epsilon_memo"]), info["epsilon_bits"], pairs)
+    return MemoUpdate(info["series"], float(info["epsilon_memo"]), info["epsilon_bits"], pairs, info.get("cap"))

@@ -218,7 +218,7 @@ def digest_arrays(*arrays: np.ndarray) -> bytes:
     for a in arrays:
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype.str}{a.shape}".encode())
-        h.update(a.data.cast("B"))
+        h.update(a.data.cast("B") if a.size else b"")
     return h.digest()
 
 

@@ -26,6 +26,7 @@ from .engine import run, task_rows, tasks_of
 from .ledger import BudgetExceeded
 from .locations import read_identities
 from .longitudinal import (
+    capped_series,
     check_longitudinal,
     longitudinal_metadata,
     memo_key,
@@ -176,7 +177,9 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
             pairs[id(summary)] = found
             return summary
 
-        charge = dataclasses.replace(charge, context={**charge.context, "longitudinal": 1, "night": opts.night})
+        capped = capped_series(dataset, channel, secret, opts)  # a capped series: charged by its nights alone
+        charge = dataclasses.replace(charge, context={**charge.context, "longitudinal": 1, "night": opts.night},
+                                     capped=capped, epsilon=0.0 if capped else charge.epsilon)
         return release(dataset, charge, compute_memoized, opts, targets={"summary": out},
                        write=summary_writer(secret), overwrite=overwrite, content_tag=lambda s: s.content_tag,
                        memos=lambda s: memo_update(s, pairs.pop(id(s))))

@@ -85,13 +85,13 @@ def predict(channel: Channel, n: float) -> Prediction | None:
         else:  # a ±1 indicator of variance at most 1, over (p − q)²: the rare category's
             n_var = frequency_variances(channel.epsilon, d)["hadamard"]
         return Prediction("a typical category's share", math.sqrt(n_var / n), 1 / d, n)
-    if name in ("memo-histogram", "memo-rr"):  # one night: the estimator's variance at the typical share 1/d
+    if name in ("memo-histogram", "memo-rr", "capped-histogram", "capped-rr"):  # one night, at the typical share 1/d
         d = channel.dim
         p_in, p_out = channel.report_probabilities  # type: ignore[attr-defined]
         pi = p_out + (p_in - p_out) / d
-        what = "a typical bin's share" if name == "memo-histogram" else "a typical category's share"
+        what = "a typical bin's share" if name.endswith("histogram") else "a typical category's share"
         return Prediction(f"{what} (one night)", math.sqrt(pi * (1 - pi) / n) / (p_in - p_out), 1 / d, n)
-    if name == "memo-mean":  # one night, at the largest Bernoulli variance (a share of 1s of 1/2)
+    if name in ("memo-mean", "capped-mean"):  # one night, at the largest Bernoulli variance (a share of 1s of 1/2)
         lo, hi = channel.domain  # type: ignore[attr-defined]
         _, se = channel.estimate(n / 2, int(max(n, 1)))  # type: ignore[attr-defined]
         return Prediction("the mean (one night, at most)", se, (hi - lo) / 2, n)

@@ -121,10 +121,8 @@ class Receipt:
         if self.spend is not None and not self.reused:
             s = self.spend
             parts = s.get("series", [s])
-            spread = "; ".join(f"ε median {p.get('p50', 0):g}, 90% {p.get('p90', 0):g}, 99% {p.get('p99', 0):g}, "
-                               f"max {p.get('max', 0):g}" for p in parts)
-            note = (f"the largest spend per {self.privacy_unit} of its series grew by ε {self.epsilon:g}; over its "
-                    f"{s.get('persons', 0):,} persons {spread}"
+            spread = "; ".join(series_spend(p, self.privacy_unit) for p in parts)
+            note = (f"the largest spend per {self.privacy_unit} of its series grew by ε {self.epsilon:g}: {spread}"
                     + (f" (by statistic; the largest add up to {s.get('max', 0):g})" if len(parts) > 1 else ""))
         limit = (f" of budget {self.limit:g}, remaining {self.remaining:g}" if self.limit is not None
                  else " (no budget set)")
@@ -135,6 +133,17 @@ class Receipt:
         found = f". Note: {self.note}" if self.note else ""
         central = f"; central {central_spend_line(self.central)}" if self.central is not None else ""
         return f"ledger: {note}; dataset {self.dataset} now {self.total:g}{limit}{central} ({self.ledger}){found}"
+
+
+def series_spend(spread: Mapping[str, Any], unit: str) -> str:
+    """One longitudinal series' spend as the ledger recorded it: a capped series' nights, spend and cap (the same
+    for every person: no per-person table), or the distribution of an uncapped series' spend over its persons."""
+    if spread.get("capped"):
+        reached = "reached" if spread.get("max", 0) >= spread.get("cap", 0) * (1 - 1e-12) else "not reached yet"
+        return (f"capped series, {spread.get('nights', 0)} night(s): ε {spread.get('max', 0):g} per {unit} in all, "
+                f"its cap ε {spread.get('cap', 0):g} {reached} (every {unit}, whatever their changes)")
+    return (f"over its {spread.get('persons', 0):,} persons ε median {spread.get('p50', 0):g}, 90% "
+            f"{spread.get('p90', 0):g}, 99% {spread.get('p99', 0):g}, max {spread.get('max', 0):g}")
 
 
 @dataclass(frozen=True)

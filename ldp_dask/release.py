@@ -76,6 +76,9 @@ class Charge:
     #: a partitioned release's parts (one per file it reads, :class:`~ldp_dask.ledger.Part`), each charged on its
     #: own location; None: the release is charged as one, on the dataset's root
     parts: tuple[Part, ...] | None = None
+    #: capped longitudinal series the release continues, ``(series, cap, ε_bits)`` each: the ledger adds what their
+    #: next nights cost (:func:`ldp_dask.ledger.memos.capped_increase`) to ``epsilon``, the rest of the charge
+    capped: tuple[tuple[str, float, float | None], ...] = ()
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -207,7 +210,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
         The result, the ledger's receipt and the published outputs.
     """
     unit = options.privacy_unit or ROW_UNIT
-    check_epsilon_spent(charge.epsilon, unit, options.allow_large_epsilon)  # before the key, the ledger, the data
+    # before the key, the ledger, the data (a capped series at its cap: the most it can cost)
+    check_epsilon_spent(charge.epsilon + sum(c[1] for c in charge.capped), unit, options.allow_large_epsilon)
     if options.night is not None and not charge.context.get("longitudinal"):
         raise LdpDaskError(f"The 'night' option ({options.night!r}) names the night of a longitudinal release; this "
                            "release is not longitudinal (--longitudinal, longitudinal=True): leave it out")
@@ -229,7 +233,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             params=dict(charge.params), epsilon=charge.epsilon, key_id=secret.key_id, release_key=release_key,
             source=dataset.description, privacy_unit=unit, outputs=staged.locations(), token=staged.token,
             reproducible=secret.reproducible, flow_run_id=options.flow_run_id, parts=charge.parts,
-            files=_files_read(dataset, secret), listing=listing(secret, options.storage_options)))
+            files=_files_read(dataset, secret), listing=listing(secret, options.storage_options),
+            capped=charge.capped))
         with ledger.holding(held[0]):
             return _compute(staged)
 

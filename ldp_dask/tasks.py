@@ -339,7 +339,9 @@ class MemoRelease:
             return error_value(where, exc)
         exact, pairs = self.channel.memo_stats(x, person, self.memo_key)  # type: ignore[attr-defined]
         m = len(x)
-        digest = digest_arrays(np.array([m]), exact["sum"], pairs)
+        # every exact statistic (a capped channel's per-person reports too: two buckets whose sums agree are not the
+        # same content), and the digest pairs
+        digest = digest_arrays(np.array([m]), *(exact[k] for k in sorted(exact)), pairs)
         noisy = self.channel.add_noise(exact, m, generator(bind_key(key or b"", digest)))
         del exact
         return {"n": m, "clipped": n_clipped, "pieces": 1, "tag": content_tag(key or b"", digest),

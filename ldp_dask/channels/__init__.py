@@ -16,7 +16,8 @@ from .hadamard import HadamardResponse
 from .histogram import LaplaceHistogram, default_bins
 from .hybrid import HybridMean
 from .mean import LaplaceMean
-from .memo import MEMO_CHANNELS, MemoFrequencies, MemoHistogram, Memoized, MemoMean, memoized
+from .memo import MemoFrequencies, MemoHistogram, Memoized, MemoMean
+from .memo_hash import CappedFrequencies, CappedHistogram, CappedMean, memoized
 from .rr import ENCODINGS, RandomizedResponse
 from .square_wave import SquareWave
 from .wavelet import CALIBRATIONS, WaveletLaplace, linear_level, wavelet_levels
@@ -63,6 +64,9 @@ __all__ = [
     "MemoHistogram",
     "MemoFrequencies",
     "MemoMean",
+    "CappedHistogram",
+    "CappedFrequencies",
+    "CappedMean",
     "Memoized",
     "memoized",
 ]
@@ -81,6 +85,10 @@ CHANNELS: dict[str, type[Channel]] = {
     HadamardResponse.name: HadamardResponse,
 }
 
+
+#: Memoized channels (longitudinal releases, docs/how-to/longitudinal.md): each person's report depends on the person.
+MEMO_CHANNELS: dict[str, type[Channel]] = {c.name: c for c in (CappedHistogram, CappedFrequencies, CappedMean,
+                                                               MemoHistogram, MemoFrequencies, MemoMean)}
 
 #: Channels that release a pair of columns (a group and a value): run by plans only, not offered on one column.
 PLAN_CHANNELS: dict[str, type[Channel]] = {GroupMean.name: GroupMean, GroupHistogram.name: GroupHistogram}

@@ -40,11 +40,11 @@ import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon, check_int
 from ..noise import philox_blocks
-from .base import Channel, NumericChannel, Option, grid_index
+from .base import NumericChannel, Option, grid_index
 from .categorical import CATEGORIES_OPTION, OTHER_OPTION, CategoricalChannel
 from .rr import RandomizedResponse
 
-__all__ = ["Memoized", "MemoHistogram", "MemoFrequencies", "MemoMean", "MEMO_CHANNELS", "memoized",
+__all__ = ["Memoized", "MemoHistogram", "MemoFrequencies", "MemoMean",
            "INSTANT_OPTION", "LEVELS_OPTION", "SCALE", "unary_thresholds", "flip_threshold", "bit_thresholds",
            "kary_threshold"]
 
@@ -498,27 +498,3 @@ class MemoMean(Memoized, NumericChannel):
         pairs = np.empty((len(level), 2), np.uint64)
         memo_bit(person, level, k0, k1, self.thresholds, ones, pairs)
         return {"sum": ones}, pairs
-
-
-MEMO_CHANNELS: dict[str, type[Channel]] = {MemoHistogram.name: MemoHistogram, MemoFrequencies.name: MemoFrequencies,
-                                           MemoMean.name: MemoMean}
-
-
-def memoized(channel: Channel, instant: float | None = None, levels: int = 1) -> Channel:
-    """The memoized counterpart of a one-night channel, at its ε: a histogram (``bins`` and domain kept) →
-    :class:`MemoHistogram`; randomized response or Hadamard response (categories kept) → :class:`MemoFrequencies`;
-    a mean channel → :class:`MemoMean`. A memoized channel passes through (``instant`` and ``levels`` must then
-    be left out)."""
-    if isinstance(channel, Memoized):
-        return channel
-    eps = float(channel.epsilon)
-    name = channel.name
-    if name == "histogram":
-        return MemoHistogram(eps, channel.bins, channel.domain, instant)  # type: ignore[attr-defined]
-    if isinstance(channel, CategoricalChannel):
-        encoding = "kary" if getattr(channel, "encoding", None) in ("kary", "warner") else "oue"
-        return MemoFrequencies(eps, channel.categories, channel.other, instant, encoding)
-    if name in ("mean", "hybrid-mean"):
-        return MemoMean(eps, channel.domain, levels, instant)  # type: ignore[attr-defined]
-    raise LdpDaskError(f"a longitudinal release memoizes a histogram, frequencies or a mean; the {name!r} channel "
-                       "has no memoized form (use 'histogram', 'rr' or 'mean')")

@@ -120,8 +120,9 @@ def frequencies(summary: Summary | str, projection: str = "none", level: float =
     s = read_summary(summary)
     ch: Any = s.channel  # a randomized-response channel (its encoding)
     if not isinstance(s.channel, (CategoricalChannel, MemoHistogram)):
-        raise LdpDaskError(f"frequencies needs a summary of a categorical channel ('rr', 'hadamard', 'memo-rr') or "
-                           f"of a memoized histogram ('memo-histogram'); got {ch.name!r}.")
+        raise LdpDaskError(f"frequencies needs a summary of a categorical channel ('rr', 'hadamard', 'memo-rr', "
+                           f"'capped-rr') or of a memoized histogram ('memo-histogram', 'capped-histogram'); got "
+                           f"{ch.name!r}.")
     if projection not in ("none", "simplex"):
         raise LdpDaskError(f"The 'projection' parameter must be 'none' or 'simplex'. Got {projection!r} instead.")
     level = check_probability(level, "level")

@@ -210,7 +210,8 @@ class Ledger:
                 flow_run_id: str | None = None, epsilon_requested: float | None = None,
                 token: str | None = None, parts: Sequence[Part] | None = None,
                 files: Sequence[Mapping[str, Any]] = (),
-                listing: Callable[[str], Mapping[str, Mapping[str, Any]]] | None = None) -> Reservation:
+                listing: Callable[[str], Mapping[str, Mapping[str, Any]]] | None = None,
+                capped: Sequence[tuple[str, float, float | None]] = ()) -> Reservation:
         """Reserve ``epsilon`` against every budget the release overlaps, or refuse (atomic, before any work).
 
         A release that could be a free re-run (an identical recorded release
@@ -238,6 +239,12 @@ class Ledger:
         unchanged, and that no file read now is a copy or link of one charged
         before; where a check fails the dataset falls back, for good, to the
         conservative rule, and the reservation's ``note`` says why.
+
+        ``capped`` names the capped longitudinal series the release continues
+        (``(series, cap, ε_bits)`` each, :mod:`.memos`): what their next nights
+        cost is added to ``epsilon`` (the rest of the release), decided from
+        their numbers of nights in the reservation's own transaction (the cap
+        at a first night, nothing once it is reached).
         """
         check_scope(scope)
         token = token or uuid.uuid4().hex
@@ -246,7 +253,8 @@ class Ledger:
         try:
             request = Request(root, column, scope, channel, params, epsilon, key_id, release_key, source,
                               privacy_unit, tuple(outputs), reproducible, flow_run_id, epsilon_requested, token,
-                              None if parts is None else tuple(parts), tuple(files), files_json, listing)
+                              None if parts is None else tuple(parts), tuple(files), files_json, listing,
+                              tuple(capped))
             return reserve_in(self, request, found)
         finally:
             if found:

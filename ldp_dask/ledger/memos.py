@@ -13,6 +13,11 @@ recorded with the increase of the largest spend of its series, so the sum of a s
 most any one person has spent in it, and the budget rules (:mod:`.budget`) add it to every other release of the
 dataset as before. The state is stored per release (table ``memo_states``) and read from the newest release
 still active: a release removed before publishing leaves no trace in it.
+
+A *capped* series (each person's cell hashed into g values before memoizing, :mod:`ldp_dask.channels.memo_hash`)
+keeps no pairs and no per-person row: every person spends at most its cap, g·ε_memo, whatever their changes, and
+at most nights·ε_bits with the instantaneous layer, so the series is charged min(cap, nights·ε_bits) in all — the
+cap at its first night without the layer — and its state is its number of nights (:func:`capped_increase`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import numpy as np
 from .store import ACTIVE, Tx
 
 __all__ = ["MemoUpdate", "MemoState", "merge", "spend_of", "spend_quantiles", "settle_memos", "settle_series",
-           "series_states"]
+           "series_states", "capped_spend", "capped_increase"]
 
 #: Quantiles of the spend over persons that the ledger reports.
 QUANTILES = (0.5, 0.9, 0.99)
@@ -39,12 +44,32 @@ QUANTILES = (0.5, 0.9, 0.99)
 @dataclass(frozen=True)
 class MemoUpdate:
     """What a longitudinal release tells the ledger: its series, ε of a new memoized report, ε of one night's
-    report against any other (None without an instantaneous layer) and the (person, report) digest pairs."""
+    report against any other (None without an instantaneous layer) and the (person, report) digest pairs; or, for
+    a *capped* series (:mod:`ldp_dask.channels.memo_hash`), its ``cap`` — the most any person can spend through its
+    memoized reports, known before its first night — and no pairs."""
 
     series: str
     epsilon_memo: float
     epsilon_bits: float | None
     pairs: np.ndarray
+    cap: float | None = None
+
+
+def capped_spend(nights: int, cap: float, epsilon_bits: float | None) -> float:
+    """The most a person of a capped series has spent after ``nights`` nights: min(cap, nights·ε_bits)."""
+    if epsilon_bits is None or not math.isfinite(epsilon_bits):
+        return float(cap) if nights > 0 else 0.0
+    return min(float(cap), nights * float(epsilon_bits))
+
+
+def capped_increase(tx: Tx, series: str, cap: float, epsilon_bits: float | None) -> float:
+    """What a capped series' next night costs every person: the cap at its first night, and, with the
+    instantaneous layer, ε_bits a night while nights·ε_bits is below it; then nothing. A function of the number of
+    nights recorded alone: the budget decision depends on no one's data."""
+    row = _current(tx, series, _LISTED)
+    nights = 0 if row is None else int(row["nights"])
+    top = 0.0 if row is None else float(json.loads(row["spread"]).get("max", 0.0))
+    return max(0.0, capped_spend(nights + 1, cap, epsilon_bits) - top)
 
 
 @dataclass(frozen=True)
@@ -191,6 +216,8 @@ def _current(tx: Tx, series: str, columns: str = "m.*") -> dict[str, Any] | None
 def settle_memos(tx: Tx, release_id: int, root: str, update: MemoUpdate) -> tuple[float, dict[str, Any]]:
     """Record a longitudinal release's pairs (in the ledger's transaction): the increase of the series' largest
     spend per person, which is what the release is charged, and the spend's distribution after it."""
+    if update.cap is not None:
+        return _settle_capped(tx, release_id, root, update)
     row = _current(tx, update.series)
     before = None if row is None else MemoState.from_bytes(row["state"])
     after = merge(before, update.pairs)
@@ -205,6 +232,23 @@ def settle_memos(tx: Tx, release_id: int, root: str, update: MemoUpdate) -> tupl
     if row is not None:  # the state before this one stays until this release is committed or gone
         tx.run("DELETE FROM memo_states WHERE series=? AND release_id<?", (update.series, row["release_id"]))
     return max(0.0, float(spend.max(initial=0.0)) - top_before), quantiles
+
+
+def _settle_capped(tx: Tx, release_id: int, root: str, update: MemoUpdate) -> tuple[float, dict[str, Any]]:
+    """A capped series' night: one night more, charged :func:`capped_increase`; nothing per person is kept."""
+    assert update.cap is not None
+    row = _current(tx, update.series, _LISTED)
+    nights = (0 if row is None else int(row["nights"])) + 1
+    top_before = 0.0 if row is None else float(json.loads(row["spread"]).get("max", 0.0))
+    top = capped_spend(nights, update.cap, update.epsilon_bits)
+    spread = {"capped": True, "cap": float(update.cap), "nights": nights, "max": top}
+    tx.run("INSERT INTO memo_states (series, release_id, root, epsilon_memo, epsilon_bits, nights, persons, spread, "
+           "state, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+           (update.series, release_id, root, float(update.epsilon_memo), update.epsilon_bits, nights, 0,
+            json.dumps(spread), b"", time.time()))
+    if row is not None:
+        tx.run("DELETE FROM memo_states WHERE series=? AND release_id<?", (update.series, row["release_id"]))
+    return max(0.0, top - top_before), spread
 
 
 def settle_series(tx: Tx, release_id: int, root: str,

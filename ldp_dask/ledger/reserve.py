@@ -20,6 +20,7 @@ from .._validation import LdpDaskError
 from .append_only import append_only_breaks
 from .budget import BudgetExceeded, Part, charges_of, overlaps, release_of
 from .central import over_central_budgets
+from .memos import capped_increase
 from .store import Tx
 
 if TYPE_CHECKING:
@@ -51,6 +52,10 @@ class Request:
     files: tuple[Mapping[str, Any], ...]
     files_json: str | None
     listing: Callable[[str], Mapping[str, Mapping[str, Any]]] | None
+    #: capped longitudinal series, ``(series, cap, ε_bits)`` each: what their next nights cost
+    #: (:func:`~ldp_dask.ledger.memos.capped_increase`, decided in the reservation's transaction) is added to
+    #: ``epsilon``, which is then the rest of the release's charge
+    capped: tuple[tuple[str, float, float | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,8 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
     files_json, listing = request.files_json, request.listing
     with ledger.store.transaction() as tx:
         ledger._recover(tx)
+        if request.capped:  # a capped series' night costs what its number of nights says, nothing else
+            epsilon = epsilon + sum(capped_increase(tx, *c) for c in request.capped)
         active = ledger._active(tx)
         for r in active:
             if overlaps(r["root"], root) and r["privacy_unit"] != privacy_unit:

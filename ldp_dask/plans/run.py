@@ -196,7 +196,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     """A longitudinal plan: ε split among the statistics (every person reports each), each statistic a memoized
     series of its own (:mod:`ldp_dask.longitudinal`), one release, one report."""
     from ..channels import memoized
-    from ..longitudinal import check_longitudinal, memo_update, with_night
+    from ..longitudinal import capped_series, check_longitudinal, memo_update, with_night
     from ..pipeline import run_memoized, with_key
     from ..predict import predict
 
@@ -224,8 +224,11 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     spent = [ch.epsilon_spent() for ch in channels]
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e}
               for s, ch, e in zip(plan_.statistics, channels, spent)}
-    charge = Charge("local", "plan", params, sum(spent),
-                    context={"mode": "summary", "design": "split-epsilon", "longitudinal": 1, "night": opts.night})
+    capped = tuple(c for d, ch in zip(datasets, channels) for c in capped_series(d, ch, secret, opts))
+    uncapped = sum(e for ch, e in zip(channels, spent) if not hasattr(ch, "cap"))  # a capped series: by its nights
+    charge = Charge("local", "plan", params, uncapped,
+                    context={"mode": "summary", "design": "split-epsilon", "longitudinal": 1, "night": opts.night},
+                    capped=capped)
     whole = dataclasses.replace(datasets[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
     updates: dict[int, list[Any]] = {}
 

@@ -448,8 +448,9 @@ nulls = 0
 
 
 def test_the_nightly_flow_releases_a_snapshot_longitudinally(prefect_harness, cluster, tmp_path, capsys):
-    """The nightly release flow with ``longitudinal=True``: three nights of the same 3,000 persons, 100 of whom
-    change cell on night 3; the artifact and ``ldp-dask budget`` show the spend's percentiles over persons."""
+    """The nightly release flow with ``longitudinal=True, capped=False``: three nights of the same 3,000 persons,
+    100 of whom change cell on night 3; the artifact and ``ldp-dask budget`` show the spend's percentiles over
+    persons."""
     import anyio
     import pandas as pd
     from prefect.client.orchestration import get_client
@@ -472,23 +473,23 @@ def test_the_nightly_flow_releases_a_snapshot_longitudinally(prefect_harness, cl
         pd.DataFrame({"user": np.arange(3_000), "x": x}).to_parquet(table / "today.parquet")
         res = release_flow(source=str(table), column="x", out_dir=str(tmp_path / "out"), domain=[0.0, 1.0],
                            channel="histogram", epsilon=1.0, bins=8, date=f"2026-11-0{night}", longitudinal=True,
-                           privacy_unit="user", ledger=led, scheduler=cluster.scheduler.address, seed=5)
+                           capped=False, privacy_unit="user", ledger=led, scheduler=cluster.scheduler.address, seed=5)
         assert res["release"]["longitudinal"]["epsilon_memo"] <= 1.0
         art = anyio.run(newest, "ldp-release")
         if night == 2:  # every report repeats night 1's: a free re-run, charged nothing, no new spread
-            assert "| ε per user charged by this release | 0 |" in art and "over the series'" not in art
+            assert "| ε per user charged by this release | 0 |" in art and "longitudinal series" not in art
         else:
             top = 1 if night == 1 else 2
-            assert f"| ε per user over the series' 3,000 persons | median 1, 90% 1, 99% {top}, max {top}" in art
+            assert f"| longitudinal series | over its 3,000 persons ε median 1, 90% 1, 99% {top}, max {top}" in art
     capsys.readouterr()
     assert main(["budget", "--ledger", led]) == 0
     out = capsys.readouterr().out
-    assert "over 3,000 persons: median 1, 90% 1, 99% 2, max 2" in out and ": 2 per user" in out
+    assert "over its 3,000 persons ε median 1, 90% 1, 99% 2, max 2" in out and ": 2 per user" in out
 
 
 def test_the_plan_flow_runs_a_longitudinal_plan(prefect_harness, cluster, tmp_path):
-    """plan_flow with ``longitudinal=True``: one night of a snapshot plan; the artifact lists each statistic's
-    spend percentiles over persons."""
+    """plan_flow with ``longitudinal=True``: one night of a snapshot plan; the artifact shows each statistic's capped
+    series (its nights, its cap: the statistic's ε)."""
     import anyio
     import pandas as pd
     from prefect.client.orchestration import get_client
@@ -514,5 +515,5 @@ def test_the_plan_flow_runs_a_longitudinal_plan(prefect_harness, cluster, tmp_pa
             return next(a for a in r.json() if a["key"] == "ldp-plan")["data"]
 
     art = anyio.run(newest)
-    assert "| ε per user over persons, statistic 1 | median " in art
-    assert "| ε per user over persons, statistic 2 | median " in art
+    assert "| longitudinal series, statistic 1 | capped series, 1 night(s): ε " in art
+    assert "| longitudinal series, statistic 2 | capped series, 1 night(s): ε " in art

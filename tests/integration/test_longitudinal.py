@@ -35,11 +35,12 @@ def _within_cells(rng, values, share):
     return out
 
 
-def test_thirty_nights_of_unchanged_cells_cost_one_nights_epsilon(tmp_path, cluster):
+def test_thirty_nights_cost_the_series_cap_once_whatever_changes(tmp_path, cluster):
+    """A capped series (the default: each person's cell hashed into 2 values, the hash memoized): the first night
+    is charged the cap, ε 1 per person, and the other 29 nothing — with 10% of persons moving inside their cells
+    every night and 50 changing cell on night 15 — and the ledger holds no row per person."""
     rng = np.random.default_rng(11)
     root, ledger = tmp_path / "table", tmp_path / "ledger.sqlite"
-    # a night reserves ε_memo before its reports are known (each person's spend can grow by that much): 2 spent
-    # leaves room for a night under a budget of 3
     Ledger(ledger).declare("customers", f"file://{root}", limit=3.0, privacy_unit="id")
     values = np.floor(rng.beta(2, 5, PERSONS) * 100 / CELLS) * CELLS + 5.0
     charged, spread, fresh = [], None, 0
@@ -53,27 +54,54 @@ def test_thirty_nights_of_unchanged_cells_cost_one_nights_epsilon(tmp_path, clus
                                longitudinal=True, privacy_unit="id", seed=5, ledger=str(ledger),
                                client=cluster.scheduler.address, night=f"2026-01-{night + 1:02d}")
         charged.append(s.receipt.epsilon)
-        # every night is recorded as one (its layer's keys name it); one whose reports all repeat charges nothing
         spread = s.receipt.spend
-        assert not s.receipt.reused and spread is not None
+        assert not s.receipt.reused and spread is not None and spread["capped"]
         fresh += 1
         est = frequencies(s)
         truth = np.bincount((values // CELLS).astype(int), minlength=CELLS) / PERSONS
         assert (np.abs(est.frequencies - truth) <= 4.5 * est.se).all()  # 10 cells × 30 nights at 4.5 SE: ≤ 2·10⁻³
-    eps = s.channel.epsilon_spent()
-    assert charged[0] == pytest.approx(eps) and charged[15] == pytest.approx(eps)
-    assert sum(charged) == pytest.approx(2 * eps)  # every other night: no person's spend grew
-    assert spread["persons"] == PERSONS and spread["p50"] == pytest.approx(eps) and spread["max"] == pytest.approx(2 * eps)
+    assert s.channel.name == "capped-histogram" and s.channel.g == 2
+    cap = s.channel.epsilon_spent()
+    assert cap == pytest.approx(1.0, abs=1e-6) and cap <= 1.0
+    assert charged[0] == pytest.approx(cap) and charged[1:] == [0.0] * (NIGHTS - 1)
+    assert spread["max"] == pytest.approx(cap) and spread["nights"] == NIGHTS and "persons" not in spread
     (item,) = [i for i in Ledger(ledger).summary() if i["dataset"] == "customers"]
-    assert item["spent"] == pytest.approx(2 * eps)
+    assert item["spent"] == pytest.approx(cap)
+    (series,) = item["longitudinal"]
+    assert series["nights"] == fresh == NIGHTS and series["max"] == pytest.approx(cap)
+    import sqlite3
+
+    with sqlite3.connect(ledger) as db:  # nothing per person: the state is the number of nights
+        assert set(db.execute("SELECT length(state), persons FROM memo_states").fetchall()) == {(0, 0)}
+    with pytest.raises(BudgetExceeded):  # one ordinary night at ε 2.5 would pass the budget of 3
+        ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(2.5, CELLS, (0, 100)), privacy_unit="id",
+                           seed=5, ledger=str(ledger), client=cluster.scheduler.address)
+
+
+def test_an_uncapped_series_is_charged_by_each_persons_changes(tmp_path, cluster):
+    """``MemoHistogram`` (uncapped, ε per distinct report): nights whose persons keep their cells cost nothing,
+    a night on which 50 persons change cell costs ε_memo again, and the ledger shows the spend over persons."""
+    rng = np.random.default_rng(11)
+    root, ledger = tmp_path / "table", tmp_path / "ledger.sqlite"
+    values = np.floor(rng.beta(2, 5, PERSONS) * 100 / CELLS) * CELLS + 5.0
+    charged = []
+    for night in range(4):
+        if night:
+            values = _within_cells(rng, values, 0.1)
+        if night == 2:
+            values[:50] = (values[:50] + 30) % 100
+        _night(root, values)
+        s = ldp_dask.privatize(str(root), "x", ldp_dask.channels.MemoHistogram(1.0, CELLS, (0, 100)),
+                               privacy_unit="id", seed=5, ledger=str(ledger), client=cluster.scheduler.address,
+                               night=f"2026-01-{night + 1:02d}")
+        charged.append(s.receipt.epsilon)
+    eps = s.channel.epsilon_spent()
+    assert charged == pytest.approx([eps, 0.0, eps, 0.0])
+    spread = s.receipt.spend
+    assert spread["persons"] == PERSONS and spread["p50"] == pytest.approx(eps) and spread["max"] == pytest.approx(2 * eps)
+    (item,) = Ledger(ledger).summary()
     # centrally, the series' nights are one mechanism (the memoized reports), ε-DP at the spend it grew by
     assert item["central"]["events"] == 1 and item["central"]["epsilon"] == pytest.approx(2 * eps, rel=1e-3)
-    (series,) = item["longitudinal"]
-    assert series["persons"] == PERSONS and series["nights"] == fresh and series["max"] == pytest.approx(2 * eps)
-    assert fresh == NIGHTS
-    with pytest.raises(BudgetExceeded):  # one ordinary night at ε 1.5 would pass the budget of 3
-        ldp_dask.privatize(str(root), "x", ldp_dask.LaplaceHistogram(1.5, CELLS, (0, 100)), privacy_unit="id",
-                           seed=5, ledger=str(ledger), client=cluster.scheduler.address)
 
 
 def test_a_longitudinal_summary_reads_back_and_reruns_free(tmp_path, cluster):
@@ -151,12 +179,18 @@ def test_the_command_line_releases_nights_and_prints_the_spend(tmp_path, capsys,
     for night in range(3):
         values[:100] = rng.uniform(0, 100, 100)  # 100 persons change value
         _night(root, values)
-        assert main([*args, "--out", str(tmp_path / f"n{night}.parquet")]) == 0
+        assert main([*args, "--out", str(tmp_path / f"n{night}.parquet"), "--night", f"2026-02-0{night + 1}"]) == 0
         info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert info["channel"] == "memo-mean" and info["longitudinal"]["epsilon_memo"] <= 1.0
-        spends.append(info["spend"])
-    assert spends[-1]["persons"] == PERSONS and spends[-1]["p50"] == pytest.approx(spends[0]["max"])
-    assert spends[-1]["max"] <= 3 * spends[0]["max"] + 1e-9  # levels 2: at most 3 distinct reports ever
+        # capped: levels 2 gives 3 grid points, each memoized at ε/3; the series' cost is ε 1, charged once
+        assert info["channel"] == "capped-mean" and info["longitudinal"]["epsilon_memo"] <= 1.0 / 3
+        assert info["longitudinal"]["cap"] == pytest.approx(1.0, abs=1e-6)
+        spends.append((info["epsilon_charged"], info["spend"]))
+    assert [c for c, _ in spends] == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
+    assert spends[-1][1]["capped"] and spends[-1][1]["nights"] == 3
+    # uncapped: ε per distinct report, spread over persons
+    assert main([*args, "--uncapped", "--out", str(tmp_path / "u.parquet")]) == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert info["channel"] == "memo-mean" and info["spend"]["persons"] == PERSONS
     assert main(["privatize", str(root), "--column", "x", "--channel", "mean", "--domain", "0", "100",
                  "--epsilon", "1", "--memo-levels", "2", "--out", str(tmp_path / "z.parquet"), "--seed", "4",
                  "--no-ledger"]) == 2
@@ -171,7 +205,7 @@ def test_a_postgresql_ledger_keeps_the_series(tmp_path, postgres, cluster):
     rng = np.random.default_rng(14)
     root = tmp_path / "t"
     values = rng.uniform(0, 100, PERSONS)
-    hist = ldp_dask.LaplaceHistogram(0.5, CELLS, (0, 100))
+    hist = ldp_dask.channels.MemoHistogram(0.5, CELLS, (0, 100))  # uncapped: the per-person table in PostgreSQL
     charged = []
     for night in range(3):
         if night == 2:
@@ -196,7 +230,7 @@ def _snapshot(directory, x, c):
     pd.DataFrame({"id": np.arange(PERSONS), "x": x, "c": c}).to_parquet(directory / "snapshot.parquet")
 
 
-def test_a_longitudinal_plan_charges_each_statistic_by_its_distinct_reports(tmp_path, cluster):
+def test_a_longitudinal_plan_charges_its_statistics_caps_once(tmp_path, cluster):
     rng = np.random.default_rng(15)
     root, ledger = tmp_path / "t", str(tmp_path / "l.sqlite")
     x, c = rng.uniform(0, 100, PERSONS), rng.choice(["a", "b", "c"], PERSONS)
@@ -207,7 +241,8 @@ def test_a_longitudinal_plan_charges_each_statistic_by_its_distinct_reports(tmp_
             c[:300] = np.where(c[:300] == "a", "b", "a")  # 300 persons change category; x holds
         _snapshot(root, x, c)
         r = ldp_dask.release_plan(plan, str(root), 1.0, longitudinal=True, privacy_unit="id", seed=8, ledger=ledger,
-                                  client=cluster.scheduler.address, out=tmp_path / f"night{night}")
+                                  client=cluster.scheduler.address, out=tmp_path / f"night{night}",
+                                  night=f"2026-03-0{night + 1}")
         charged.append(r.receipt.epsilon)
         truth = {"x.distribution": np.bincount((x // CELLS).astype(int), minlength=CELLS) / PERSONS,
                  "c.frequencies": np.array([np.mean(c == k) for k in "abc"])}
@@ -216,14 +251,14 @@ def test_a_longitudinal_plan_charges_each_statistic_by_its_distinct_reports(tmp_
                 assert (np.abs(st.result.frequencies - truth[st.statistic.label]) <= 4.5 * st.result.se).all()
             else:
                 assert abs(st.result.value - x.mean()) <= 4.5 * st.result.se
-            assert st.summaries[0][1].channel.name.startswith("memo-")
+            assert st.summaries[0][1].channel.name.startswith("capped-")
     eps = {k: v["epsilon"] for k, v in json.loads(Ledger(ledger).entries()[0]["params"]).items()}
-    assert sum(eps.values()) == pytest.approx(1.0, abs=1e-6)  # ε split among the three, each person reports each
-    assert charged[0] == pytest.approx(sum(eps.values())) and charged[1] == 0  # night 2: every report repeats
-    assert charged[2] == pytest.approx(eps["c.frequencies"])  # only the frequencies' series grew
+    assert sum(eps.values()) == pytest.approx(1.0, abs=1e-6)  # ε split among the three, each a series' cap
+    # the caps at the first night, then nothing: the change of category costs nothing more
+    assert charged[0] == pytest.approx(1.0, abs=1e-6) and charged[1:] == [0.0, 0.0]
     spend = r.receipt.spend
-    assert len(spend["series"]) == 3
-    assert spend["max"] == pytest.approx(sum(eps.values()) + eps["c.frequencies"])
+    assert len(spend["series"]) == 3 and all(p["capped"] and p["nights"] == 3 for p in spend["series"])
+    assert spend["max"] == pytest.approx(1.0, abs=1e-6)
     assert (tmp_path / "night2" / "index.html").exists()
 
 
@@ -261,7 +296,7 @@ def test_the_command_line_releases_a_longitudinal_plan(tmp_path, capsys):
                  "--seed", "2", "--ledger", str(tmp_path / "l.sqlite"), "--local", "--json",
                  "--out", str(tmp_path / "out")]) == 0
     body = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert [s["channel"] for s in body["statistics"]] == ["memo-mean", "memo-rr"]
+    assert [s["channel"] for s in body["statistics"]] == ["capped-mean", "capped-rr"]
 
 
 def test_five_date_partitions_of_one_dataset_continue_one_series(tmp_path):
@@ -292,3 +327,31 @@ def test_five_date_partitions_of_one_dataset_continue_one_series(tmp_path):
                                privacy_unit="id", seed=8, ledger=str(ledger), client="local",
                                night=f"2026-01-0{night}")
         assert s.receipt.epsilon == pytest.approx(eps)  # a series of its own each: nothing declared holds them
+
+
+@pytest.mark.parametrize("layer", [None, 0.3])
+def test_a_capped_nights_charge_depends_on_nobodys_history(tmp_path, layer):
+    """Two tables that differ in one person's history — person 0 keeps one cell in one, changes cell every night in
+    the other — are charged the same every night: the cap at the first night; with the instantaneous layer at
+    ε_bits = 0.3, ε_bits a night until the nights' sum reaches the cap. The budget decision reads no data."""
+    from ldp_dask.channels import CappedHistogram
+
+    rng = np.random.default_rng(17)
+    values = rng.uniform(0, 100, 2_000)
+    channel = CappedHistogram(1.0, CELLS, (0, 100), instant=layer)
+    charges = {}
+    for name in ("still", "moving"):
+        root, ledger = tmp_path / name, tmp_path / f"{name}.sqlite"
+        x = values.copy()
+        charges[name] = []
+        for night in range(4):
+            if name == "moving":
+                x[0] = (x[0] + 10 * (night + 1)) % 100
+            root.mkdir(exist_ok=True)
+            pd.DataFrame({"id": np.arange(2_000), "x": x}).to_parquet(root / "snapshot.parquet")
+            s = ldp_dask.privatize(str(root), "x", channel, privacy_unit="id", seed=9, ledger=str(ledger),
+                                   client="local", night=f"2026-04-0{night + 1}")
+            charges[name].append(s.receipt.epsilon)
+    cap, bits = channel.epsilon_spent(), channel.epsilon_bits()
+    expected = [cap, 0.0, 0.0, 0.0] if layer is None else [bits, bits, bits, cap - 3 * bits]
+    assert charges["still"] == charges["moving"] == pytest.approx(expected)

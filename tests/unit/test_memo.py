@@ -145,11 +145,20 @@ def test_alpha_point_rounding_is_unbiased_and_moves_only_at_the_persons_alpha_po
 
 
 def test_memoized_maps_each_one_night_channel_to_its_memoized_form():
-    assert memoized(LaplaceHistogram(1.0, 12, (0, 3))) == MemoHistogram(1.0, 12, (0, 3))
-    assert memoized(RandomizedResponse(0.5, ["x", "y"], other=True, encoding="oue")) == MemoFrequencies(
+    from ldp_dask.channels import CappedFrequencies, CappedHistogram, CappedMean
+
+    # capped by default: ε is the series' whole cost
+    assert memoized(LaplaceHistogram(1.0, 12, (0, 3))) == CappedHistogram(1.0, 12, (0, 3), g=2)
+    assert memoized(RandomizedResponse(0.5, ["x", "y", "z"]), instant=2.0) == CappedFrequencies(
+        0.5, ["x", "y", "z"], instant=2.0, g=2)
+    assert memoized(LaplaceMean(2.0, (0, 9)), levels=3) == CappedMean(2.0, (0, 9), 3)
+    # uncapped: ε per distinct report
+    assert memoized(LaplaceHistogram(1.0, 12, (0, 3)), capped=False) == MemoHistogram(1.0, 12, (0, 3))
+    assert memoized(RandomizedResponse(0.5, ["x", "y"], other=True, encoding="oue"), capped=False) == MemoFrequencies(
         0.5, ["x", "y"], True)
-    assert memoized(RandomizedResponse(0.5, ["x", "y"])) == MemoFrequencies(0.5, ["x", "y"], encoding="kary")
-    assert memoized(LaplaceMean(2.0, (0, 9)), levels=3, instant=1.0) == MemoMean(2.0, (0, 9), 3, 1.0)
+    assert memoized(RandomizedResponse(0.5, ["x", "y"]), capped=False) == MemoFrequencies(0.5, ["x", "y"],
+                                                                                          encoding="kary")
+    assert memoized(LaplaceMean(2.0, (0, 9)), levels=3, instant=1.0, capped=False) == MemoMean(2.0, (0, 9), 3, 1.0)
     with pytest.raises(LdpDaskError, match="no memoized form"):
         from ldp_dask.channels import WaveletLaplace
 

@@ -400,13 +400,18 @@ def privatize(source: Any, column: str | None = None, channel: Channel | None = 
     longitudinal : bool
         A longitudinal release (docs/how-to/longitudinal.md): with a privacy
         unit, each person's report is memoized — a keyed function of the
-        person and the state of their value (the histogram's cell, the
-        category, the mean's α-rounded grid point; :func:`ldp_dask.channels.memoized`)
-        — so a person whose state did not change repeats last night's report
-        and spends nothing new. The ledger charges each person by the number
-        of distinct reports they released (docs/privacy.md, "Longitudinal
-        releases"). A memoized channel (``MemoHistogram``, ``MemoFrequencies``,
-        ``MemoMean``) implies it and sets its options (``levels``, ``instant``).
+        person and the state of their value — so a person whose state did not
+        change repeats last night's report. By default the series is *capped*
+        (:func:`ldp_dask.channels.memoized`): the cell or category is first
+        hashed by the person's keyed hash into g values (``CappedHistogram``,
+        ``CappedFrequencies``; a mean's α-point rounding, ``CappedMean``), so a
+        person makes at most g reports ever and **the channel's ε is the
+        series' whole cost per person**, charged once at its first night
+        (with an instantaneous layer, ε_bits a night until the nights reach
+        it). A memoized channel given directly implies it and sets its
+        options; ``MemoHistogram``, ``MemoFrequencies`` and ``MemoMean`` are the
+        uncapped forms, ε per distinct report, the ledger charging each person
+        by their distinct reports (docs/privacy.md, "Longitudinal releases").
     **run :
         Any :class:`~ldp_dask.options.RunOptions` field by name, overriding
         ``options`` (``client="local"``, ``seed=1``, ``ledger=True``, ...).

@@ -93,8 +93,8 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     longitudinal : bool
         With a privacy unit (``privacy_unit=``): a longitudinal release of every statistic
         (docs/how-to/longitudinal.md). Every person reports every statistic (split ε), each statistic's report
-        memoized on the state of the person's value, so a person whose states hold repeats last night's reports
-        and spends nothing new; the ledger charges each statistic's series by its persons' distinct reports.
+        memoized on the state of the person's value, capped (:func:`ldp_dask.channels.memoized`): statistic i's
+        ε_i is its series' whole cost per person, so ``epsilon`` is the plan's, charged at its first night.
         Histograms, frequencies and means, without groups; each statistic reads its column on its own pass
         (its persons bounded apart), under one ledger entry and one report.
     options : RunOptions, optional

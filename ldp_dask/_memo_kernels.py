@@ -22,7 +22,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 __all__ = ["USE_BITS", "USE_DIGEST", "USE_PERSON", "USE_ALPHA", "USE_HASH", "memo_unary", "memo_kary", "memo_bit",
-           "alpha_points", "hashed_memo", "hashed_support"]
+           "alpha_points", "hashed_night", "hashed_support"]
 
 USE_BITS, USE_DIGEST, USE_PERSON, USE_ALPHA, USE_HASH = 1, 2, 3, 4, 5
 
@@ -153,24 +153,70 @@ def _word(w0: np.uint64, w1: np.uint64, w2: np.uint64, w3: np.uint64, t: int) ->
     return (w & _LOW) if t % 2 == 0 else (w >> _S32)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _cells_per_block(g: np.uint64) -> int:
+    """Cells one hash block serves: 256 for g = 2 (a bit each), else 8 (a 32-bit word each)."""
+    return 256 if g == np.uint64(2) else 8
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash_in(w0: np.uint64, w1: np.uint64, w2: np.uint64, w3: np.uint64, t: int, g: np.uint64) -> np.uint64:
+    """The hash of the block's cell t: bit t of the block's 256 (g = 2), else ⌊w·g/2^32⌋ of its word t."""
+    if g == np.uint64(2):
+        w = w0 if t < 64 else (w1 if t < 128 else (w2 if t < 192 else w3))
+        return (w >> np.uint64(t & 63)) & np.uint64(1)
+    w = w0 if t < 2 else (w1 if t < 4 else (w2 if t < 6 else w3))
+    return (((w & _LOW) if t % 2 == 0 else (w >> _S32)) * g) >> _S32
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tally(hist: np.ndarray, b0: np.uint64, b1: np.uint64, b2: np.uint64, b3: np.uint64, block: int, d: int,
+           flip: np.uint64) -> None:
+    """g = 2: count the bytes of a block's support bits (its hash bits, complemented when the report is 0) in
+    ``hist[byte position, byte value]``: a byte's cells at once, without a branch per cell."""
+    nbytes = min(32, (d - block * 256 + 7) // 8)
+    for j in range(nbytes):
+        w = b0 if j < 8 else (b1 if j < 16 else (b2 if j < 24 else b3))
+        v = ((w >> np.uint64(8 * (j % 8))) ^ flip) & np.uint64(0xFF)
+        hist[block * 32 + j, v] += 1
+
+
 @njit(cache=True, nogil=True)
-def hashed_memo(person: np.ndarray, cell: np.ndarray, k0: np.uint64, k1: np.uint64, g: np.uint64,
-                t_keep: np.uint64, out: np.ndarray) -> None:
-    """Memoized reports of hashed cells: person i's cell c = ``cell[i]`` is hashed to h = ⌊u·g/2^32⌋, u the 32-bit
-    word c mod 8 of its (person, ⌊c/8⌋, 0, :data:`USE_HASH`) block; the report of h is drawn from the (person, h)
-    blocks exactly as :func:`memo_kary` draws a category among g: h kept when the first word is below ``t_keep``,
-    else one of the g − 1 others exactly uniformly. ``out[i]`` gets the report (0..g−1)."""
+def _fold(hist: np.ndarray, counts: np.ndarray) -> None:
+    """``counts[c]`` += the persons whose byte holding cell c had c's bit set (:func:`_tally`)."""
+    d = counts.shape[0]
+    for c in range(d):
+        bit = c % 8
+        for v in range(256):
+            if (v >> bit) & 1:
+                counts[c] += hist[c // 8, v]
+
+
+@njit(cache=True, nogil=True)
+def hashed_night(person: np.ndarray, cell: np.ndarray, k0: np.uint64, k1: np.uint64, g: np.uint64,
+                 t_keep: np.uint64, out: np.ndarray, counts: np.ndarray) -> None:
+    """Memoized reports of hashed cells, and the supports they give. Person i's hash of cell c is
+    :func:`_hash_in` of its (person, ⌊c/m⌋, 0, :data:`USE_HASH`) block, m = :func:`_cells_per_block`; the report
+    of its own cell's hash h is drawn from the (person, h) blocks exactly as :func:`memo_kary` draws a category
+    among g: h kept when the first 32-bit word is below ``t_keep``, else one of the g − 1 others exactly uniformly.
+    ``out[i]`` gets the report; ``counts[c]`` += the persons whose hash of c equals their report (d =
+    ``len(counts)``). For g = 2 and d ≤ 256: two Philox blocks a person, and a byte of cells counted at once."""
     others = g - np.uint64(1)
     limit = (np.uint64(1) << _S32) // others * others
+    d = counts.shape[0]
+    per = _cells_per_block(g)
+    two = g == np.uint64(2)
+    hist = np.zeros(((d + 7) // 8 if two else 0, 256), np.int64)
     for i in range(person.shape[0]):
-        p, c = person[i], np.uint64(cell[i])
-        w0, w1, w2, w3 = _philox(p, c >> np.uint64(3), np.uint64(0), np.uint64(USE_HASH), k0, k1)
-        h = (_word(w0, w1, w2, w3, int(c & np.uint64(7))) * g) >> _S32
+        p, c = person[i], np.int64(cell[i])
+        own = c // per
+        h0, h1, h2, h3 = _philox(p, np.uint64(own), np.uint64(0), np.uint64(USE_HASH), k0, k1)
+        h = _hash_in(h0, h1, h2, h3, int(c % per), g)
         w0, w1, w2, w3 = _philox(p, h, np.uint64(0), np.uint64(USE_BITS), k0, k1)
+        report = np.int64(-1)
         if (w0 & _LOW) < t_keep:
-            out[i] = np.int64(h)
-            continue
-        lane, t, report = 0, 1, np.int64(-1)
+            report = np.int64(h)
+        lane, t = 0, 1
         while report < 0:
             if t == 8:
                 lane += 1
@@ -182,21 +228,40 @@ def hashed_memo(person: np.ndarray, cell: np.ndarray, k0: np.uint64, k1: np.uint
                 j = np.int64(u % others)
                 report = j + (j >= np.int64(h))
         out[i] = report
+        y = np.uint64(report)
+        for block in range((d + per - 1) // per):
+            if block == own:
+                b0, b1, b2, b3 = h0, h1, h2, h3
+            else:
+                b0, b1, b2, b3 = _philox(p, np.uint64(block), np.uint64(0), np.uint64(USE_HASH), k0, k1)
+            if two:
+                _tally(hist, b0, b1, b2, b3, block, d, np.uint64(0) if y == np.uint64(1) else ~np.uint64(0))
+                continue
+            for t2 in range(min(per, d - block * per)):
+                if _hash_in(b0, b1, b2, b3, t2, g) == y:
+                    counts[block * per + t2] += 1
+    if two:
+        _fold(hist, counts)
 
 
 @njit(cache=True, nogil=True)
 def hashed_support(person: np.ndarray, report: np.ndarray, k0: np.uint64, k1: np.uint64, g: np.uint64,
                    counts: np.ndarray) -> None:
-    """``counts[c]`` += the persons whose hash of cell c (as :func:`hashed_memo` hashes it) equals their
+    """``counts[c]`` += the persons whose hash of cell c (as :func:`hashed_night` hashes it) equals their
     ``report``: the support of every cell, summed as the hashes are drawn (d = ``len(counts)``)."""
     d = counts.shape[0]
+    per = _cells_per_block(g)
+    two = g == np.uint64(2)
+    hist = np.zeros(((d + 7) // 8 if two else 0, 256), np.int64)
     for i in range(person.shape[0]):
         p, y = person[i], np.uint64(report[i])
-        for lane in range((d + 7) // 8):
-            w0, w1, w2, w3 = _philox(p, np.uint64(lane), np.uint64(0), np.uint64(USE_HASH), k0, k1)
-            for t in range(8):
-                j = lane * 8 + t
-                if j >= d:
-                    break
-                if (_word(w0, w1, w2, w3, t) * g) >> _S32 == y:
-                    counts[j] += 1
+        for block in range((d + per - 1) // per):
+            b0, b1, b2, b3 = _philox(p, np.uint64(block), np.uint64(0), np.uint64(USE_HASH), k0, k1)
+            if two:
+                _tally(hist, b0, b1, b2, b3, block, d, np.uint64(0) if y == np.uint64(1) else ~np.uint64(0))
+                continue
+            for t in range(min(per, d - block * per)):
+                if _hash_in(b0, b1, b2, b3, t, g) == y:
+                    counts[block * per + t] += 1
+    if two:
+        _fold(hist, counts)

@@ -4,10 +4,11 @@ LOLOHA (Arcolezi, Pinzón, Palamidessi and Gambs, EDBT 2023) hashes each person'
 the person's own into g values before memoizing, so that a person can ever make at most g distinct memoized
 reports, whatever the number of changes. Here:
 
-* the *hash* of cell c for person u is H_u(c) = ⌊w·g/2^32⌋, w a 32-bit word of the keyed Philox block at counter
-  (u, ⌊c/8⌋, 0, :data:`~ldp_dask._memo_kernels.USE_HASH`) under the series' memo key: a keyed function of the
-  person and the cell, fixed for the series, unknown without the key; H_u(c) and H_u(c′) are independent for
-  c ≠ c′ and each is uniform on 0..g−1 up to 1/2^32 (exactly for g a power of 2);
+* the *hash* of cell c for person u comes from the keyed Philox blocks at counters (u, lane, 0,
+  :data:`~ldp_dask._memo_kernels.USE_HASH`) under the series' memo key: for g = 2 it is bit c mod 256 of block
+  ⌊c/256⌋ (one block serves 256 cells), else ⌊w·g/2^32⌋ with w the 32-bit word c mod 8 of block ⌊c/8⌋. A keyed
+  function of the person and the cell, fixed for the series, unknown without the key; H_u(c) and H_u(c′) are
+  independent for c ≠ c′ and each is uniform on 0..g−1 (exactly for g = 2, up to 1/2^32 otherwise);
 * the *memoized report* of h = H_u(c) is generalized randomized response over g values, drawn once per
   (person, h) from the keyed blocks at (u, h, lane, USE_BITS): h kept with probability p₁ = T/2^32, T the largest
   threshold with ln(T(g − 1)/(2^32 − T)) ≤ ε/g, else one of the g − 1 others exactly uniformly. A person has at
@@ -155,15 +156,17 @@ class _Hashed:
         """The cells' supports by the memoized reports (before the instantaneous layer) under the memo ``key``; no
         (person, report) digests: a capped series is charged its cap, not per person. What the layer needs is
         kept in the exact statistics, which never leave the worker (:meth:`add_noise`)."""
-        from .._memo_kernels import hashed_memo
+        from .._memo_kernels import hashed_night
 
         cell = np.ascontiguousarray(self._states(x), dtype=np.int64)
         person = np.ascontiguousarray(person, dtype=np.uint64)
         k0, k1 = _keys(key)
         memo = np.empty(len(person), np.int64)
-        hashed_memo(person, cell, k0, k1, np.uint64(self.g), np.uint64(self.t_keep), memo)
-        words = np.array([k0, k1], np.uint64)
-        return ({"sum": self._supports(person, memo, words), "memo": memo, "person": person, "key": words},
+        counts = np.zeros(self.dim, np.int64)
+        for a in range(0, len(person), _BATCH):
+            hashed_night(person[a:a + _BATCH], cell[a:a + _BATCH], k0, k1, np.uint64(self.g), np.uint64(self.t_keep),
+                         memo[a:a + _BATCH], counts)
+        return ({"sum": counts, "memo": memo, "person": person, "key": np.array([k0, k1], np.uint64)},
                 np.empty((0, 2), np.uint64))
 
     def _supports(self, person: np.ndarray, report: np.ndarray, words: np.ndarray) -> np.ndarray:
@@ -216,15 +219,21 @@ class _Hashed:
         return (hashes == report[:, None]).astype(np.uint8)
 
     def _hashes(self, person: np.ndarray, key: int) -> np.ndarray:
-        """H_u(c) for every person and cell (m × d)."""
+        """H_u(c) for every person and cell (m × d): for g = 2 bit c mod 256 of the person's block ⌊c/256⌋ (bit j
+        of word j // 64, least significant first), else ⌊w·g/2^32⌋ of the 32-bit word c mod 8 of block ⌊c/8⌋."""
         person = np.asarray(person, np.uint64)
         out = np.empty((len(person), self.dim), np.int64)
-        for lane in range((self.dim + 7) // 8):
+        per = 256 if self.g == 2 else 8
+        for lane in range((self.dim + per - 1) // per):
             w = _blocks(key, person, np.full(len(person), lane, np.uint64), 0, USE_HASH)
+            cols = min(per, self.dim - lane * per)
+            if self.g == 2:
+                bits = (w[:, :, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)  # (m, 4 words, 64 bits)
+                out[:, lane * per:lane * per + cols] = bits.reshape(len(person), 256)[:, :cols].astype(np.int64)
+                continue
             u = np.empty((len(person), 8), np.uint64)
             u[:, 0::2], u[:, 1::2] = w & np.uint64(0xFFFFFFFF), w >> np.uint64(32)
-            cols = min(8, self.dim - lane * 8)
-            out[:, lane * 8:lane * 8 + cols] = ((u[:, :cols] * np.uint64(self.g)) >> np.uint64(32)).astype(np.int64)
+            out[:, lane * per:lane * per + cols] = ((u[:, :cols] * np.uint64(self.g)) >> np.uint64(32)).astype(np.int64)
         return out
 
 

@@ -112,8 +112,8 @@ def _nights(seed: int):
 def test_each_nights_intervals_cover_and_cost_little_accuracy():
     """Capped at ε_memo = 1 (g = 2, the series' cap 2) against the uncapped memoized unary encoding at ε_memo = 1:
     each night's 95% intervals cover within ±1.5%, and the per-night RMSE of the 20 shares is at most 1.2 times the
-    uncapped one (closed form at a rare cell: 1.13; measured over 100 keys 1.12, nights 1.07–1.18; the pooled ratio
-    over 400 keys varies by about 1%, so 1.2 is some 7 sd away). Measured coverage per night: 0.945–0.953."""
+    uncapped one (closed form at a rare cell: 1.13; measured here 1.09 pooled, nights 1.07–1.11; the pooled ratio
+    over 400 keys varies by about 1%, so 1.2 is some 7 sd away). Measured coverage per night: 0.948–0.956."""
     capped = CappedHistogram(2.0, CELLS, (0.0, float(CELLS)), g=2, instant=4.0)
     uncapped = MemoHistogram(1.0, CELLS, (0.0, float(CELLS)), instant=4.0)
     assert capped.epsilon_memo() == pytest.approx(1.0, abs=1e-6) and uncapped.epsilon_spent() <= 1.0

@@ -259,3 +259,27 @@ def test_one_nights_predicted_error_is_the_estimators_at_the_typical_share():
     mean = MemoMean(1.0, (0, 10))
     # 1BitMean at ε: Var ≤ (10·(e^ε + 1)/(e^ε − 1))²/4 per report
     assert predict(mean, 10_000).se == pytest.approx(10 * (math.e + 1) / (math.e - 1) / 2 / 100, rel=1e-6)
+
+
+@pytest.mark.parametrize("g", [2, 3])
+@pytest.mark.parametrize("cells", [7, 20, 300])
+def test_the_capped_kernels_sum_what_the_numpy_reference_draws(g, cells):
+    """The fused kernel's supports are the numpy Philox reference's per-person supports, summed (g = 2 counts a
+    byte of cells at once, other g cell by cell; 300 cells need two hash blocks for g = 2, 38 for g = 3); the
+    layer's supports of unchanged reports equal the memoized ones; each person supports their own cell's hash."""
+    from ldp_dask.channels import CappedHistogram
+
+    ch = CappedHistogram(1.0, cells, (0.0, 1.0), g=g)
+    rng = np.random.default_rng(g * 1000 + cells)
+    x, person = rng.uniform(0, 1, 5_000), rng.integers(0, 2**63, 5_000).astype(np.uint64)
+    stats, pairs = ch.memo_stats(x, person, 0xFEED)
+    reports = ch.reports(x, person, 0xFEED)
+    assert pairs.shape == (0, 2) and (reports.sum(axis=0) == stats["sum"]).all()
+    assert (ch._supports(person, stats["memo"], stats["key"]) == stats["sum"]).all()
+    hashes = ch._hashes(person, 0xFEED)
+    own = hashes[np.arange(len(x)), ch._states(x)]
+    assert ((own == stats["memo"]) == reports[np.arange(len(x)), ch._states(x)].astype(bool)).all()
+    # a person's hash of a cell is uniform on the g values (and the report keeps it with p₁ ≈ e^{ε/g}/(e^{ε/g}+g−1))
+    assert abs(np.mean(hashes == 0) - 1 / g) < 4 * np.sqrt(1 / g / hashes.size) + 1e-3
+    p1 = np.exp(0.5 if g == 2 else 1 / 3) / (np.exp(0.5 if g == 2 else 1 / 3) + g - 1)
+    assert abs(np.mean(own == stats["memo"]) - p1) < 4 * np.sqrt(p1 * (1 - p1) / len(x))

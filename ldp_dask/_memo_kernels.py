@@ -22,7 +22,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 __all__ = ["USE_BITS", "USE_DIGEST", "USE_PERSON", "USE_ALPHA", "USE_HASH", "memo_unary", "memo_kary", "memo_bit",
-           "alpha_points", "hashed_night", "hashed_support"]
+           "alpha_points", "hashed_night", "hashed_support", "memo_bit_sum"]
 
 USE_BITS, USE_DIGEST, USE_PERSON, USE_ALPHA, USE_HASH = 1, 2, 3, 4, 5
 
@@ -112,6 +112,16 @@ def memo_bit(person: np.ndarray, level: np.ndarray, k0: np.uint64, k1: np.uint64
         p, z = person[i], np.uint64(level[i])
         pairs[i, 0], pairs[i, 1] = _digests(p, z, k0, k1)
         w0, _, _, _ = _philox(p, z, np.uint64(0), np.uint64(USE_BITS), k0, k1)
+        if (w0 & _LOW) < thresholds[level[i]]:
+            ones[0] += 1
+
+
+@njit(cache=True, nogil=True)
+def memo_bit_sum(person: np.ndarray, level: np.ndarray, k0: np.uint64, k1: np.uint64, thresholds: np.ndarray,
+                 ones: np.ndarray) -> None:
+    """:func:`memo_bit`'s reports, summed, without the digests (a capped series keeps nothing per person)."""
+    for i in range(person.shape[0]):
+        w0, _, _, _ = _philox(person[i], np.uint64(level[i]), np.uint64(0), np.uint64(USE_BITS), k0, k1)
         if (w0 & _LOW) < thresholds[level[i]]:
             ones[0] += 1
 

@@ -118,15 +118,16 @@ def longitudinal_metadata(channel: Channel, series: str) -> dict[str, Any]:
             "instant": ch.instant, **capped}
 
 
-def capped_series(dataset: Dataset, channel: Channel, secret: Secret,
-                  options: RunOptions) -> tuple[tuple[str, float, float | None], ...]:
+def capped_series(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions,
+                  root: str | None = None) -> tuple[tuple[str, float, float | None], ...]:
     """A capped channel's series as the ledger charges it, ``((series, cap, ε_bits),)``
     (:func:`ldp_dask.ledger.memos.capped_increase`); empty for an uncapped one."""
     ch: Any = channel
     if not hasattr(ch, "cap"):
         return ()
     bits = ch.epsilon_bits()
-    series = series_id(secret, series_context(dataset, channel, series_root(dataset, options)))
+    root = root if root is not None else series_root(dataset, options)
+    series = series_id(secret, series_context(dataset, channel, root))
     return ((series, float(ch.cap()), None if math.isinf(bits) else float(bits)),)
 
 

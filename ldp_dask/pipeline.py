@@ -114,10 +114,12 @@ class _ReleaseBucket:
         return release_values(values, self.job, key, index, where)
 
 
-def run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions) -> tuple[Summary, Any]:
+def run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: RunOptions,
+                 root: str | None = None) -> tuple[Summary, Any]:
     """A longitudinal night (:mod:`ldp_dask.longitudinal`): each person's memoized report summed per bucket under
-    the series' memo key, the instantaneous layer drawn per bucket; the :class:`Summary` and the digest pairs."""
-    series = series_context(dataset, channel, series_root(dataset, options))
+    the series' memo key, the instantaneous layer drawn per bucket; the :class:`Summary` and the digest pairs.
+    ``root`` is the series' root when the caller has it (:func:`~ldp_dask.longitudinal.series_root`)."""
+    series = series_context(dataset, channel, root if root is not None else series_root(dataset, options))
     context = {"v": 1, "fingerprint": dataset.fingerprint, "column": dataset.column, "channel": channel.name,
                "params": channel.params(), "mode": "summary", "unit": dataset.unit, "k": 1, "longitudinal": 1}
     if options.night is None:  # pragma: no cover - the callers resolve it (with_night)
@@ -170,14 +172,15 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
     if isinstance(channel, Memoized):
         check_longitudinal(dataset, channel, mode, opts, secret)
         opts = with_night(opts)
+        root = series_root(dataset, opts)  # read from the ledger once
         pairs: dict[int, Any] = {}
 
         def compute_memoized(secret: Secret, _: Outputs) -> Summary:
-            summary, found = run_memoized(dataset, channel, secret, opts)
+            summary, found = run_memoized(dataset, channel, secret, opts, root)
             pairs[id(summary)] = found
             return summary
 
-        capped = capped_series(dataset, channel, secret, opts)  # a capped series: charged by its nights alone
+        capped = capped_series(dataset, channel, secret, opts, root)  # a capped series: charged by its nights alone
         charge = dataclasses.replace(charge, context={**charge.context, "longitudinal": 1, "night": opts.night},
                                      capped=capped, epsilon=0.0 if capped else charge.epsilon)
         return release(dataset, charge, compute_memoized, opts, targets={"summary": out},

@@ -61,9 +61,12 @@ class Receipt:
         many were released anew (charged) rather than reproducing a recorded
         partition; None for a release charged as one.
     spend : mapping or None
-        A longitudinal release: the distribution of ε over the persons of its
-        series after it (``persons``, ``p50``, ``p90``, ``p99``, ``max``,
-        ``mean``); ``epsilon`` is then the increase of its ``max``.
+        A longitudinal release: for a capped series its ``nights``, ``cap``
+        and ``max`` (what every person has spent in it: min(cap,
+        nights·ε_bits)), with ``capped`` true; for an uncapped one the
+        distribution of ε over the persons of its series after it
+        (``persons``, ``p50``, ``p90``, ``p99``, ``max``, ``mean``).
+        ``epsilon`` is then the increase of its ``max``.
     central : mapping or None
         The central guarantee of the dataset's releases after this one,
         composed (:func:`ldp_dask.ledger.central.central_spend`): ``epsilon``

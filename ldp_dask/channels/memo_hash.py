@@ -154,8 +154,8 @@ class _Hashed:
     # --- a night -----------------------------------------------------------------------------------------------
     def memo_stats(self, x: np.ndarray, person: np.ndarray, key: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """The cells' supports by the memoized reports (before the instantaneous layer) under the memo ``key``; no
-        (person, report) digests: a capped series is charged its cap, not per person. What the layer needs is
-        kept in the exact statistics, which never leave the worker (:meth:`add_noise`)."""
+        (person, report) digests: a capped series is charged its cap, not per person. With the layer, what it
+        needs is kept in the exact statistics, which never leave the worker (:meth:`add_noise`)."""
         from .._memo_kernels import hashed_night
 
         cell = np.ascontiguousarray(self._states(x), dtype=np.int64)
@@ -166,6 +166,9 @@ class _Hashed:
         for a in range(0, len(person), _BATCH):
             hashed_night(person[a:a + _BATCH], cell[a:a + _BATCH], k0, k1, np.uint64(self.g), np.uint64(self.t_keep),
                          memo[a:a + _BATCH], counts)
+        if self.instant is None:  # the night's supports are these sums: they are the whole content
+            return {"sum": counts}, np.empty((0, 2), np.uint64)
+        # the layer redraws each person's report: the content is every (person, report), kept for add_noise
         return ({"sum": counts, "memo": memo, "person": person, "key": np.array([k0, k1], np.uint64)},
                 np.empty((0, 2), np.uint64))
 
@@ -373,8 +376,18 @@ class CappedMean(MemoMean):
         return self.levels + 1
 
     def memo_stats(self, x: np.ndarray, person: np.ndarray, key: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        stats, _ = super().memo_stats(x, person, key)
-        return stats, np.empty((0, 2), np.uint64)  # charged its cap: no per-person digests
+        """:class:`~ldp_dask.channels.MemoMean`'s sum of 1-bits, without the per-person digests (charged its cap).
+        The night's layer acts on the sum alone, so the sum is the whole content a night is keyed by."""
+        from .._memo_kernels import alpha_points, memo_bit_sum
+
+        k0, k1 = _keys(key)
+        person = np.ascontiguousarray(person, dtype=np.uint64)
+        alpha = np.empty(len(person))
+        alpha_points(person, k0, k1, alpha)
+        level = self.levels_of(x, alpha)
+        ones = np.zeros(1, np.int64)
+        memo_bit_sum(person, level, k0, k1, self.thresholds, ones)
+        return {"sum": ones}, np.empty((0, 2), np.uint64)
 
 
 def memoized(channel: Channel, instant: float | None = None, levels: int = 1, capped: bool = True,

@@ -196,7 +196,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     """A longitudinal plan: ε split among the statistics (every person reports each), each statistic a memoized
     series of its own (:mod:`ldp_dask.longitudinal`), one release, one report."""
     from ..channels import memoized
-    from ..longitudinal import capped_series, check_longitudinal, memo_update, with_night
+    from ..longitudinal import capped_series, check_longitudinal, memo_update, series_root, with_night
     from ..pipeline import run_memoized, with_key
     from ..predict import predict
 
@@ -224,7 +224,8 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
     spent = [ch.epsilon_spent() for ch in channels]
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e}
               for s, ch, e in zip(plan_.statistics, channels, spent)}
-    capped = tuple(c for d, ch in zip(datasets, channels) for c in capped_series(d, ch, secret, opts))
+    roots = [series_root(d, opts) for d in datasets]  # read from the ledger once a statistic
+    capped = tuple(c for d, ch, r in zip(datasets, channels, roots) for c in capped_series(d, ch, secret, opts, r))
     uncapped = sum(e for ch, e in zip(channels, spent) if not hasattr(ch, "cap"))  # a capped series: by its nights
     charge = Charge("local", "plan", params, uncapped,
                     context={"mode": "summary", "design": "split-epsilon", "longitudinal": 1, "night": opts.night},
@@ -234,8 +235,8 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
 
     def compute(sec: Secret, _: Outputs) -> PlanRelease:
         released, found = [], []
-        for s, d, ch, e in zip(plan_.statistics, datasets, channels, spent):
-            summary, pairs = run_memoized(d, ch, sec, opts)
+        for s, d, ch, e, r in zip(plan_.statistics, datasets, channels, spent, roots):
+            summary, pairs = run_memoized(d, ch, sec, opts, r)
             found.append(memo_update(summary, pairs))
             statistic_metadata(s, summary.metadata, ch, e, "split-epsilon", None, len(channels), sum(spent))
             summary.metadata.update(privacy_unit=d.unit, epsilon_per_unit=e)

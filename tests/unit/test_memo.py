@@ -274,7 +274,10 @@ def test_the_capped_kernels_sum_what_the_numpy_reference_draws(g, cells):
     x, person = rng.uniform(0, 1, 5_000), rng.integers(0, 2**63, 5_000).astype(np.uint64)
     stats, pairs = ch.memo_stats(x, person, 0xFEED)
     reports = ch.reports(x, person, 0xFEED)
-    assert pairs.shape == (0, 2) and (reports.sum(axis=0) == stats["sum"]).all()
+    assert pairs.shape == (0, 2) and (reports.sum(axis=0) == stats["sum"]).all() and set(stats) == {"sum"}
+    layered = CappedHistogram(1.0, cells, (0.0, 1.0), g=g, instant=2.0)  # the same memoized reports, kept
+    stats = layered.memo_stats(x, person, 0xFEED)[0]
+    assert (stats["sum"] == reports.sum(axis=0)).all()
     assert (ch._supports(person, stats["memo"], stats["key"]) == stats["sum"]).all()
     hashes = ch._hashes(person, 0xFEED)
     own = hashes[np.arange(len(x)), ch._states(x)]

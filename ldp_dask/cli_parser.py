@@ -94,8 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the estimate: a tidy Parquet table for a .parquet name (bins or categories, estimate, "
                         "standard error, interval bounds: pandas and DuckDB read it as it is), else JSON")
     e.add_argument("--raw", action="store_true",
-                   help="density: the raw estimate (no projection onto densities)")
-    e.add_argument("--simplex", action="store_true", help="rr: project the frequencies onto the simplex")
+                   help="density or frequencies: the raw unbiased estimate (no projection onto densities or the "
+                        "simplex; it may fall below 0 or above 1)")
+    e.add_argument("--simplex", action="store_true",
+                   help="frequencies: project onto the simplex (the default; the unbiased estimate is kept as "
+                        "'unbiased')")
     e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
                    help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
     e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")

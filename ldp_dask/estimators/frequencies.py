@@ -11,9 +11,14 @@ P(support j | true ≠ j), the support rate is π_j = p_out + (p_in − p_out) �
 is unbiased (for unary, p_in − p_out = 2q − 1 = (e^{α/2} − 1)/(e^{α/2} + 1), the
 formula of Duchi, Jordan and Wainwright with its typo fixed), with Var θ̂_j = π_j(1 − π_j)/(n (p_in − p_out)²);
 the standard error plugs in π̂_j = T_j/n and the interval is normal at
-``level``. ``projection="simplex"`` replaces θ̂ by its Euclidean projection
-onto the probability simplex: a proper distribution, never farther from the
-truth in L2 (the truth lies in the simplex), free post-processing.
+``level``. By default (``projection="simplex"``) the shares shown are θ̂'s
+Euclidean projection onto the probability simplex: a proper distribution,
+never farther from the truth in L2 (the truth lies in the simplex), free
+post-processing; each interval, θ̂_j ± z·SE, is intersected with [0, 1] and
+widened to hold its share (a share lies in [0, 1], so neither loses coverage),
+and θ̂ itself stays available as ``raw`` (``unbiased`` in the tables and
+JSON) for those who aggregate releases. ``projection="none"`` shows θ̂ and
+its plain intervals: unbiased, and possibly below 0 or above 1.
 """
 
 from __future__ import annotations
@@ -61,6 +66,18 @@ class FrequencyEstimate(Described):
     level: float
     info: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """When the unbiased estimate of a share fell outside [0, 1]: the share shown is the projection's, and such
+        a share is mostly noise (the figure: its standard error)."""
+        out = [i for i, r in enumerate(self.raw) if (r < 0 or r > 1) and self.method.endswith("+simplex")]
+        if not out:
+            return ()
+        worst = max(out, key=lambda i: abs(self.raw[i] - np.clip(self.raw[i], 0, 1)))
+        return (f"{len(out)} unbiased share(s) fell outside [0, 1] (e.g. {self.labels[worst]!s}: "
+                f"{self.raw[worst]:.4g}, standard error {self.se[worst]:.2g}); the shares shown are projected onto "
+                "the simplex, and those near 0 or 1 are mostly noise",)
+
     def to_table(self) -> Any:
         """One row per category: ``category`` (the labels as text), ``frequency``, ``se``, ``ci_low``,
         ``ci_high``, the ``unbiased`` estimate, with ``method``, ``n``, ``epsilon``, ``confidence`` as columns."""
@@ -90,7 +107,9 @@ class FrequencyEstimate(Described):
             facts=(("encoding", self.method), ("categories", f"{len(self.labels):,}"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("intervals", f"{self.level:.0%} per category, around the unbiased estimate, privacy noise "
-                                 "included"), *summary_facts(self.info)),
+                                 "included" + (", within [0, 1] and holding the share shown"
+                                               if self.method.endswith("+simplex") else "")),
+                   *summary_facts(self.info), *(("warning", w) for w in self.warnings)),
             table=Table(("category", "frequency", "se", f"{self.level:.0%} interval"), rows))
 
     def plot(self, path: str | os.PathLike[str] | None = None, ax: Any = None, truth: Any = None,
@@ -115,8 +134,9 @@ class FrequencyEstimate(Described):
         return finish_plot(ax, path, own, overwrite)
 
 
-def frequencies(summary: Summary | str, projection: str = "none", level: float = 0.95) -> FrequencyEstimate:
-    """Unbiased category frequencies (optionally projected onto the simplex) with intervals."""
+def frequencies(summary: Summary | str, projection: str = "simplex", level: float = 0.95) -> FrequencyEstimate:
+    """Category frequencies with intervals: projected onto the simplex by default (the unbiased estimate kept as
+    ``raw``), or the unbiased estimate itself with ``projection="none"`` (module docstring)."""
     s = read_summary(summary)
     ch: Any = s.channel  # a randomized-response channel (its encoding)
     if not isinstance(s.channel, (CategoricalChannel, MemoHistogram)):
@@ -133,10 +153,13 @@ def frequencies(summary: Summary | str, projection: str = "none", level: float =
     raw = (rate - p_out) / slope
     pi = np.clip(rate, 0.0, 1.0)
     se = np.sqrt(pi * (1 - pi) / n) / slope
-    est = project_simplex(raw) if projection == "simplex" else raw
     z = float(norm.ppf(0.5 + level / 2))
+    est, low, high = raw, raw - z * se, raw + z * se
+    if projection == "simplex":  # a share and its interval in [0, 1], the interval holding the share
+        est = project_simplex(raw)
+        low, high = np.minimum(np.clip(low, 0.0, 1.0), est), np.maximum(np.clip(high, 0.0, 1.0), est)
     return FrequencyEstimate(
-        labels=list(ch.labels), frequencies=est, se=se, ci_low=raw - z * se, ci_high=raw + z * se, raw=raw,
+        labels=list(ch.labels), frequencies=est, se=se, ci_low=low, ci_high=high, raw=raw,
         method=ch.encoding + ("+simplex" if projection == "simplex" else ""), n=n, epsilon=ch.epsilon,
         level=level, info={**summary_info(s), "encoding": ch.encoding},
     )

@@ -48,10 +48,11 @@ def mean(summary: Summary | str, level: float = 0.95) -> MeanEstimate:
     var_x = (hi - mu) * (mu - lo)
     var_noise = s.channel.noise_variance
     se = float(np.sqrt((var_x + var_noise) / n))
+    value, ci = _feasible(theta, se, level, (lo, hi))
     return MeanEstimate(
-        value=theta, se=se, ci=_interval(theta, se, level, (lo, hi)), level=level, n=n, epsilon=s.channel.epsilon,
+        value=value, se=se, ci=ci, level=level, n=n, epsilon=s.channel.epsilon,
         domain=(lo, hi), noise_share=var_noise / (var_x + var_noise),
-        info=summary_info(s),
+        info=summary_info(s), raw=theta,
     )
 
 
@@ -76,9 +77,10 @@ def _hybrid_mean(s: Summary, level: float) -> MeanEstimate:
     var_t = min(max(var_t, 0.0), 1 - mu * mu)
     se = ch.half * float(np.sqrt(var_z / n))
     share = 1.0 - var_t / var_z if var_z > 0 else 1.0
+    value, ci = _feasible(theta, se, level, (lo, hi))
     return MeanEstimate(
-        value=theta, se=se, ci=_interval(theta, se, level, (lo, hi)), level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
-        noise_share=min(max(share, 0.0), 1.0), info={**summary_info(s), "mechanism": ch.mechanism},
+        value=value, se=se, ci=ci, level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
+        noise_share=min(max(share, 0.0), 1.0), info={**summary_info(s), "mechanism": ch.mechanism}, raw=theta,
     )
 
 
@@ -95,12 +97,18 @@ def _memo_mean(s: Summary, level: float) -> MeanEstimate:
     theta, se = ch.estimate(float(s.sums["sum"][0]), n)
     mu = min(max(theta, lo), hi)  # the data's share of a report's variance is at most Bhatia–Davis's bound
     share = 1.0 - (hi - mu) * (mu - lo) / (se * se * n) if se > 0 else 1.0
-    return MeanEstimate(value=theta, se=se, ci=_interval(theta, se, level, (lo, hi)), level=level, n=n,
-                        epsilon=ch.epsilon, domain=(lo, hi), noise_share=min(max(share, 0.0), 1.0),
-                        info=summary_info(s))
+    value, ci = _feasible(theta, se, level, (lo, hi))
+    return MeanEstimate(value=value, se=se, ci=ci, level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
+                        noise_share=min(max(share, 0.0), 1.0), info=summary_info(s), raw=theta)
 
 
-def _interval(theta: float, se: float, level: float, domain: tuple[float, float]) -> tuple[float, float]:
-    """The normal interval θ̂ ± z·SE at ``level``, intersected with the domain, where the mean must lie."""
+def _feasible(theta: float, se: float, level: float, domain: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+    """The point estimate in the domain, where the mean must lie — the unbiased θ̂ clamped to it (θ̂ itself is kept
+    as ``raw``) — and the normal interval θ̂ ± z·SE at ``level`` intersected with the domain and holding that point.
+    For a mean in the domain the intersection loses no coverage; an interval wholly outside it (θ̂ + z·SE below the
+    domain, say) covers nothing either way, and becomes the nearest end of the domain."""
+    lo, hi = domain
     z = float(norm.ppf(0.5 + level / 2))
-    return max(domain[0], theta - z * se), min(domain[1], theta + z * se)
+    value = min(max(theta, lo), hi)
+    a, b = min(max(theta - z * se, lo), hi), min(max(theta + z * se, lo), hi)
+    return value, (min(a, value), max(b, value))

@@ -299,14 +299,17 @@ class MeanEstimate(Described):
     Attributes
     ----------
     value : float
-        Unbiased estimate θ̂ = S/n.
+        The estimate, in the domain: the unbiased θ̂ clamped to it (a mean lies in its domain; θ̂ may not, by
+        the noise).
     se : float
         Standard error (conservative: Var X bounded by Bhatia–Davis, see
         :func:`ldp_dask.estimators.mean`).
     ci : (float, float)
-        Normal interval at ``level``, intersected with the domain.
+        Normal interval at ``level`` around θ̂, intersected with the domain; it holds ``value``.
     noise_share : float
         Fraction of the variance due to the privacy noise.
+    raw : float
+        The unbiased estimate θ̂ = S/n itself (for those who average releases: clamping biases near the ends).
     """
 
     value: float
@@ -318,31 +321,43 @@ class MeanEstimate(Described):
     domain: tuple[float, float]
     noise_share: float
     info: dict[str, Any] = field(default_factory=dict)
+    raw: float | None = None
 
     def __post_init__(self) -> None:
         check_probability(self.level, "level")
+        if self.raw is None:
+            object.__setattr__(self, "raw", self.value)
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """When the privacy noise makes more than 90% of the variance (public: it depends on n, ε and the domain):
-        the domain's width enters the noise variance squared, so a domain much wider than the data is costly."""
-        if self.noise_share <= NOISE_SHARE_WARNING:
-            return ()
-        return (f"privacy noise makes {self.noise_share:.1%} of this estimate's variance: a narrower domain than "
-                f"[{fmt(self.domain[0])}, {fmt(self.domain[1])}] (its width enters the noise variance squared), a "
-                f"larger ε or more rows would narrow the interval",)
+        """When the unbiased estimate fell outside the domain (the estimate is then the nearest end: mostly noise,
+        with its standard error as a share of the domain), and when the privacy noise makes more than 90% of the
+        variance (public: it depends on n, ε and the domain): the domain's width enters the noise variance
+        squared, so a domain much wider than the data is costly."""
+        out = []
+        if self.raw is not None and self.raw != self.value:
+            width = self.domain[1] - self.domain[0]
+            out.append(f"the unbiased estimate {fmt(self.raw, 4)} fell outside the domain [{fmt(self.domain[0])}, "
+                       f"{fmt(self.domain[1])}]: the estimate shown is its nearest end, and it is mostly noise (its "
+                       f"standard error is {self.se / width:.0%} of the domain's width)")
+        if self.noise_share > NOISE_SHARE_WARNING:
+            out.append(f"privacy noise makes {self.noise_share:.1%} of this estimate's variance: a narrower domain "
+                       f"than [{fmt(self.domain[0])}, {fmt(self.domain[1])}] (its width enters the noise variance "
+                       "squared), a larger ε or more rows would narrow the interval")
+        return tuple(out)
 
     def to_table(self) -> Any:
-        """One row: ``estimate``, ``se``, ``ci_low``, ``ci_high``, ``confidence``, ``noise_share``, ``n``,
-        ``epsilon`` and the domain's ``domain_low``/``domain_high``."""
-        return tidy_table({"estimate": [self.value], "se": [self.se], "ci_low": [self.ci[0]], "ci_high": [self.ci[1]]},
+        """One row: ``estimate`` (in the domain), ``se``, ``ci_low``, ``ci_high``, ``raw`` (the unbiased estimate),
+        ``confidence``, ``noise_share``, ``n``, ``epsilon`` and the domain's ``domain_low``/``domain_high``."""
+        return tidy_table({"estimate": [self.value], "se": [self.se], "ci_low": [self.ci[0]], "ci_high": [self.ci[1]],
+                           "raw": [self.raw]},
                           {"column": self.info.get("column", "value"), "confidence": self.level,
                            "noise_share": self.noise_share, "n": self.n, "epsilon": self.epsilon,
                            "domain_low": self.domain[0], "domain_high": self.domain[1]})
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({
-            "kind": "mean", "value": self.value, "se": self.se, "ci": list(self.ci), "level": self.level,
+            "kind": "mean", "value": self.value, "raw": self.raw, "se": self.se, "ci": list(self.ci), "level": self.level,
             "n": self.n, "epsilon": self.epsilon, "domain": list(self.domain),
             "noise_share": self.noise_share, **self.info, "warnings": list(self.warnings),
         })

@@ -127,7 +127,7 @@ def test_each_nights_intervals_cover_and_cost_little_accuracy():
                 stats, _ = ch.memo_stats(x, person, (key << 64) | 7)
                 sums = ch.add_noise(stats, N, rng)["sum"]
                 est = frequencies(Summary(ch, N, {"sum": np.asarray(sums, float)}, {"column": "x"}))
-                squared[ch.name][night] += np.sum((est.frequencies - truth) ** 2)
+                squared[ch.name][night] += np.sum((est.raw - truth) ** 2)  # the unbiased estimators' errors
                 if ch is capped:
                     hits[night] += np.sum((est.ci_low <= truth) & (truth <= est.ci_high))
     coverage = hits / (KEYS * CELLS)

@@ -94,7 +94,7 @@ def test_debiased_frequencies_are_unbiased(encoding):
     est = []
     for _ in range(300):
         codes = rng.choice(4, size=2000, p=theta)
-        est.append(frequencies(Summary(ch, 2000, ch.stats(codes, rng), {})).frequencies)
+        est.append(frequencies(Summary(ch, 2000, ch.stats(codes, rng), {})).raw)  # the unbiased estimate
     est = np.array(est)
     assert np.all(np.abs(est.mean(axis=0) - theta) <= Z * est.std(axis=0, ddof=1) / math.sqrt(300))
     # the reported standard error matches the spread (relative error of a sd from 300 draws ≈ 4%)
@@ -102,13 +102,18 @@ def test_debiased_frequencies_are_unbiased(encoding):
     assert np.all(np.abs(f.se / est.std(axis=0, ddof=1) - 1) < 0.2)
 
 
-def test_simplex_projection_gives_a_distribution():
+def test_the_shares_shown_are_a_distribution_and_the_unbiased_ones_are_kept():
     ch = RandomizedResponse(0.5, list(range(30)), encoding="kary")
     rng = np.random.default_rng(3)
     s = Summary(ch, 500, ch.stats(rng.integers(0, 3, size=500), rng), {})
-    raw, proj = frequencies(s), frequencies(s, projection="simplex")
+    raw, proj = frequencies(s, projection="none"), frequencies(s)  # the simplex is the default
     assert raw.frequencies.min() < 0  # small n, many categories: the unbiased estimate goes negative
     assert proj.frequencies.min() >= 0 and abs(proj.frequencies.sum() - 1) < 1e-12
+    assert np.array_equal(proj.raw, raw.frequencies) and proj.to_dict()["unbiased"][0] == pytest.approx(raw.raw[0])
+    # every interval within [0, 1] and holding its share; a warning names what fell outside
+    assert (0 <= proj.ci_low).all() and (proj.ci_low <= proj.frequencies).all()
+    assert (proj.frequencies <= proj.ci_high).all() and (proj.ci_high <= 1).all()
+    assert proj.warnings and "fell outside [0, 1]" in proj.warnings[0] and not raw.warnings
 
 
 @pytest.mark.parametrize("kind", ["string", "dictionary", "integer"])

@@ -486,15 +486,21 @@ class MemoMean(Memoized, NumericChannel):
         u = _blocks(key, person, level, 0, USE_BITS)[:, 0] & np.uint64(0xFFFFFFFF)
         return (u < self.thresholds[level])[:, None].astype(np.uint8)
 
-    def memo_stats(self, x: np.ndarray, person: np.ndarray, key: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        from .._memo_kernels import alpha_points, memo_bit
+    def _rounded(self, x: np.ndarray, person: np.ndarray, key: int) -> tuple[np.ndarray, np.ndarray]:
+        """The persons (contiguous) and each one's rounded level by its keyed α-point (the kernels' draw)."""
+        from .._memo_kernels import alpha_points
 
         k0, k1 = _keys(key)
         person = np.ascontiguousarray(person, dtype=np.uint64)
         alpha = np.empty(len(person))
         alpha_points(person, k0, k1, alpha)
-        level = self.levels_of(x, alpha)
+        return person, self.levels_of(x, alpha)
+
+    def memo_stats(self, x: np.ndarray, person: np.ndarray, key: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        from .._memo_kernels import memo_bit
+
+        person, level = self._rounded(x, person, key)
         ones = np.zeros(1, np.int64)
         pairs = np.empty((len(level), 2), np.uint64)
-        memo_bit(person, level, k0, k1, self.thresholds, ones, pairs)
+        memo_bit(person, level, *_keys(key), self.thresholds, ones, pairs)
         return {"sum": ones}, pairs

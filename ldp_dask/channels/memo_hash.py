@@ -378,15 +378,11 @@ class CappedMean(MemoMean):
     def memo_stats(self, x: np.ndarray, person: np.ndarray, key: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """:class:`~ldp_dask.channels.MemoMean`'s sum of 1-bits, without the per-person digests (charged its cap).
         The night's layer acts on the sum alone, so the sum is the whole content a night is keyed by."""
-        from .._memo_kernels import alpha_points, memo_bit_sum
+        from .._memo_kernels import memo_bit_sum
 
-        k0, k1 = _keys(key)
-        person = np.ascontiguousarray(person, dtype=np.uint64)
-        alpha = np.empty(len(person))
-        alpha_points(person, k0, k1, alpha)
-        level = self.levels_of(x, alpha)
+        person, level = self._rounded(x, person, key)
         ones = np.zeros(1, np.int64)
-        memo_bit_sum(person, level, k0, k1, self.thresholds, ones)
+        memo_bit_sum(person, level, *_keys(key), self.thresholds, ones)
         return {"sum": ones}, np.empty((0, 2), np.uint64)
 
 

@@ -163,8 +163,8 @@ def _cmd_budget(a: argparse.Namespace) -> int:
             print(f"      nightly series: ε {r['night_rate']:g} per {r['privacy_unit']} a night; "
                   f"{r['nights_left']} more night(s) fit")
         for m in r.get("longitudinal", ()):
-            print(f"      longitudinal series {m['series'][:12]} ({m['nights']} nights): "
-                  f"{series_spend(m, r['privacy_unit'])}")
+            nights = "" if m.get("capped") else f" ({m['nights']} nights)"  # a capped series says its nights
+            print(f"      longitudinal series {m['series'][:12]}{nights}: {series_spend(m, r['privacy_unit'])}")
         if r.get("fallback"):
             print(f"      declared append-only, counted conservatively since: {r['fallback']}")
         elif r.get("append_only"):

@@ -90,9 +90,9 @@ def test_small_pieces_are_released_together_with_noise_for_all_their_rows(tmp_pa
 def test_a_release_with_many_noisy_coordinates_reads_more_rows_per_task(tmp_path: Path, monkeypatch) -> None:
     """Noise costs per coordinate and per task: a wide release (adaptive Haar: 2^17 coordinates) groups
     ROWS_PER_NOISE_CELL rows per coordinate into a task, still capped by the planned partition size."""
-    import ldp_dask.source as source
+    import ldp_dask.dataset as dataset  # where a planned dataset cuts its tasks
 
-    monkeypatch.setattr(source, "TASK_ROWS", 200)
+    monkeypatch.setattr(dataset, "TASK_ROWS", 200)
     data = _tiny_files(tmp_path / "t", 40, 50)
     ds = plan(str(data), "x", "numeric", RunOptions())
     assert [b - a for a, b in ds.tasks] == [4] * 10
@@ -101,7 +101,7 @@ def test_a_release_with_many_noisy_coordinates_reads_more_rows_per_task(tmp_path
     assert [b - a for a, b in wide.tasks] == [16, 16, 8] and wide.layout != ds.layout
     capped = plan(str(data), "x", "numeric", RunOptions(partition_rows=300)).for_noise_cells(50)
     assert [b - a for a, b in capped.tasks] == [6] * 6 + [4]
-    assert source.task_rows_for(1 << 17) == 1 << 21
+    assert dataset.task_rows_for(1 << 17) == 1 << 21
 
 
 class _RunSpecSizes:

@@ -52,7 +52,8 @@ from .policy import warn
 from .source import Dataset, Piece
 from .summary import Partition, Summary, sum_partitions
 
-__all__ = ["FilePlan", "PartitionPlan", "plan_partitions", "in_window", "window_of", "merge", "merge_summaries",
+__all__ = ["FilePlan", "PartitionPlan", "plan_partitions", "tonight_dataset", "night_partition", "kept_nights",
+           "in_window", "window_of", "merge", "merge_summaries",
            "parse_window", "windowed", "params_following_n", "follows_n"]
 
 
@@ -201,6 +202,47 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
         return PartitionPlan(context, context_id, tuple(files), reused, tonight, tuple(changed), night)
     parts = tuple(Part(f.root, f.key, float(epsilon)) for f in files if f.name not in reused)
     return PartitionPlan(context, context_id, tuple(files), reused, parts, tuple(changed))
+
+
+def tonight_dataset(dataset: Dataset, plan_: PartitionPlan) -> Dataset:
+    """With a privacy unit, the files read tonight as one dataset whose persons are bounded together: its pieces
+    renumbered, its fingerprint (the noise keys' context) naming the files' locations and layouts (one file:
+    exactly as a partition of one file always was), so a night re-run on unchanged files reproduces its sums."""
+    from .dataset import _fingerprint
+
+    tonight = plan_.to_read
+    pieces = tuple(dataclasses.replace(p, index=i) for i, p in enumerate(q for f in tonight for q in f.pieces))
+    one = tonight[0]
+    shape: dict[str, Any] = ({"partition": one.root, "layout": [list(t) for t in one.layout],
+                              "context": plan_.context_id} if len(tonight) == 1 else
+                             {"night": [[f.root, [list(t) for t in f.layout]] for f in tonight],
+                              "context": plan_.context_id})
+    return dataclasses.replace(dataset, pieces=pieces, n=sum(f.rows for f in tonight), fingerprint=_fingerprint(shape))
+
+
+def night_partition(plan_: PartitionPlan, night: Summary, secret: Secret) -> Partition:
+    """The partition a privacy-unit night keeps: one file's, or, for several files read together, one partition
+    naming them all (its members), stamped by their stamps together."""
+    from .summary_format import Member
+
+    tonight = plan_.to_read
+    one = tonight[0]
+    tag = night.content_tag or "0" * 64
+    if len(tonight) == 1:
+        return Partition(one.name, night.n, one.layout, one.stamp, tag, night.sums, one.identity)
+    stamp = keyed_digest(secret, "night-stamp", *(f.stamp.encode() for f in tonight))
+    return Partition(one.name, night.n, (), stamp, tag, night.sums, "",
+                     tuple(Member(f.name, f.rows, f.layout, f.stamp, f.identity) for f in tonight))
+
+
+def kept_nights(plan_: PartitionPlan, new: Partition | None) -> list[Partition]:
+    """A privacy-unit summary's partitions: tonight's and the reused nights', in the files' order, each once."""
+    parts: list[Partition] = []
+    for f in plan_.files:
+        p = new if f.name not in plan_.reused else plan_.reused[f.name]
+        if p is not None and all(p is not q for q in parts):
+            parts.append(p)
+    return parts
 
 
 def _reused_nights(since: Summary, files: Sequence[FilePlan],

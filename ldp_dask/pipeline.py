@@ -250,33 +250,15 @@ def _run_partitioned_units(dataset: Dataset, channel: Channel, secret: Secret, o
     :func:`ldp_dask.partitions.plan_partitions`). Its noise is keyed by the files' locations and layouts (one
     file: exactly as a partition of one file always was), so a night re-run on unchanged files reproduces its
     sums."""
-    from .source import _fingerprint
-    from .summary import Partition, sum_partitions
-    from .summary_format import Member
+    from .partitions import kept_nights, night_partition, tonight_dataset
+    from .summary import sum_partitions
 
     tonight = plan_.to_read
     new = None
     if tonight:
-        pieces = tuple(dataclasses.replace(p, index=i) for i, p in enumerate(q for f in tonight for q in f.pieces))
-        one = tonight[0]
-        shape: dict[str, Any] = ({"partition": one.root, "layout": [list(t) for t in one.layout],
-                                  "context": plan_.context_id} if len(tonight) == 1 else
-                                 {"night": [[f.root, [list(t) for t in f.layout]] for f in tonight],
-                                  "context": plan_.context_id})
-        sub = dataclasses.replace(dataset, pieces=pieces, n=sum(f.rows for f in tonight),
-                                  fingerprint=_fingerprint(shape))
-        s = run_channel(sub, channel, "summary", secret, options)
-        if len(tonight) == 1:
-            new = Partition(one.name, s.n, one.layout, one.stamp, s.content_tag or "0" * 64, s.sums, one.identity)
-        else:
-            stamp = keyed_digest(secret, "night-stamp", *(f.stamp.encode() for f in tonight))
-            new = Partition(one.name, s.n, (), stamp, s.content_tag or "0" * 64, s.sums, "",
-                            tuple(Member(f.name, f.rows, f.layout, f.stamp, f.identity) for f in tonight))
-    parts: list[Partition] = []
-    for f in plan_.files:  # in the files' order, each kept partition once
-        p = new if f.name not in plan_.reused else plan_.reused[f.name]
-        if p is not None and all(p is not q for q in parts):
-            parts.append(p)
+        new = night_partition(plan_, run_channel(tonight_dataset(dataset, plan_), channel, "summary", secret, options),
+                              secret)
+    parts = kept_nights(plan_, new)
     k = options.max_contributions
     metadata = release_metadata(dataset, secret, "summary", options, None)
     metadata.update(privacy_unit=dataset.unit, max_contributions=k,

@@ -419,12 +419,12 @@ def check(plan: Plan, rows: Mapping[str, int], epsilon: float, design: str | Non
     return PlanCheck("split-rows", epsilon, planned, obj_rows, obj_eps)
 
 
-def check_unit_plan(plan: Plan, design: str | None = None, series: bool = False) -> None:
+def check_unit_plan(plan: Plan, design: str | None = None) -> None:
     """Refuse, naming why, what a plan with a privacy unit cannot run: a public group (it publishes how many
     reports fall in each key exactly; with a person's k reports spread over their rows, that count moves with which
     keys a person's rows carry and how many, which the unit protects: a person with one row under key A against
-    the same person with rows under A and B changes two counts by whole reports, an unbounded loss), a split of
-    the rows, an incremental series. A private group is offered: its label is privatized with the value."""
+    the same person with rows under A and B changes two counts by whole reports, an unbounded loss), or a split of
+    the rows. A private group is offered: its label is privatized with the value."""
     public = [s.label for s in plan.statistics if s.group is not None and s.group[2]]
     if public:
         raise LdpDaskError(f"statistic {public[0]!r} has a public group: with a privacy unit a public group would "
@@ -434,9 +434,6 @@ def check_unit_plan(plan: Plan, design: str | None = None, series: bool = False)
     if design not in (None, "split-epsilon"):
         raise LdpDaskError(f"a plan with a privacy unit splits ε per person among its statistics (every person "
                            f"reports each); design={design!r} is not offered with a unit")
-    if series:
-        raise LdpDaskError("an incremental plan with a privacy unit is not offered yet: release the plan whole "
-                           "each night with --privacy-unit, or each statistic's nightly series on its own")
 
 
 def check_units(plan: Plan, persons: int, k: int, epsilon: float, unit: str = "person") -> PlanCheck:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..channels.categorical import OTHER
+from ..noise import TAG_MODULUS
 from ..outputs import Described, Description, Table, jsonable
 from ..privacy import ROW_UNIT
 from ..receipts import Receipted
@@ -19,7 +20,7 @@ from ..summary import Summary
 from .model import Statistic
 
 __all__ = ["GroupRelease", "PublicGroups", "StatisticRelease", "PlanRelease", "headline", "statistic_metadata",
-           "cells_of", "group_keys", "group_metadata", "statistic_release"]
+           "plan_content_tag", "cells_of", "group_keys", "group_metadata", "statistic_release"]
 
 
 def headline(result: Any) -> str:
@@ -165,18 +166,24 @@ class PlanRelease(Described, Receipted):
 
     def describe(self) -> Description:
         unit = self.unit
+        first = self.statistics[0].summaries[0][1]
+        nights = len(first.partitions) if unit != "row" and first.partitions else 0
         if unit != "row":
-            k = int(self.statistics[0].summaries[0][1].metadata.get("max_contributions", 1))
+            k = int(first.metadata.get("max_contributions", 1))
             how = (f"every {unit} makes {k} report{'s' if k > 1 else ''} to every statistic (its rows bounded by "
                    "keyed randomness), at the ε shown per {unit} (their sum is charged; each " + unit +
                    " weighted equally)").replace("{unit}", unit)
+            if nights:  # a night of an incremental series with a unit: tonight's files bounded together
+                how = (f"tonight's files bounded together, {how.replace('every statistic', 'every statistic tonight')}"
+                       f"; the summaries keep {nights} night{'s' if nights > 1 else ''}, each released once")
         else:
             how = ("every row reports every statistic, at the ε shown (their sum is charged)"
                    if self.design == "split-epsilon" else
                    "every row reports one statistic, chosen by a keyed draw, at the ε shown (the largest is charged)")
         rows = tuple((s.label, s.channel_name, f"{s.epsilon:.4g}", f"{s.n:,}", headline(s.result))
                      for s in self.statistics)
-        return Description(f"Plan of {len(self.statistics)} statistics", f"ε {self.charged:g} per {unit}; {how}",
+        rate = f"ε {self.charged:g} per {unit}" + (" a night" if nights else "")
+        return Description(f"Plan of {len(self.statistics)} statistics", f"{rate}; {how}",
                            (("design", self.design), ("confidence", f"{self.level:g}"),
                             ("central guarantee", self.central_line())),
                            Table(("statistic", "channel", "ε", "reports", "result"), rows))
@@ -267,3 +274,9 @@ def _post_process(s: Statistic, summary: Summary, epsilon: float, share: float |
         if s.target == "quantiles":
             quantiles = local_quantiles(summary, **({"q": s.options["q"]} if "q" in s.options else {}), level=level)
     return StatisticRelease(s, summary, epsilon, share, predicted, result, quantiles)
+
+
+def plan_content_tag(result: PlanRelease) -> str:
+    """A plan's keyed content tag: its summaries' tags, added (re-running the same plan on the same data is free)."""
+    tags = [int(x.content_tag or "0", 16) for s in result.statistics for _, x in s.summaries]
+    return f"{sum(tags) % TAG_MODULUS:064x}"

@@ -31,7 +31,7 @@ from typing import Any, Unpack
 from .._io import file_stem
 from .._validation import LdpDaskError, check_probability
 from ..engine import run, task_rows, tasks_of
-from ..noise import TAG_MODULUS, Secret, named_base_keys, partition_base_keys
+from ..noise import Secret, named_base_keys, partition_base_keys
 from ..options import RunKwargs, RunOptions
 from ..outputs import json_bytes
 from ..policy import warn_cells
@@ -46,6 +46,7 @@ from .results import (
     cells_of,
     group_keys,
     group_metadata,
+    plan_content_tag,
     statistic_metadata,
     statistic_release,
 )
@@ -121,13 +122,18 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     level = check_probability(level, "level")
     opts = RunOptions.of(options, **run_options)
     if opts.privacy_unit is not None and not longitudinal:
-        check_unit_plan(plan_, design, incremental or since is not None)
+        check_unit_plan(plan_, design)
     if longitudinal and (incremental or since is not None):
         raise LdpDaskError("a longitudinal plan reads the whole table each night (its persons' reports repeat by "
                            "themselves): it is not incremental; leave out incremental and since")
     datasets, by, plan_ = plan_datasets(plan_, source, opts)
     if longitudinal:
         return _longitudinal(plan_, datasets, opts, epsilon, design, out, overwrite, level)
+    if opts.privacy_unit is not None and (incremental or since is not None):
+        from .nights import release_nights
+
+        return release_nights(plan_, datasets, by, opts, epsilon, since, skip_changed, _targets(plan_, out), _writer,
+                              overwrite, level, lambda label: f"{file_stem(label)}.summary.parquet")
     if opts.privacy_unit is not None:
         return _per_person(plan_, datasets, by, opts, epsilon, out, overwrite, level)
     if incremental or since is not None:
@@ -187,7 +193,7 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
 
     targets = _targets(plan_, out)
     done = release(whole, charge, compute, opts, targets=targets, write=_writer(secret), overwrite=overwrite,
-                   content_tag=_content_tag, central=PlanRelease.central_events)
+                   content_tag=plan_content_tag, central=PlanRelease.central_events)
     return done.attach()
 
 
@@ -248,7 +254,7 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
         return result
 
     done = release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
-                   overwrite=overwrite, content_tag=_content_tag, memos=lambda r: updates.pop(id(r)))
+                   overwrite=overwrite, content_tag=plan_content_tag, memos=lambda r: updates.pop(id(r)))
     return done.attach()
 
 
@@ -316,7 +322,7 @@ def _per_person(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], op
         return PlanRelease("split-epsilon", float(epsilon), sum(spent), tuple(released), level)
 
     return release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
-                   overwrite=overwrite, content_tag=_content_tag, central=PlanRelease.central_events).attach()
+                   overwrite=overwrite, content_tag=plan_content_tag, central=PlanRelease.central_events).attach()
 
 
 def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,
@@ -343,12 +349,6 @@ def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: 
     return release_series(plan_, datasets, labels, opts, secret, epsilon, design, since, skip_changed,
                           _targets(plan_, out), _writer(secret), overwrite, finish,
                           lambda label: f"{file_stem(label)}.summary.parquet")
-
-
-def _content_tag(result: PlanRelease) -> str:
-    """The plan's keyed content tag: its summaries' tags, added (re-running the same plan on the same data is free)."""
-    tags = [int(x.content_tag or "0", 16) for s in result.statistics for _, x in s.summaries]
-    return f"{sum(tags) % TAG_MODULUS:064x}"
 
 
 def _targets(plan_: Plan, out: str | os.PathLike[str] | None) -> dict[str, str | None]:

@@ -37,7 +37,7 @@ from ..source import Dataset
 from ..summary import Partition, Summary, read_summary, sum_partitions
 from ..tasks import ByFile, combine_files, file_sums
 from .model import Plan, Statistic, check
-from .results import PlanRelease, cells_of, group_keys, group_metadata, statistic_metadata
+from .results import PlanRelease, cells_of, group_keys, group_metadata, plan_content_tag, statistic_metadata
 from .tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
 
 __all__ = ["release_series", "previous_summaries"]
@@ -168,13 +168,9 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
                 out[key] = (out.get(key, 0) + tags[f.name]) % TAG_MODULUS
         return {k: f"{v:064x}" for k, v in out.items()}
 
-    def content_tag(result: PlanRelease) -> str:
-        tags = [int(x.content_tag or "0", 16) for st in result.statistics for _, x in st.summaries]
-        return f"{sum(tags) % TAG_MODULUS:064x}"
-
     try:
         return release(whole, charge, compute, opts, targets=targets, write=write, overwrite=overwrite,
-                       content_tag=content_tag, part_tags=part_tags, central=PlanRelease.central_events).attach()
+                       content_tag=plan_content_tag, part_tags=part_tags, central=PlanRelease.central_events).attach()
     except BudgetExceeded as exc:
         changed = plans[0].changed
         if not changed:

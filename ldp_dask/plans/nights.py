@@ -1,0 +1,169 @@
+"""An incremental plan with a privacy unit: a night, not a file.
+
+Each night of the series reads the files added or changed since the earlier night (``since``), and bounds the
+persons of **all of them together, once for the whole plan** (:func:`ldp_dask.persons.map_units` over tonight's
+files and every column the plan reads): a person keeps at most k rows tonight, each reporting every statistic at
+ε_i/k (split ε, Σ ε_i = ε), wherever and in however many files their rows lie. So a night costs ε per person, and
+the ledger charges it once: one part naming tonight's files (:func:`ldp_dask.partitions.plan_partitions`).
+
+Every statistic's summary keeps one partition per night (:func:`ldp_dask.partitions.night_partition`): the night's
+noisy sums, naming its files; a later night reuses the kept nights whose files did not change and reads the rest
+again with its new files. A night's noise is keyed by its files' locations and layouts, so a night re-run on
+unchanged files reproduces its sums (and is not charged again).
+
+The same persons may appear every night: a series of N nights costs up to N·ε per person, as the ledger composes
+it, and a summary's central statement treats its nights as the same persons (docs/privacy.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .._validation import LdpDaskError
+from ..ledger import BudgetExceeded, Part
+from ..noise import TAG_MODULUS, Secret, partition_base_keys
+from ..options import RunOptions
+from ..partitions import kept_nights, night_partition, plan_partitions, tonight_dataset
+from ..policy import warn_cells
+from ..privacy import epsilon_per_unit, per_row_channel
+from ..release import Charge, release
+from ..source import Dataset
+from ..summary import Summary, sum_partitions, summary_of
+from .model import Plan, check_units
+from .results import PlanRelease, cells_of, plan_content_tag, statistic_metadata, statistic_release
+from .series import previous_summaries
+
+__all__ = ["release_nights"]
+
+
+def _rows_channels(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon: float,
+                   previous: dict[str, list[Summary]] | None, since: Any) -> tuple[Any, ...]:
+    """Each statistic's per-row channel (ε_i/k): split on the first night for the persons counted then, and kept by
+    every later night (the kept sums of different channels cannot be added)."""
+    from ..persons import count_persons
+
+    k = opts.max_contributions
+    if previous is None:
+        persons = count_persons(datasets[0], opts)
+        checked = check_units(plan_, persons, k, epsilon, str(opts.privacy_unit))
+        rows = tuple(per_row_channel(p.channel, k) for p in checked.statistics)
+        for row in rows:
+            warn_cells(row, max(1, persons * k))
+        return rows
+    rows = tuple(previous[s.label][0].channel for s in plan_.statistics)
+    charged = sum(epsilon_per_unit(row, opts.unit) for row in rows)
+    if abs(charged - epsilon) > 1e-9 * max(1.0, epsilon):
+        raise LdpDaskError(f"the series in {str(since)!r} spends ε {charged:g} per {opts.privacy_unit} a night, "
+                           f"split among its statistics on its first night; --epsilon {epsilon:g} would need another "
+                           "split, so it starts a new series (run it without --since)")
+    return rows
+
+
+def release_nights(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,
+                   since: str | os.PathLike[str] | None, skip_changed: bool, targets: dict[str, str | None],
+                   write: Callable[[Secret], Any], overwrite: bool, level: float,
+                   summary_name: Callable[[str], str]) -> PlanRelease:
+    """One night of an incremental plan with a privacy unit (module docstring): tonight's files bounded together
+    for every statistic, one ledger part at ε per person, each statistic's summary keeping its nights."""
+    from ..persons import map_units
+    from ..pipeline import release_metadata, with_key
+    from ..predict import predict
+    from ..reading import Columns
+    from ..tasks import ChannelJob
+    from .tasks import Grouping, PlanBucket, combine_plan
+
+    if datasets[0].kind != "parquet":
+        raise LdpDaskError("an incremental plan needs a Parquet source: its files are the partitions")
+    secret, opts = with_key(opts)
+    k = opts.max_contributions
+    previous = previous_summaries(plan_, since, secret, summary_name) if since is not None else None
+    rows = _rows_channels(plan_, datasets, opts, epsilon, previous, since)
+    for row, d in zip(rows, datasets):
+        if getattr(row, "domain", None) is not None:
+            d.check_range(row.domain, opts.clip)
+    spent = [epsilon_per_unit(row, opts.unit) for row in rows]
+    charged = sum(spent)
+    cells = max(row.dim for row in rows)
+    files = [dataclasses.replace(d.for_noise_cells(cells), by_file=True) for d in datasets]
+    plans = [plan_partitions(f, row, "summary", opts.clip, secret, charged, skip_changed=skip_changed, k=k,
+                             since=None if previous is None else previous[s.label][0])
+             for s, f, row in zip(plan_.statistics, files, rows)]
+    tonight = plans[0].to_read
+    if any(tuple(f.name for f in p.to_read) != tuple(f.name for f in tonight) for p in plans[1:]):
+        raise LdpDaskError("the summaries of the earlier plan kept different nights: release the plan without "
+                           "--since to start a new series")
+    night = (hashlib.sha256(json.dumps([p.night for p in plans]).encode()).hexdigest() if tonight else None)
+    params = {s.label: {"column": s.column, "channel": row.name, "params": row.params(), "epsilon": e}
+              for s, row, e in zip(plan_.statistics, rows, spent)}
+    charge = Charge("local", "plan", params, charged, parts=(Part(files[0].root, night, charged),) if night else (),
+                    context={"mode": "summary", "design": "split-epsilon",
+                             "partitioned": sorted({p.context_id for p in plans})})
+    whole = dataclasses.replace(files[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
+    fields = list(dict.fromkeys((s.group[0], s.group[1]) for s in plan_.statistics if s.group is not None))
+    labels = tuple(dataclasses.replace(by[c].reader, value_kind="labels", fill=None) for c, _ in fields)
+    groupings = tuple(None if s.group is None else
+                      Grouping(len(datasets) + fields.index((s.group[0], s.group[1])), s.group[1], False,
+                               cells_of(s, row)) for s, row in zip(plan_.statistics, rows))
+    news: dict[int, list[Any]] = {}
+
+    def read_tonight(sec: Secret) -> list[Summary] | None:
+        """Tonight's files, their persons bounded once for every statistic: each statistic's night summary."""
+        if not tonight:
+            return None
+        subs = [tonight_dataset(f, p) for f, p in zip(files, plans)]
+        buckets = len(subs[0].tasks)
+        contexts = [{"v": 1, "fingerprint": d.fingerprint, "column": d.column, "channel": row.name,
+                     "params": row.params(), "mode": "summary", "unit": d.unit, "k": k, "plan": s.label}
+                    for s, d, row in zip(plan_.statistics, subs, rows)]
+        keys = tuple(tuple(partition_base_keys(sec, c, buckets)) for c in contexts)
+        jobs = tuple(ChannelJob(d.reader, (), (), row, opts.clip, "summary") for d, row in zip(files, rows))
+        context = {"v": 1, "fingerprint": subs[0].fingerprint, "plan": sorted(params), "unit": subs[0].unit, "k": k,
+                   "night": night}
+        reader = Columns((*(d.reader for d in files), *labels),
+                         (*([None] * len(files)), *(keys_ for _, keys_ in fields)))
+        acc = map_units(subs[0], sec, context, PlanBucket(jobs, keys, groupings), combine_plan, opts, reader=reader)
+        return [summary_of(row, a, {}, opts.clip) for row, a in zip(rows, acc["plan"])]
+
+    def compute(sec: Secret, _: Any) -> PlanRelease:
+        read = read_tonight(sec)
+        released, new = [], []
+        for i, (s, d, row, e, p) in enumerate(zip(plan_.statistics, datasets, rows, spent, plans)):
+            part = None if read is None else night_partition(p, read[i], sec)
+            new.append(part)
+            kept = kept_nights(p, part)
+            metadata = statistic_metadata(s, release_metadata(d, sec, "summary", opts, None), row, e,
+                                          "split-epsilon", None, len(rows), charged)
+            metadata.update(privacy_unit=d.unit, max_contributions=k, epsilon_per_unit=e,
+                            partition_context=p.context_id, partitions_read=int(part is not None),
+                            files_read=len(tonight), partitions_reused=len(kept) - int(part is not None))
+            tag = sum(int(x.tag, 16) for x in kept) % TAG_MODULUS
+            summary = Summary(row, sum(x.rows for x in kept), sum_partitions(kept), metadata,
+                              content_tag=f"{tag:064x}", partitions=tuple(kept))
+            predicted = predict(row, summary.n)
+            released.append(statistic_release(s, summary, e, None, predicted.se if predicted else float("nan"),
+                                              level))
+        result = PlanRelease("split-epsilon", float(epsilon), charged, tuple(released), level)
+        news[id(result)] = new
+        return result
+
+    def part_tags(result: PlanRelease) -> dict[str, str]:
+        new = news.pop(id(result), [])
+        if night is None or any(p is None for p in new):
+            return {}
+        return {night: f"{sum(int(p.tag, 16) for p in new) % TAG_MODULUS:064x}"}
+
+    try:
+        return release(whole, charge, compute, opts, targets=targets, write=write(secret), overwrite=overwrite,
+                       content_tag=plan_content_tag, part_tags=part_tags, central=PlanRelease.central_events).attach()
+    except BudgetExceeded as exc:
+        changed = plans[0].changed
+        if not changed:
+            raise
+        raise BudgetExceeded(f"{exc}. Of tonight's files, {', '.join(changed[:3])} changed since the --since plan "
+                             "(a correction?) and are read again with their night's other files; --skip-changed "
+                             "keeps their earlier sums") from None

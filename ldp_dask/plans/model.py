@@ -350,6 +350,11 @@ class PlanCheck:
             out.append(f"  {p.statistic.label:<28} {p.channel.name:<12} ε {p.epsilon:<8.4g} "
                        f"{'rows' if self.unit == 'row' else 'reports'} {p.rows:>14,.0f}  "
                        f"predicted SE of {p.what}{per} {p.se:.3g}")
+        if self.unit != "row":
+            out.append(f"as a nightly series (--incremental): a night costs ε {self.epsilon:g} per {self.unit} once, "
+                       f"whatever the number of its new files (they are bounded together); a night with no new file "
+                       f"costs nothing; N nights cost up to N × {self.epsilon:g} per {self.unit}, composed in the "
+                       "ledger (the same persons come back)")
         return out
 
 

@@ -101,13 +101,16 @@ def test_a_plans_night_is_charged_once_per_person_whatever_its_files(tmp_path):
 
 def test_a_plans_nights_from_the_command_line(tmp_path, capsys):
     """`ldp-dask release PLAN SOURCE --incremental --privacy-unit tailnum --epsilon 1`, then `--since` the first
-    night: each night one ledger entry of ε 1 per plane; a night with no new file is free and says so."""
+    night: `plan check` states a night's cost before anything is spent; the first night is charged ε 1 per plane; a
+    night with no new file is free and says so."""
     root, led = tmp_path / "flights", str(tmp_path / "ledger.sqlite")
     root.mkdir()
     for i in range(2):
         _day(root, f"day-{i}.parquet", 10 + i)
     (tmp_path / "plan.toml").write_text(PLAN)
     unit = ["--privacy-unit", "tailnum", "--max-contributions", str(K), "--seed", "3", "--ledger", led, "--local"]
+    assert main(["plan", "check", str(tmp_path / "plan.toml"), str(root), "--epsilon", "1", *unit[:4]]) == 0
+    assert "a night costs ε 1 per tailnum once, whatever the number of its new files" in capsys.readouterr().out
     assert main(["release", str(tmp_path / "plan.toml"), str(root), "--epsilon", "1", "--incremental",
                  "--out", str(tmp_path / "n1"), "--json", *unit]) == 0
     said = capsys.readouterr()

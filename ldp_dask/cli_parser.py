@@ -248,7 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--design", choices=["split-epsilon", "split-rows"], default=None,
                     help="force a design (default: the one predicting less error, as 'plan check' prints)")
     rl.add_argument("--incremental", action="store_true",
-                    help="a night of a series: each file is a partition kept in every statistic's summary; the "
+                    help="a night of a series: each file is a partition kept in every statistic's summary (with "
+                         "--privacy-unit, tonight's files are one partition, their persons bounded together); the "
                          "design and the ε split are chosen on the first night and kept")
     rl.add_argument("--since", default=None, metavar="DIR",
                     help="the --out directory of the series' earlier night: only files added or changed since are "
@@ -257,8 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --since: do not release again a file changed since (keep its earlier sums)")
     rl.add_argument("--longitudinal", action="store_true",
                     help="with --privacy-unit: memoize every person's report of every statistic (histograms, "
-                         "frequencies, means), so that a person whose values stay in their cells spends nothing "
-                         "new; the ledger charges each statistic's series by its persons' distinct reports")
+                         "frequencies, means), each series capped, so that --epsilon is the plan's whole cost per "
+                         "person, whatever the nights and changes, charged once at its first night")
     _confidence_arg(rl)
     rl.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     rl.add_argument("--json", action="store_true", help="print every estimate as JSON")

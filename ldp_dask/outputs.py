@@ -37,9 +37,11 @@ __all__ = ["jsonable", "json_bytes", "save_json", "new_axes", "figure_png", "fin
 def jsonable(v: Any) -> Any:
     """``v`` with numpy arrays and scalars turned into lists and Python numbers (for JSON)."""
     if isinstance(v, np.ndarray):
-        return v.tolist()
+        return [jsonable(x) for x in v.tolist()] if v.dtype.kind in "fc" else v.tolist()
     if isinstance(v, (np.floating, np.integer)):
-        return v.item()
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None  # JSON has no NaN: "no value" is null, never a number a reader may average
     if isinstance(v, dict):
         return {k: jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

@@ -46,6 +46,7 @@ from ..outputs import (
 )
 from ..summary import Summary, read_summary
 from .histogram import project_simplex
+from .results import MOSTLY_NOISE
 
 __all__ = ["frequencies", "FrequencyEstimate"]
 
@@ -70,13 +71,23 @@ class FrequencyEstimate(Described):
     def warnings(self) -> tuple[str, ...]:
         """When the unbiased estimate of a share fell outside [0, 1]: the share shown is the projection's, and such
         a share is mostly noise (the figure: its standard error)."""
+        said: list[str] = []
         out = [i for i, r in enumerate(self.raw) if (r < 0 or r > 1) and self.method.endswith("+simplex")]
-        if not out:
-            return ()
-        worst = max(out, key=lambda i: abs(self.raw[i] - np.clip(self.raw[i], 0, 1)))
-        return (f"{len(out)} unbiased share(s) fell outside [0, 1] (e.g. {self.labels[worst]!s}: "
-                f"{self.raw[worst]:.4g}, standard error {self.se[worst]:.2g}); the shares shown are projected onto "
-                "the simplex, and those near 0 or 1 are mostly noise",)
+        if out:
+            worst = max(out, key=lambda i: abs(self.raw[i] - np.clip(self.raw[i], 0, 1)))
+            said.append(f"{len(out)} unbiased share(s) fell outside [0, 1] (e.g. {self.labels[worst]!s}: "
+                        f"{self.raw[worst]:.4g}, standard error {self.se[worst]:.2g}); the shares shown are "
+                        "projected onto the simplex, and those near 0 or 1 are mostly noise")
+        if self.mostly_noise:
+            said.append(f"mostly noise: each share's standard error is about {float(np.median(self.se)):.2g} "
+                        f"(more than {MOSTLY_NOISE:g} of [0, 1]), so its interval spans most of [0, 1] (more rows or "
+                        "a larger ε would help)")
+        return tuple(said)
+
+    @property
+    def mostly_noise(self) -> bool:
+        """Whether a typical share is mostly noise: its standard error passes :data:`MOSTLY_NOISE` of [0, 1]."""
+        return bool(len(self.se) and float(np.median(self.se)) > MOSTLY_NOISE)
 
     def to_table(self) -> Any:
         """One row per category: ``category`` (the labels as text), ``frequency``, ``se``, ``ci_low``,
@@ -90,7 +101,8 @@ class FrequencyEstimate(Described):
         return jsonable({
             "kind": "frequencies", "method": self.method, "labels": self.labels, "frequencies": self.frequencies,
             "se": self.se, "ci_low": self.ci_low, "ci_high": self.ci_high, "unbiased": self.raw, "n": self.n,
-            "epsilon": self.epsilon, "level": self.level, **self.info,
+            "epsilon": self.epsilon, "level": self.level, "mostly_noise": self.mostly_noise, **self.info,
+            "warnings": list(self.warnings),
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
@@ -103,7 +115,8 @@ class FrequencyEstimate(Described):
         return Description(
             title=f"Locally private frequencies of {self.info.get('column', 'value')}",
             headline=f"most frequent: {self.labels[top]!s} at {self.frequencies[top]:.4f} "
-                     f"[{self.ci_low[top]:.4f}, {self.ci_high[top]:.4f}]",
+                     f"[{self.ci_low[top]:.4f}, {self.ci_high[top]:.4f}]"
+                     + (f"; mostly noise (se {float(np.median(self.se)):.2g} a share)" if self.mostly_noise else ""),
             facts=(("encoding", self.method), ("categories", f"{len(self.labels):,}"),
                    ("n, ε per row", f"{self.n:,}, {self.epsilon:g}"),
                    ("intervals", f"{self.level:.0%} per category, around the unbiased estimate, privacy noise "

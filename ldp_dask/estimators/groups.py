@@ -44,6 +44,7 @@ from ..outputs import (
     tidy_table,
 )
 from ..summary import Summary, read_summary
+from .histogram import project_simplex
 
 __all__ = ["group_means", "GroupMeansEstimate", "group_shares", "GroupSharesEstimate", "fieller", "fieller_share"]
 
@@ -97,9 +98,13 @@ class GroupMeansEstimate(Described):
         μ̂_g in the column's units (NaN where the group's noisy count is not positive) and its delta-method
         standard error (shown; the interval is Fieller's).
     ci_low, ci_high : ndarray
-        Fieller's interval at ``level``, intersected with the domain.
+        Fieller's interval at ``level``, intersected with the domain and holding the mean (the whole domain where
+        the group has no estimate).
     rows : ndarray
-        The noisy count C_g: the group's estimated rows.
+        The group's estimated rows: the noisy count C_g, at least 0.
+    raw, raw_rows : ndarray
+        S_g / C_g in the column's units (unclipped; NaN where C_g is not positive) and C_g itself (may be
+        negative), for those who combine releases.
     """
 
     labels: list[Any]
@@ -113,6 +118,8 @@ class GroupMeansEstimate(Described):
     epsilon: float
     domain: tuple[float, float]
     info: dict[str, Any] = field(default_factory=dict)
+    raw: np.ndarray | None = None
+    raw_rows: np.ndarray | None = None
 
     def to_table(self) -> Any:
         """One row per group, tidy: ``statistic`` (the column), ``group``, ``value`` (the mean; null where the
@@ -121,7 +128,8 @@ class GroupMeansEstimate(Described):
         column = self.info.get("column", "value")
         return tidy_table({"statistic": [column] * len(self.labels), "group": [str(g) for g in self.labels],
                            "value": _nulls(self.means), "se": _nulls(self.se), "ci_low": self.ci_low,
-                           "ci_high": self.ci_high, "estimated_rows": self.rows},
+                           "ci_high": self.ci_high, "estimated_rows": self.rows, "raw": _nulls(_or(self.raw)),
+                           "raw_rows": _nulls(_or(self.raw_rows))},
                           {"group_by": self.info.get("group", {}).get("column", "group"), "confidence": self.level,
                            "n": self.n, "epsilon": self.epsilon, "domain_low": self.domain[0],
                            "domain_high": self.domain[1]})
@@ -129,6 +137,7 @@ class GroupMeansEstimate(Described):
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"kind": "group-means", "groups": self.labels, "means": self.means, "se": self.se,
                          "ci_low": self.ci_low, "ci_high": self.ci_high, "estimated_rows": self.rows,
+                         "raw": self.raw, "raw_rows": self.raw_rows,
                          "level": self.level, "n": self.n, "epsilon": self.epsilon, "domain": list(self.domain),
                          **self.info})
 
@@ -138,7 +147,8 @@ class GroupMeansEstimate(Described):
     def describe(self) -> Description:
         column = self.info.get("column", "value")
         by = self.info.get("group", {}).get("column", "group")
-        rows = tuple((str(g), fmt_se(m, s), fmt(s, 2), fmt_interval(lo, hi, s), f"{r:,.0f}")
+        rows = tuple((str(g), fmt_se(m, s) if np.isfinite(m) else NO_ESTIMATE, fmt(s, 2) if np.isfinite(s) else "—",
+                      fmt_interval(lo, hi, s), f"{r:,.0f}")
                      for g, m, s, lo, hi, r in zip(self.labels, self.means, self.se, self.ci_low, self.ci_high,
                                                    self.rows))
         widest = int(np.nanargmax(self.ci_high - self.ci_low)) if len(self.labels) else 0
@@ -183,14 +193,32 @@ def group_means(summary: Summary | str, level: float = 0.95) -> GroupMeansEstima
         positive = counts > 0
         mu = np.where(positive, np.clip(sums / np.where(positive, counts, 1.0), -1.0, 1.0), np.nan)
         se = np.sqrt(np.maximum(counts, 0.0) * (1 - mu * mu) + noise * (1 + mu * mu)) / np.where(positive, counts, np.nan)
+        raw = np.where(positive, sums / np.where(positive, counts, 1.0), np.nan)
     lo, hi, _ = _mean_band(sums, counts, noise, z)
-    means = mu
+    lo, hi = _holding(lo, hi, mu, -1.0, 1.0)
     info = summary_info(s)
     labels = list((s.metadata.get("group") or {}).get("labels") or range(g))
     info["group"] = s.metadata.get("group") or {}
     to = lambda t: ch.mid + ch.half * t  # noqa: E731 - t ∈ [−1, 1] back to the column's units
-    return GroupMeansEstimate(labels, to(means), ch.half * se, to(lo), to(hi), counts.astype(float), level, s.n,
-                              ch.epsilon, ch.domain, info)
+    return GroupMeansEstimate(labels, to(mu), ch.half * se, to(lo), to(hi), np.maximum(counts, 0.0), level, s.n,
+                              ch.epsilon, ch.domain, info, raw=to(raw), raw_rows=counts.astype(float))
+
+
+#: What a table shows for a group with no estimate (its noisy count is not positive: it cannot be told from noise).
+NO_ESTIMATE = "no estimate (count ≤ 0)"
+
+
+def _holding(lo: np.ndarray, hi: np.ndarray, point: np.ndarray, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
+    """Fieller's intervals made to hold their point (where the set fell wholly outside the domain, the domain's
+    nearest end); where there is no point, the whole range [low, high]: no claim rather than a wrong one."""
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    none = ~np.isfinite(point)
+    p = np.where(none, low, point)
+    return np.where(none, low, np.minimum(lo, p)), np.where(none, high, np.maximum(hi, p))
+
+
+def _or(values: np.ndarray | None) -> np.ndarray:
+    return np.asarray([] if values is None else values, dtype=float)
 
 
 def fieller_share(s: float, c: float, noise: float, cells: int, z: float) -> tuple[float, float] | None:
@@ -220,9 +248,12 @@ class GroupSharesEstimate(Described):
     groups, cells : list
         The group labels (declared keys and ``"other"``) and the cells' labels (bins or categories).
     shares, ci_low, ci_high : ndarray, shape (groups, cells)
-        θ̂_gk = N_gk / C_g (NaN where C_g is not positive) and its interval at ``level``.
+        Each group's shares N_gk / C_g projected onto the simplex (NaN where C_g is not positive), and Fieller's
+        interval at ``level``, within [0, 1] and holding the share ([0, 1] where there is no share).
     rows : ndarray
-        C_g, each group's estimated rows.
+        Each group's estimated rows: C_g, at least 0.
+    raw, raw_rows : ndarray
+        N_gk / C_g unprojected and C_g itself (may be negative), for those who combine releases.
     """
 
     groups: list[Any]
@@ -235,6 +266,8 @@ class GroupSharesEstimate(Described):
     n: int
     epsilon: float
     info: dict[str, Any] = field(default_factory=dict)
+    raw: np.ndarray | None = None
+    raw_rows: np.ndarray | None = None
 
     def to_table(self) -> Any:
         """One row per (group, cell), tidy: ``statistic`` (the column), ``group``, ``cell``, ``value`` (the share;
@@ -248,13 +281,17 @@ class GroupSharesEstimate(Described):
                            "value": _nulls(np.asarray(self.shares, dtype=float).ravel()),
                            "se": [None] * (g * k), "ci_low": np.asarray(self.ci_low, dtype=float).ravel(),
                            "ci_high": np.asarray(self.ci_high, dtype=float).ravel(),
-                           "estimated_rows": np.repeat(np.asarray(self.rows, dtype=float), k)},
+                           "estimated_rows": np.repeat(np.asarray(self.rows, dtype=float), k),
+                           "raw": _nulls(_or(self.raw).ravel()) if self.raw is not None else [None] * (g * k),
+                           "raw_rows": _nulls(np.repeat(_or(self.raw_rows), k)) if self.raw_rows is not None
+                           else [None] * (g * k)},
                           {"group_by": self.info.get("group", {}).get("column", "group"), "confidence": self.level,
                            "n": self.n, "epsilon": self.epsilon})
 
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"kind": "group-shares", "groups": self.groups, "cells": self.cells, "shares": self.shares,
                          "ci_low": self.ci_low, "ci_high": self.ci_high, "estimated_rows": self.rows,
+                         "raw": self.raw, "raw_rows": self.raw_rows,
                          "level": self.level, "n": self.n, "epsilon": self.epsilon, **self.info})
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
@@ -263,7 +300,8 @@ class GroupSharesEstimate(Described):
     def describe(self) -> Description:
         by = self.info.get("group", {}).get("column", "group")
         scale = [[interval_scale(lo, hi, self.level) for lo, hi in zip(a, b)] for a, b in zip(self.ci_low, self.ci_high)]
-        rows = tuple((str(g), c, fmt_se(self.shares[i, k], scale[i][k]),
+        rows = tuple((str(g), c, fmt_se(self.shares[i, k], scale[i][k]) if np.isfinite(self.shares[i, k])
+                      else NO_ESTIMATE,
                       fmt_interval(self.ci_low[i, k], self.ci_high[i, k], scale[i][k]), f"{self.rows[i]:,.0f}")
                      for i, g in enumerate(self.groups) for k, c in enumerate(self.cells))
         return Description(
@@ -288,13 +326,16 @@ def group_shares(summary: Summary | str, level: float = 0.95) -> GroupSharesEsti
     noise = s.n * ch.noise_variance
     column = rows[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        shares = np.where(column > 0, np.clip(counts / np.where(column > 0, column, 1.0), 0.0, 1.0), np.nan)
+        raw = np.where(column > 0, counts / np.where(column > 0, column, 1.0), np.nan)
+    # each group's shares on the simplex (they sum to 1 unprojected, but some may be negative)
+    shares = np.array([project_simplex(r) if np.all(np.isfinite(r)) else r for r in raw]).reshape(raw.shape)
     lo, hi, _ = _share_band(counts, column, noise, ch.cells, z)
+    lo, hi = _holding(lo, hi, shares, 0.0, 1.0)
     info = summary_info(s)
     info["group"] = s.metadata.get("group") or {}
     groups = list(info["group"].get("labels") or range(ch.groups))
-    return GroupSharesEstimate(groups, _cell_labels(s.metadata, ch.cells), shares, lo, hi, rows, level, s.n,
-                               ch.epsilon, info)
+    return GroupSharesEstimate(groups, _cell_labels(s.metadata, ch.cells), shares, lo, hi, np.maximum(rows, 0.0),
+                               level, s.n, ch.epsilon, info, raw=raw, raw_rows=rows.astype(float))
 
 
 def _nulls(values: Any) -> list[float | None]:

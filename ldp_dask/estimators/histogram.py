@@ -83,4 +83,5 @@ def histogram_density(
         epsilon=ch.epsilon,
         level=level,
         info={**summary_info(s), "bins": ch.bins, "domain": list(ch.domain)},
+        raw=p_hat * scale,
     )

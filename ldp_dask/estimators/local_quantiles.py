@@ -107,6 +107,13 @@ class QuantileEstimate(Described):
     #: how the intervals were made: "bins", "band", "envelope" or "bootstrap" (module docstring)
     interval: str = "bootstrap"
 
+    def __post_init__(self) -> None:
+        # each interval holds its quantile: the quantile is read off the projected estimate, the interval from
+        # bounds on the unprojected one, and the two may part where the noise is large (widening loses no coverage)
+        values = np.asarray(self.values, dtype=np.float64)
+        object.__setattr__(self, "ci_low", np.minimum(np.asarray(self.ci_low, dtype=np.float64), values))
+        object.__setattr__(self, "ci_high", np.maximum(np.asarray(self.ci_high, dtype=np.float64), values))
+
     def to_dict(self) -> dict[str, Any]:
         return jsonable({"kind": "local-quantiles", "q": self.q, "values": self.values, "ci_low": self.ci_low,
                           "ci_high": self.ci_high, "level": self.level, "interval": self.interval,

@@ -39,6 +39,9 @@ PLOTTED_BINS = 4096
 MASS_WARNING = 0.5
 #: A mean warns when the privacy noise makes more than this share of its variance.
 NOISE_SHARE_WARNING = 0.9
+#: An estimate is "mostly noise" when its standard error passes this share of its feasible range (a mean's domain,
+#: a share's [0, 1]): its 95% interval, ±1.96 standard errors, would then span at least 98% of that range.
+MOSTLY_NOISE = 0.25
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ class DensityEstimate(Described):
         Confidence level of :meth:`band`.
     evaluator : callable, optional
         Exact pointwise evaluation of a smooth estimate.
+    raw : ndarray, optional
+        The unbiased density before its projection (a histogram's; may be negative), for those who combine
+        releases; None where the estimate has no unbiased form.
     """
 
     edges: np.ndarray
@@ -79,6 +85,7 @@ class DensityEstimate(Described):
     level: float = 0.95
     info: dict[str, Any] = field(default_factory=dict)
     evaluator: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False, compare=False)
+    raw: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def smooth(self) -> bool:
@@ -99,11 +106,17 @@ class DensityEstimate(Described):
         return self.density * self.widths
 
     def band(self) -> tuple[np.ndarray, np.ndarray]:
-        """Pointwise normal confidence band ``density ± z·se`` at :attr:`level`."""
+        """Pointwise normal confidence band ``density ± z·se`` at :attr:`level`, intersected with what a density
+        can be — at least 0, and, for a bin's average, at most 1/width (the bin holding all the mass) — and
+        widened to hold the estimate. A true density lies in that set, so the intersection loses no coverage."""
         from scipy.stats import norm
 
         z = norm.ppf(0.5 + self.level / 2)
-        return self.density - z * self.se, self.density + z * self.se
+        low, high = self.density - z * self.se, self.density + z * self.se
+        low = np.minimum(np.maximum(low, 0.0), self.density)
+        if not self.smooth:
+            high = np.maximum(np.minimum(high, 1.0 / self.widths), self.density)
+        return low, high
 
     def pdf(self, x: Any) -> np.ndarray:
         """Density at ``x`` (0 outside the domain)."""
@@ -185,7 +198,8 @@ class DensityEstimate(Described):
         nulls = [None] * len(self.density)
         return tidy_table({"bin_low": self.edges[:-1], "bin_high": self.edges[1:], "density": self.density,
                            "se": self.se if self.has_band else nulls,
-                           "ci_low": lo if self.has_band else nulls, "ci_high": hi if self.has_band else nulls},
+                           "ci_low": lo if self.has_band else nulls, "ci_high": hi if self.has_band else nulls,
+                           "raw": self.raw if self.raw is not None else nulls},
                           {"column": self.info.get("column", "value"), "method": self.method, "n": self.n,
                            "epsilon": self.epsilon, "confidence": self.level})
 
@@ -194,7 +208,7 @@ class DensityEstimate(Described):
         return jsonable({
             "kind": "density", "method": self.method, "n": self.n, "epsilon": self.epsilon,
             "level": self.level, "edges": self.edges, "density": self.density,
-            "se": self.se if self.has_band else None, "band_lo": lo, "band_hi": hi, **self.info,
+            "se": self.se if self.has_band else None, "band_lo": lo, "band_hi": hi, "raw": self.raw, **self.info,
             "warnings": list(self.warnings),
         })
 
@@ -335,16 +349,27 @@ class MeanEstimate(Described):
         variance (public: it depends on n, ε and the domain): the domain's width enters the noise variance
         squared, so a domain much wider than the data is costly."""
         out = []
+        width = self.domain[1] - self.domain[0]
         if self.raw is not None and self.raw != self.value:
-            width = self.domain[1] - self.domain[0]
             out.append(f"the unbiased estimate {fmt(self.raw, 4)} fell outside the domain [{fmt(self.domain[0])}, "
                        f"{fmt(self.domain[1])}]: the estimate shown is its nearest end, and it is mostly noise (its "
                        f"standard error is {self.se / width:.0%} of the domain's width)")
+        elif self.mostly_noise:
+            out.append(f"mostly noise: the standard error is {self.se / width:.0%} of the domain's width, so the "
+                       f"interval spans most of [{fmt(self.domain[0])}, {fmt(self.domain[1])}] (more rows, a larger "
+                       "ε or a narrower domain would help)")
         if self.noise_share > NOISE_SHARE_WARNING:
             out.append(f"privacy noise makes {self.noise_share:.1%} of this estimate's variance: a narrower domain "
                        f"than [{fmt(self.domain[0])}, {fmt(self.domain[1])}] (its width enters the noise variance "
                        "squared), a larger ε or more rows would narrow the interval")
         return tuple(out)
+
+    @property
+    def mostly_noise(self) -> bool:
+        """Whether the estimate is mostly noise: its unbiased form fell outside the domain, or its standard error
+        passes :data:`MOSTLY_NOISE` of the domain's width."""
+        width = self.domain[1] - self.domain[0]
+        return bool((self.raw is not None and self.raw != self.value) or self.se > MOSTLY_NOISE * width)
 
     def to_table(self) -> Any:
         """One row: ``estimate`` (in the domain), ``se``, ``ci_low``, ``ci_high``, ``raw`` (the unbiased estimate),
@@ -359,7 +384,8 @@ class MeanEstimate(Described):
         return jsonable({
             "kind": "mean", "value": self.value, "raw": self.raw, "se": self.se, "ci": list(self.ci), "level": self.level,
             "n": self.n, "epsilon": self.epsilon, "domain": list(self.domain),
-            "noise_share": self.noise_share, **self.info, "warnings": list(self.warnings),
+            "noise_share": self.noise_share, "mostly_noise": self.mostly_noise, **self.info,
+            "warnings": list(self.warnings),
         })
 
     def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> str:
@@ -371,7 +397,9 @@ class MeanEstimate(Described):
         mean, se = fmt_se(self.value, self.se), fmt(self.se, 2)
         return Description(
             title=f"Locally private mean of {self.info.get('column', 'value')}",
-            headline=f"mean {mean} ± {se} (se), {self.level:.0%} interval {ci}",
+            headline=f"mean {mean} ± {se} (se), {self.level:.0%} interval {ci}"
+                     + (f"; mostly noise (se {self.se / (self.domain[1] - self.domain[0]):.0%} of the domain)"
+                        if self.mostly_noise else ""),
             facts=(("mean", mean), ("standard error", se),
                    (f"{self.level:.0%} confidence interval", ci),
                    ("share of the variance from privacy noise", f"{self.noise_share:.1%}"),

@@ -73,7 +73,7 @@ def budget_facts(receipt: Any) -> tuple[tuple[str, str], ...]:
     out = [(f"ε per {unit} charged by this release", f"{receipt.epsilon:g}"),
            (f"ε per {unit} spent on {receipt.dataset}", spent)]
     if receipt.remaining is not None:
-        out.append((f"ε per {unit} remaining", f"{receipt.remaining:g}"))
+        out.append((f"ε per {unit} remaining", f"{receipt.remaining:.3g}"))
     if receipt.nights_left is not None:
         out.append(("nights left at this night's rate", str(receipt.nights_left)))
     if getattr(receipt, "central", None) is not None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .ledger.budget import nights_left
+from .ledger.budget import nights_left, remaining
 from .privacy import ROW_UNIT
 
 __all__ = ["Receipt", "Receipted", "attach", "central_spend_line"]
@@ -92,7 +92,7 @@ class Receipt:
     @property
     def remaining(self) -> float | None:
         """ε per person left in the budget after this release (None without a budget or a ledger)."""
-        return None if self.limit is None or self.total is None else max(0.0, self.limit - self.total)
+        return None if self.limit is None or self.total is None else remaining(self.limit, self.total)
 
     @property
     def nights_left(self) -> int | None:
@@ -127,7 +127,7 @@ class Receipt:
             spread = "; ".join(series_spend(p, self.privacy_unit) for p in parts)
             note = (f"the largest spend per {self.privacy_unit} of its series grew by ε {self.epsilon:g}: {spread}"
                     + (f" (by statistic; the largest add up to {s.get('max', 0):g})" if len(parts) > 1 else ""))
-        limit = (f" of budget {self.limit:g}, remaining {self.remaining:g}" if self.limit is not None
+        limit = (f" of budget {self.limit:g}, remaining {self.remaining:.3g}" if self.limit is not None
                  else " (no budget set)")
         if self.nights_left is not None:
             limit += f"; {self.nights_left} more night(s) fit at ε {self.epsilon:g} a night"
@@ -143,10 +143,10 @@ def series_spend(spread: Mapping[str, Any], unit: str) -> str:
     for every person: no per-person table), or the distribution of an uncapped series' spend over its persons."""
     if spread.get("capped"):
         reached = "reached" if spread.get("max", 0) >= spread.get("cap", 0) * (1 - 1e-12) else "not reached yet"
-        return (f"capped series, {spread.get('nights', 0)} night(s): ε {spread.get('max', 0):g} per {unit} in all, "
-                f"its cap ε {spread.get('cap', 0):g} {reached} (every {unit}, whatever their changes)")
-    return (f"over its {spread.get('persons', 0):,} persons ε median {spread.get('p50', 0):g}, 90% "
-            f"{spread.get('p90', 0):g}, 99% {spread.get('p99', 0):g}, max {spread.get('max', 0):g}")
+        return (f"capped series, {spread.get('nights', 0)} night(s): ε {spread.get('max', 0):.3g} per {unit} in all, "
+                f"its cap ε {spread.get('cap', 0):.3g} {reached} (every {unit}, whatever their changes)")
+    return (f"over its {spread.get('persons', 0):,} persons ε median {spread.get('p50', 0):.3g}, 90% "
+            f"{spread.get('p90', 0):.3g}, 99% {spread.get('p99', 0):.3g}, max {spread.get('max', 0):.3g}")
 
 
 @dataclass(frozen=True)

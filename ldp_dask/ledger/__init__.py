@@ -66,6 +66,7 @@ from .budget import (
     charges_of,
     check_scope,
     dataset_summaries,
+    over_budget,
     overlaps,
     spent_per_person,
 )
@@ -84,8 +85,16 @@ DEFAULT_LEASE_SECONDS = 600.0
 
 
 def default_ledger_path() -> str:
-    """``$LDP_DASK_LEDGER``, else ``~/.ldp_dask/ledger.sqlite``."""
-    return os.environ.get("LDP_DASK_LEDGER") or str(Path.home() / ".ldp_dask" / "ledger.sqlite")
+    """``$LDP_DASK_LEDGER``, else ``~/.ldp_dask/ledger.sqlite``; refused when there is no home directory to put it
+    in (``HOME`` set but empty: the ledger would land at ``/.ldp_dask``)."""
+    given = os.environ.get("LDP_DASK_LEDGER")
+    if given:
+        return given
+    home = os.environ.get("HOME", None)
+    if home is not None and not home.strip():
+        raise LdpDaskError(f"HOME is {home!r}, so the default ledger would be /.ldp_dask/ledger.sqlite: set "
+                           "LDP_DASK_LEDGER (or pass --ledger / ledger=) to where the ledger lives")
+    return str(Path.home() / ".ldp_dask" / "ledger.sqlite")
 
 
 class Ledger:
@@ -368,7 +377,7 @@ class Ledger:
         mine, active, everything = self._as_charged(tx, reservation, charges)
         for d in touching(active, mine, root, everything):
             s = self._spent_on(active, d["root"], everything)
-            if self._spent_on(active, d["root"], everything, mine) > float(d["epsilon_limit"]) * (1 + 1e-12):
+            if over_budget(self._spent_on(active, d["root"], everything, mine), float(d["epsilon_limit"])):
                 tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
                 raise BudgetExceeded(
                     f"the data changed since the recorded release, so this is a new release needing "

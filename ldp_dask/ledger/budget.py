@@ -18,6 +18,7 @@ from .._validation import LdpDaskError
 from ..privacy import ROW_UNIT
 
 __all__ = ["SCOPES", "ROW_UNIT", "BudgetExceeded", "Part", "overlaps", "spent_per_person", "charges_of", "release_of", "nights_left",
+           "BUDGET_RTOL", "over_budget", "remaining",
            "person_groups", "spent_view", "check_scope", "dataset_summaries"]
 
 SCOPES = ("local", "central")
@@ -198,9 +199,27 @@ def spent_view(rows: list[dict[str, Any]], key: str, root: str, unit: str, follo
     return out
 
 
-def nights_left(remaining: float, rate: float) -> int:
-    """How many more nights at ``rate`` ε per person (> 0) fit in ``remaining`` (rounding error forgiven)."""
-    return int(max(0.0, remaining) / rate + 1e-9)
+#: The budget rules' one tolerance, relative to the budget: a spend passes its budget only beyond
+#: budget × (1 + BUDGET_RTOL), and what is left of a budget within budget × BUDGET_RTOL of it is none. The channels
+#: spend a hair under their nominal ε (calibrations nudged down by about 10⁻⁹ so that rounding never passes it)
+#: and ε splits add floats: a dataset that spent "exactly" its budget is then 10⁻⁹ short, and is shown as spent.
+BUDGET_RTOL = 1e-7
+
+
+def over_budget(spent: float, limit: float) -> bool:
+    """Whether ``spent`` passes ``limit`` (beyond the rounding of the budget rules, :data:`BUDGET_RTOL`)."""
+    return spent > limit * (1 + BUDGET_RTOL)
+
+
+def remaining(limit: float, spent: float) -> float:
+    """ε left of ``limit`` after ``spent``: 0 when within :data:`BUDGET_RTOL` of the budget (or over it)."""
+    left = limit - spent
+    return 0.0 if left <= limit * BUDGET_RTOL else left
+
+
+def nights_left(left: float, rate: float) -> int:
+    """How many more nights at ``rate`` ε per person (> 0) fit in ``left`` (rounding error forgiven)."""
+    return int(max(0.0, left) / rate * (1 + BUDGET_RTOL))
 
 
 def check_scope(scope: str) -> None:
@@ -242,7 +261,7 @@ def dataset_summaries(declared: list[dict[str, Any]], rows: list[dict[str, Any]]
         rate = 0.0 if night is None else spent_per_person([c for c in own if release_of(c[2]) == night],
                                                              item["root"], unit, follow)
         item["night_rate"] = rate if rate > 0 else None
-        item["nights_left"] = (nights_left(item["budget"] - item["spent"], rate)
+        item["nights_left"] = (nights_left(remaining(item["budget"], item["spent"]), rate)
                                if rate > 0 and item["budget"] is not None else None)
         item["longitudinal"] = [dict(m) for m in series if overlaps(m["root"], item["root"])]
     return items

@@ -35,7 +35,7 @@ from typing import Any
 
 from .._validation import LdpDaskError
 from ..amplification import homogeneous
-from .budget import charges_of, overlaps, release_of
+from .budget import charges_of, over_budget, overlaps, release_of
 
 __all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "encode_events",
            "central_budget", "check_central_budget", "over_central_budgets", "LONGITUDINAL", "DEFAULT_REPORT_DELTA"]
@@ -186,7 +186,7 @@ def over_central_budgets(rows: Sequence[Mapping[str, Any]], datasets: Sequence[M
         if budget is None:
             continue
         spend = central_spend(rows, d["root"], budget)
-        if spend["epsilon"] > budget[0] * (1 + 1e-12):
+        if over_budget(spend["epsilon"], budget[0]):
             return (f"the dataset {d['name']!r} has a central budget of ε {budget[0]:g} at δ {budget[1]:g}, and "
                     f"{what} compose to ε {spend['epsilon']:.4g} at that δ")
     return None

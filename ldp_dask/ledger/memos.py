@@ -204,7 +204,8 @@ def spend_quantiles(spend: np.ndarray) -> dict[str, Any]:
             "max": float(spend.max()), "mean": float(spend.mean())}
 
 
-_LISTED = "m.series, m.release_id, m.root, m.epsilon_memo, m.epsilon_bits, m.nights, m.persons, m.spread"
+_LISTED = ("m.series, m.release_id, m.root, m.epsilon_memo, m.epsilon_bits, m.nights, m.persons, m.spread, "
+           "r.column_name AS column_name, r.channel AS release_channel")
 
 
 def _current(tx: Tx, series: str, columns: str = "m.*") -> dict[str, Any] | None:
@@ -275,6 +276,7 @@ def series_states(tx: Tx) -> list[dict[str, Any]]:
         if row is None:
             continue
         out.append({"series": row["series"], "root": row["root"], "nights": int(row["nights"]),
+                    "column": row["column_name"], "channel": row["release_channel"],
                     "epsilon_memo": float(row["epsilon_memo"]), "epsilon_bits": row["epsilon_bits"],
                     **json.loads(row["spread"])})
     return out

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._validation import LdpDaskError
 from .append_only import append_only_breaks
-from .budget import BudgetExceeded, Part, charges_of, overlaps, release_of
+from .budget import BudgetExceeded, Part, charges_of, over_budget, overlaps, release_of, remaining
 from .central import over_central_budgets
 from .memos import capped_increase
 from .store import Tx
@@ -166,7 +166,7 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
         identity = tight[0] if tight else root
         before = spent(tight[1] if tight else root)
         limit = tight[2] if tight else None
-        over = [c for c in checks if spent(c[1], new) > c[2] * (1 + 1e-12)]
+        over = [c for c in checks if over_budget(spent(c[1], new), c[2])]
         tentative = parts is not None and any(e == 0.0 for _, e in charges)
         if over:
             if not maybe_free:
@@ -174,7 +174,7 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
                 s = spent(croot)
                 raise BudgetExceeded(
                     f"this release needs ε = {epsilon:g} per {privacy_unit}, but the dataset {name!r} has spent "
-                    f"{s:g} of its budget {clim:g} (remaining {max(0.0, clim - s):g}); nothing was run"
+                    f"{s:g} of its budget {clim:g} (remaining {remaining(clim, s):.3g}); nothing was run"
                     + "".join(f". Note: {n}" for n in notes))
             tentative = True  # may be a free re-run: decided by the content digest
             charges = [(root, 0.0)]

@@ -86,11 +86,24 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+#: The smallest ε a channel takes: below it a release is noise whatever the table (a histogram's standard error is
+#: about 3·10^6/sqrt(n) of a share), and the exact noise samplers' tables would not fit in memory.
+MIN_EPSILON = 1e-6
+#: The largest magnitude of a domain's end: 2^53, beyond which a double no longer holds every integer, and the
+#: exact sums of a mean's reports (each within the domain plus noise) would leave their exact range.
+MAX_DOMAIN = 2.0**53
+
+
 def check_epsilon(value: Any, name: str = "epsilon") -> float:
-    """Return ``value`` as a float if it is finite and > 0, else raise."""
+    """Return ``value`` as a float if it is finite and at least :data:`MIN_EPSILON`, else raise."""
     if not _is_real(value) or not math.isfinite(float(value)) or float(value) <= 0:
         raise LdpDaskError(
             f"The {name!r} parameter must be a finite float in (0, inf). Got {value!r} instead."
+        )
+    if float(value) < MIN_EPSILON:
+        raise LdpDaskError(
+            f"The {name!r} parameter must be at least {MIN_EPSILON:g}: below it every estimate is noise whatever "
+            f"the table's size. Got {float(value):g} instead."
         )
     return float(value)
 
@@ -107,9 +120,11 @@ def check_domain(lo: Any, hi: Any, name: str = "domain") -> tuple[float, float]:
         raise LdpDaskError(
             f"The {name!r} parameter must satisfy lo < hi. Got lo={lo_f!r}, hi={hi_f!r} instead."
         )
-    if not math.isfinite(hi_f - lo_f):
+    if max(abs(lo_f), abs(hi_f)) > MAX_DOMAIN:
         raise LdpDaskError(
-            f"The {name!r} parameter has a width hi - lo that overflows a float. Got ({lo_f!r}, {hi_f!r})."
+            f"The {name!r} parameter's ends must lie within ±2^53 = ±{MAX_DOMAIN:.4g} (beyond it a double no longer "
+            f"holds every integer, and the reports' exact sums would overflow). Got ({lo_f:g}, {hi_f:g}); rescale "
+            "the column (e.g. to thousands)."
         )
     return lo_f, hi_f
 

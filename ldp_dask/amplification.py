@@ -152,6 +152,18 @@ def shuffle_epsilon(eps0: float, n: int, delta: float = DEFAULT_DELTA) -> float:
     return smallest_epsilon(lambda eps: shuffle_delta(eps, eps0, n), delta, float(eps0), _EPS_TOL)
 
 
+#: the largest FFT grid the noise-sum computation builds (64 MiB of complex values); a noise wider than that (a
+#: tiny ε) gets the shuffle bound alone
+NOISE_SUM_POINTS = 1 << 23
+
+
+def _noise_sum_points(t: float, n: int) -> int:
+    """The FFT grid :func:`_discrete_laplace_sum_pmf` would build for n units of discrete Laplace(t) noise."""
+    q = math.exp(-1.0 / t)
+    width = int(20 * math.sqrt(n * 2 * q) / (1 - q)) + 64
+    return 1 << int(math.ceil(math.log2(2 * width + 1)))
+
+
 def _discrete_laplace_sum_pmf(t: float, n: int) -> tuple[np.ndarray, int]:
     """The law of the sum of n iid discrete Laplace(t) variables (P(k) ∝ e^{−|k|/t}): its probabilities on the
     integers −W … W, from the characteristic function (p²/(1 − 2q cos θ + q²))^n, q = e^{−1/t}, by one inverse FFT.
@@ -297,8 +309,10 @@ def _one_partition(channel: Any, units: int, eps0: float, k: int, delta: float) 
     """The central ε at ``delta`` of one partition's sums (ε₀-LDP units, ``units`` of them) and how it was found."""
     best, method = shuffle_epsilon(eps0, _grid_below(units, SHUFFLE_GRID), delta), SHUFFLE
     t = _lattice_noise_scale(channel)
-    if t is not None and k == 1 and units > 1 and eps0 <= NOISE_SUM_MAX_EPSILON:
-        summed = noise_sum_epsilon(t, _grid_below(min(units, NOISE_SUM_UNITS), NOISE_SUM_GRID), delta)
+    n = _grid_below(min(units, NOISE_SUM_UNITS), NOISE_SUM_GRID)
+    if t is not None and k == 1 and units > 1 and eps0 <= NOISE_SUM_MAX_EPSILON and _noise_sum_points(t, n) <= \
+            NOISE_SUM_POINTS:
+        summed = noise_sum_epsilon(t, n, delta)
         if summed < best:
             best, method = summed, NOISE_SUM
     return float(best), method

@@ -18,7 +18,7 @@ from typing import Any
 from ._validation import DEBUG_ENV, LdpDaskError
 from .amplification import central_line
 from .cli_parser import build_parser, show_progress
-from .outputs import fmt, fmt_interval, fmt_se
+from .outputs import TEXT_ROWS, fmt, fmt_interval, fmt_se, render_text
 from .policy import LdpDaskWarning
 from .receipts import central_spend_line, series_spend
 
@@ -26,9 +26,12 @@ __all__ = ["main"]
 
 
 def _null_policy(words: list[str], numeric: bool) -> Any:
-    """``--nulls error`` → None; ``--nulls value V`` → V (a number for a numeric column, else the category)."""
+    """``--nulls error`` → None; ``--nulls value V`` (or ``--nulls V``, as a plan's ``nulls = V``) → V (a number for
+    a numeric column, else the category)."""
     if words == ["error"]:
         return None
+    if len(words) == 1 and words[0] not in ("drop", "value"):
+        words = ["value", words[0]]
     if len(words) == 2 and words[0] == "value":
         if not numeric:
             return words[1]
@@ -37,7 +40,7 @@ def _null_policy(words: list[str], numeric: bool) -> Any:
         except ValueError:
             raise LdpDaskError(f"--nulls value: the column is numeric, so V must be a number. Got {words[1]!r}.") \
                 from None
-    raise LdpDaskError(f"--nulls must be 'error' or 'value V'. Got {' '.join(words)!r} instead"
+    raise LdpDaskError(f"--nulls must be 'error', 'value V' or V. Got {' '.join(words)!r} instead"
                        f"{' (dropping nulls would release their exact count)' if words[0] == 'drop' else ''}.")
 
 
@@ -111,6 +114,7 @@ def _cmd_release(a: argparse.Namespace) -> int:
 
 def _cmd_budget(a: argparse.Namespace) -> int:
     from ldp_dask.ledger import open_ledger
+    from ldp_dask.ledger.budget import remaining
     from ldp_dask.source import source_root
 
     led = open_ledger(a.ledger or True)
@@ -152,7 +156,7 @@ def _cmd_budget(a: argparse.Namespace) -> int:
           "scopes together")
     for r in rows:
         name = r["dataset"] or "(undeclared)"
-        budget = (f" of budget {r['budget']:g} (remaining {max(0.0, r['budget'] - r['spent']):g})"
+        budget = (f" of budget {r['budget']:g} (remaining {remaining(r['budget'], r['spent']):.3g})"
                   if r["budget"] is not None else " (no budget set)")
         views = "; ".join(f"{k} {v:g}" for k, v in sorted(r["by_column"].items()))
         scopes = ", ".join(f"{k} {v:g}" for k, v in sorted(r["by_scope"].items()))
@@ -164,7 +168,8 @@ def _cmd_budget(a: argparse.Namespace) -> int:
                   f"{r['nights_left']} more night(s) fit")
         for m in r.get("longitudinal", ()):
             nights = "" if m.get("capped") else f" ({m['nights']} nights)"  # a capped series says its nights
-            print(f"      longitudinal series {m['series'][:12]}{nights}: {series_spend(m, r['privacy_unit'])}")
+            name = f"of {m.get('column')} ({m.get('channel')}, series {m['series'][:8]})"
+            print(f"      longitudinal series {name}{nights}: {series_spend(m, r['privacy_unit'])}")
         if r.get("fallback"):
             print(f"      declared append-only, counted conservatively since: {r['fallback']}")
         elif r.get("append_only"):
@@ -367,7 +372,7 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
     import ldp_dask
     from ldp_dask.release import publish
 
-    s = ldp_dask.read_summary(a.summary, allow_unverified=a.allow_unverified)
+    s = ldp_dask.read_summary(a.summary, key=_summary_key(a), allow_unverified=a.allow_unverified)
     est = ldp_dask.estimate(s, **_estimator_options(a))
     if a.plot and not hasattr(est, "plot"):
         raise LdpDaskError(f"--plot: the estimate of a {s.channel.name!r} summary has no plot.")
@@ -379,13 +384,22 @@ def _cmd_estimate(a: argparse.Namespace) -> int:
         print(json.dumps({**est.to_dict(), "summary_integrity": s.integrity, "central": s.central}))
         return 0
     _warn(est)
-    text = str(est)
+    text = render_text(est.describe(), None if a.all else TEXT_ROWS)
     print(text)
     if "summary integrity" not in text:  # every estimate's description states it; said once
         print(f"summary integrity: {s.integrity}")
     for label, path in written.items():
         print(f"wrote {label}: {path}")
     return 0
+
+
+def _summary_key(a: argparse.Namespace) -> Any:
+    """The key named by --secret-file or --seed, else None (the environment's, when it names one)."""
+    from ldp_dask.noise import resolve_secret
+
+    if a.seed is None and not a.secret_file:
+        return None
+    return resolve_secret(seed=a.seed, secret_file=a.secret_file)
 
 
 def _warn(result: Any) -> None:
@@ -395,11 +409,9 @@ def _warn(result: Any) -> None:
 
 
 def _cmd_verify(a: argparse.Namespace) -> int:
-    from ldp_dask.noise import resolve_secret
     from ldp_dask.summary import verify_summary
 
-    key = resolve_secret(seed=a.seed, secret_file=a.secret_file) if (a.seed is not None or a.secret_file) else None
-    s = verify_summary(a.summary, key)
+    s = verify_summary(a.summary, _summary_key(a))
     if a.json:
         print(json.dumps({"summary": a.summary, "integrity": s.integrity, "key_id": s.metadata.get("key_id"),
                           "channel": s.channel.name, "n": s.n, "privacy_unit": s.privacy_unit,
@@ -434,9 +446,8 @@ def _cmd_merge(a: argparse.Namespace) -> int:
 
 def _cmd_report(a: argparse.Namespace) -> int:
     from .report import default_report_path, write_report
-
     path = write_report(a.summary, a.out or default_report_path(a.summary), level=a.confidence, overwrite=a.overwrite,
-                        allow_unverified=a.allow_unverified)
+                        allow_unverified=a.allow_unverified, key=_summary_key(a))
     if a.json:
         print(json.dumps({"report": path, "summary": a.summary}))
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -103,9 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
     e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
     _confidence_arg(e)
+    _key_args(e)
     _unverified_arg(e)
     e.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
+    e.add_argument("--all", action="store_true",
+                   help="print every row of the table (a terminal gets the first and last of more than 64)")
     g = sub.add_parser("gof", help="locally private goodness-of-fit test (Lam-Weil et al. 2022)",
                        description="Test H0: f = f0 from a haar / haar-adaptive summary, or privatize raw data "
                                    "first (--column, --domain, --epsilon). Prints the statistic, the critical "
@@ -192,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("summary", help="summary file written by 'ldp-dask privatize'")
     h.add_argument("--out", default=None, help="HTML file to write (default: the summary's name with .html)")
     _confidence_arg(h)
+    _key_args(h)
     _unverified_arg(h)
     h.add_argument("--overwrite", action="store_true", help="replace an existing page")
     h.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -293,7 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in sub.choices.items():
         command.add_argument("--level", action=_Refused, nargs="?", help=argparse.SUPPRESS,
                              instead=_LEVEL_INSTEAD.get(name, _LEVEL_INSTEAD[None]))
+        # a negative number in any notation is a value, not an option (argparse knows -1 and -.5, not -1e6)
+        command._negative_number_matcher = _NEGATIVE_NUMBER
     return p
+
+
+#: what a negative number looks like on the command line: -1, -0.5, -.5, -1e6, -2.5E-3
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 #: What each command's old ``--level`` flag meant, and the flag that now says it.
@@ -344,6 +355,13 @@ _confidence = _level(1.0, "confidence level", "e.g. 0.95")
 def _confidence_arg(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument("--confidence", type=_confidence, default=0.95, metavar="LEVEL",
                    help=f"{prefix}confidence level of the intervals, in (0, 1) (default 0.95)")
+
+
+def _key_args(p: argparse.ArgumentParser) -> None:
+    """--secret-file and --seed: the key a summary is verified under (else LDP_DASK_SECRET / LDP_DASK_SECRET_FILE)."""
+    p.add_argument("--secret-file", default=None,
+                   help="file with the release key: the summary is verified under it (its integrity then says so)")
+    p.add_argument("--seed", type=int, default=None, help="the insecure seed the summary was released with")
 
 
 def _unverified_arg(p: argparse.ArgumentParser) -> None:
@@ -417,8 +435,8 @@ _FLAG_SPECS: dict[str, dict[str, Any]] = {
     "--night": {"default": None, "metavar": "YYYY-MM-DD"},
     "--nulls": {"nargs": "+", "default": ["error"], "metavar": "POLICY",
                 "help": "what a null of the column becomes: 'error' (default: refused, from the Parquet footers "
-                        "before any work) or 'value V' (replaced by the public value V before privatization; ε "
-                        "unchanged). Dropping is not offered: it would release the exact count of non-nulls"},
+                        "before any work) or 'value V', or V alone (replaced by the public value V before "
+                        "privatization; ε unchanged). Dropping is not offered: it would release the exact count of non-nulls"},
 }
 
 

@@ -27,7 +27,7 @@ from ._validation import LdpDaskError
 from .channels import AUTO, Channel, build_channel, memoized, value_kind_of
 from .options import RunOptions
 from .partitions import follows_n, params_following_n
-from .pipeline import privatize
+from .pipeline import nulls_as_other, privatize
 from .release import plan
 from .source import Dataset, typed_categories
 from .summary import Summary
@@ -61,6 +61,8 @@ def plan_column(source: Any, column: str, request: ChannelRequest,
                 options: RunOptions) -> tuple[Dataset, Channel, ChannelRequest]:
     """Plan ``source`` (metadata only) and build the channel for its n: the dataset, the channel, and the
     request with its categories typed as the column."""
+    if request.value_kind == "categorical":
+        options = nulls_as_other(options, request.options.get("categories"), bool(request.options.get("other")))
     dataset = plan(source, column, request.value_kind, options)
     if "categories" in request.options:
         typed = typed_categories(list(request.options["categories"]), dataset)

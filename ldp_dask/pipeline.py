@@ -21,6 +21,7 @@ from . import exactsum
 from ._validation import InputDataError, LdpDaskError
 from .amplification import central_event
 from .channels import Channel, Memoized, memoized
+from .channels.categorical import OTHER
 from .clusters import connect
 from .engine import run, task_rows, tasks_of
 from .ledger import BudgetExceeded
@@ -57,7 +58,7 @@ from .tasks import (
     release_values,
 )
 
-__all__ = ["privatize", "run_channel", "local_charge", "connect", "MODES"]
+__all__ = ["privatize", "run_channel", "local_charge", "connect", "MODES", "nulls_as_other"]
 
 MODES = ("summary", "rows")
 
@@ -152,6 +153,8 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
     if mode not in MODES:
         raise LdpDaskError(f"The 'mode' parameter must be one of {MODES}. Got {mode!r} instead.")
     opts = RunOptions.of(options, **run)
+    if channel.value_kind == "categorical":
+        opts = nulls_as_other(opts, getattr(channel, "categories", ()), getattr(channel, "other", False))
     if mode == "rows" and rows_path is None:
         raise LdpDaskError("Rows mode needs 'rows_path' (--rows-out), the directory for privatized rows.")
     if mode != "rows" and rows_path is not None:
@@ -193,6 +196,15 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
     return release(dataset, charge, compute, opts,
                    targets={"summary": out, "rows": rows}, write=summary_writer(secret), overwrite=overwrite,
                    content_tag=lambda s: s.content_tag, central=lambda s: [central_event(s)])
+
+
+def nulls_as_other(options: RunOptions, categories: Any, other: bool) -> RunOptions:
+    """With ``other`` (values outside the listed categories counted as ``"__other__"``) and no null policy, a null
+    is one more value outside the list: it is counted as "other" (the policy ``nulls="__other__"``, recorded in the
+    summary), not refused."""
+    if options.nulls is None and other and OTHER not in list(categories or ()):
+        return dataclasses.replace(options, nulls=OTHER)
+    return options
 
 
 def with_key(opts: RunOptions) -> tuple[Secret, RunOptions]:

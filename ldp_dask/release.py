@@ -217,6 +217,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
                            "release is not longitudinal (--longitudinal, longitudinal=True): leave it out")
     secret = options.key()
     ledger = open_ledger(options.ledger)
+    if ledger is not None:
+        _check_persistent(targets or {})
     outputs = StagedOutputs(overwrite, options.storage_options, inputs=_dataset_inputs(dataset))
     held: list[Reservation] = []
     release_key = hashlib.sha256(json.dumps(
@@ -299,3 +301,20 @@ def _receipt(ledger: Ledger | None, r: Reservation | None, charge: Charge, secre
     spent, central = ledger.standing(r.identity_root)
     return Receipt(ledger.location, charge.scope, r.epsilon, r.reused, spent, r.limit, secret.key_id, secret.source,
                    r.identity, unit, parts, r.note, r.spread, central)
+
+
+#: file systems whose files vanish with the process: a charged release's outputs may not go there
+TRANSIENT_PROTOCOLS = ("memory",)
+
+
+def _check_persistent(targets: Mapping[str, str | os.PathLike[str] | None]) -> None:
+    """Refuse, before any work, an output of a charged release on a file system that ends with the process
+    (``memory://``): the ledger would charge a release nobody can read."""
+    for label, path in targets.items():
+        if path is None:
+            continue
+        protocol, _ = fsspec.core.split_protocol(os.fspath(path))
+        if protocol in TRANSIENT_PROTOCOLS:
+            raise LdpDaskError(f"the {label} output {os.fspath(path)!r} is on the {protocol}:// file system, which "
+                               "ends with this process: the release would be charged and its output lost. Write it "
+                               "to a directory or object storage (or release with ledger=False / --no-ledger)")

@@ -59,7 +59,7 @@ def render_report(summary: Summary | str | os.PathLike[str], level: float = 0.95
 
 def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathLike[str] | None = None,
                  level: float = 0.95, overwrite: bool = False, result: Any = None, *, allow_unverified: bool = False,
-                 **options: Any) -> str:
+                 key: Any = None, **options: Any) -> str:
     """Write an HTML page with the estimate, its uncertainty and the privacy parameters of ``summary``.
 
     Parameters
@@ -78,6 +78,8 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
     allow_unverified : bool
         Report on a summary file that the key at hand cannot verify
         (:func:`ldp_dask.read_summary`); refused otherwise.
+    key : bytes, Secret or None
+        The key to verify a summary file under (None: the environment's, when it names one).
     **options :
         Passed to the channel's estimator (e.g. ``threshold="soft"`` for wavelets).
 
@@ -92,11 +94,15 @@ def write_report(summary: Summary | str | os.PathLike[str], path: str | os.PathL
         path = default_report_path(summary)
     from .release import publish
 
+    source = summary
+    if key is not None and not isinstance(summary, Summary):
+        summary = read_summary(summary, key=key, allow_unverified=allow_unverified)
+
     def produce(outputs: Any) -> None:  # the target is checked (exists? an input?) before the page is rendered
         outputs.write("report", render_report(summary, level=level, result=result, allow_unverified=allow_unverified,
                                                  **options).encode())
 
-    inputs = [] if isinstance(summary, Summary) else [summary]
+    inputs = [] if isinstance(source, Summary) else [source]
     return publish({"report": path}, produce, overwrite=overwrite, inputs=inputs)[1]["report"]
 
 

@@ -116,15 +116,19 @@ def choose_channel(epsilon: float, domain: Any = None, n: int | None = None, *, 
         return ch
     if target != "mean":
         raise LdpDaskError(f"The 'target' of a numeric column is 'distribution' or 'mean'. Got {target!r} instead.")
+    from .mean import LaplaceMean
+
     pred = mean_variances(epsilon)
     best = min(pred, key=lambda k: pred[k])
     opts = {} if noise is None else {"noise": noise}
-    if best == "mean":
-        from .mean import LaplaceMean
-
-        ch = LaplaceMean(epsilon, domain, **opts)
-    else:
-        ch = HybridMean(epsilon, domain, mechanism=best.split("/")[1], **opts)
+    chosen: Any = None
+    if best != "mean":
+        try:
+            chosen = HybridMean(epsilon, domain, mechanism=best.split("/")[1], **opts)
+        except LdpDaskError:  # views too wide for exact sums of their squares (a huge domain): the Laplace mean
+            pred = {"mean": pred["mean"]}
+            best = "mean"
+    ch = chosen if chosen is not None else LaplaceMean(epsilon, domain, **opts)
     ch.choice = {"target": "mean", "chosen": best, "n": n,  # type: ignore[union-attr]
                  "criterion": "smallest worst-case noise variance of one view", "predicted_var_half_widths": pred}
     return ch

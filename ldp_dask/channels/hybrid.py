@@ -107,6 +107,12 @@ class HybridMean(NumericChannel):
             self.beta = -math.expm1(-eps / 2) if eps > HYBRID_THRESHOLD else 0.0
         # a power of two: lattice points g·k are exact doubles
         self.granularity = math.ldexp(1.0, math.ceil(math.log2(self.pm_c))) / LATTICE_STEPS
+        # a view z lies within mid ± half·max(C, B); Σ z² is summed exactly, below 2^99, over up to 2^30 rows a task
+        widest = abs(self.mid) + self.half * max(self.pm_c, self.duchi_b)
+        if widest * widest > 2.0 ** 69:
+            raise LdpDaskError(f"hybrid-mean with epsilon={eps:g} on the domain ({lo:g}, {hi:g}) reports views up "
+                               f"to {widest:.3g} in magnitude, whose squares the exact sums cannot hold (at most "
+                               f"{2.0 ** 34.5:.3g}): rescale the column, or use the 'mean' channel")
 
     def _pm_ratio(self, p: float) -> float:
         return _pm_ratio(self.pm_c, p)

@@ -21,7 +21,9 @@ __all__ = ["SQLiteStore"]
 
 class SQLiteStore(Store):
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        # absolute: a relative path used from another directory would silently start a second ledger; the
+        # receipts print where the ledger is
+        self.path = Path(os.path.abspath(os.fspath(path)))
         self.location = str(self.path)
         if self.path.exists():
             self._check()

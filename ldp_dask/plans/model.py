@@ -75,6 +75,8 @@ GROUP_KINDS = ("private", "public")
 PRIVATE_TARGETS = ("mean", "frequencies", "distribution")
 #: The most keys a group may declare (besides "other").
 MAX_GROUP_KEYS = 4095
+#: The largest plan file read (10^4 statistics take about 1 MiB).
+MAX_PLAN_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -297,14 +299,24 @@ class Plan:
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Plan:
+        where = os.fspath(path)
         try:
             with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+                raw = fh.read(MAX_PLAN_BYTES + 1)  # never the whole of /dev/zero
         except OSError as exc:
-            raise LdpDaskError(f"cannot read the plan {os.fspath(path)!r}: {exc.strerror}") from None
+            raise LdpDaskError(f"cannot read the plan {where!r}: {exc.strerror}") from None
+        if len(raw) > MAX_PLAN_BYTES:
+            raise LdpDaskError(f"the plan {where!r} is larger than {MAX_PLAN_BYTES // (1 << 20)} MiB: a plan is a "
+                               "short TOML file of [[statistic]] tables")
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise LdpDaskError(f"the plan {where!r} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
         except tomllib.TOMLDecodeError as exc:
-            raise LdpDaskError(f"the plan {os.fspath(path)!r} is not valid TOML: {exc}") from None
-        return cls.from_dict(data, f"the plan {os.fspath(path)!r}")
+            raise LdpDaskError(f"the plan {where!r} is not valid TOML: {exc}") from None
+        except RecursionError:
+            raise LdpDaskError(f"the plan {where!r} nests its tables or arrays too deeply to be a plan") from None
+        return cls.from_dict(data, f"the plan {where!r}")
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def test_nulls_are_refused_before_work_with_the_policy_to_choose(capsys, tmp_pat
                         "--epsilon", 1, "--out", tmp_path / "m.parquet", *COMMON)
     assert code == 2 and "contains null values" in err and "--nulls value V" in err and "Parquet statistics" in err
     assert not (tmp_path / "m.parquet").exists()
-    for bad, message in ((["drop"], "exact count"), (["value", "x"], "must be a number"), (["value"], "'error' or")):
+    for bad, message in ((["drop"], "exact count"), (["value", "x"], "must be a number"), (["value"], "'error', 'value V' or V")):
         code, _, err = _run(capsys, "privatize", data, "--column", "delay", "--channel", "mean", "--domain", -50, 100,
                             "--epsilon", 1, "--out", tmp_path / "m.parquet", "--nulls", *bad, *COMMON)
         assert code == 2 and message in err, err

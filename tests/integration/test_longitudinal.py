@@ -188,7 +188,9 @@ def test_the_command_line_releases_nights_and_prints_the_spend(tmp_path, capsys,
     assert [c for c, _ in spends] == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
     assert spends[-1][1]["capped"] and spends[-1][1]["nights"] == 3
     assert main(["budget", "--ledger", str(ledger)]) == 0  # the series' nights and cap, nothing per person
-    assert ": capped series, 3 night(s): ε 1 per id in all, its cap ε 1 reached" in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert ": capped series, 3 night(s): ε 1 per id in all, its cap ε 1 reached" in listed
+    assert "longitudinal series of x (capped-mean, series " in listed  # named by its column and channel
     # uncapped: ε per distinct report, spread over persons
     assert main([*args, "--uncapped", "--out", str(tmp_path / "u.parquet")]) == 0
     info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

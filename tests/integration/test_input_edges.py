@@ -1,0 +1,144 @@
+"""The edges of the input, through the command line: each ends before any work with one line naming the parameter,
+the value and what is allowed — exit 2, nothing in the ledger, nothing written — or works."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import ldp_dask
+from ldp_dask.cli import main
+from ldp_dask.ledger import open_ledger
+
+
+@pytest.fixture()
+def table(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    pq.write_table(pa.table({"x": rng.uniform(-5e5, 5e5, 4_000),
+                             "c": pa.array(["a", "b", None, "z"] * 1_000)}), d / "part-0.parquet")
+    return d
+
+
+def _refused(capsys, args, *said):
+    with pytest.raises(SystemExit) as exc:
+        rc = main(args)
+        raise SystemExit(rc)
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2, err
+    assert len(err.splitlines()) == 1, err
+    for words in said:
+        assert words in err, err
+    return err
+
+
+def _nothing_charged(ledger, out):
+    assert open_ledger(str(ledger)).entries() == []
+    assert not out.exists()
+
+
+RELEASE = ["privatize", "--column", "x", "--channel", "mean", "--local", "--seed", "1"]
+
+
+def test_a_negative_domain_in_any_notation_works(table, tmp_path, capsys):
+    led = tmp_path / "l.sqlite"
+    assert main([*RELEASE, str(table), "--epsilon", "1", "--domain", "-1e6", "1e6", "--out",
+                 str(tmp_path / "s.parquet"), "--ledger", str(led)]) == 0
+    assert "ε 1 per row spent" in capsys.readouterr().err
+    assert main(["estimate", str(tmp_path / "s.parquet"), "--seed", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["domain"] == [-1e6, 1e6]
+
+
+@pytest.mark.parametrize("flags,said", [
+    (["--epsilon", "1", "--domain", "0", "1.7e308"], ("'domain'", "2^53", "1.7e+308")),
+    (["--epsilon", "1e-12", "--domain", "-1e6", "1e6"], ("'epsilon'", "at least 1e-06", "1e-12")),
+])
+def test_an_impossible_domain_or_epsilon_is_refused_before_any_work(table, tmp_path, capsys, flags, said):
+    led, out = tmp_path / "l.sqlite", tmp_path / "s.parquet"
+    _refused(capsys, [*RELEASE, str(table), *flags, "--out", str(out), "--ledger", str(led)], *said)
+    _nothing_charged(led, out)
+
+
+def test_an_output_that_vanishes_with_the_process_is_refused_for_a_charged_release(table, tmp_path, capsys):
+    led = tmp_path / "l.sqlite"
+    _refused(capsys, [*RELEASE, str(table), "--epsilon", "1", "--domain", "-1e6", "1e6", "--out",
+                      "memory://somewhere/s.parquet", "--ledger", str(led)], "memory://", "charged")
+    assert open_ledger(str(led)).entries() == []
+
+
+def test_ledger_paths_are_absolute_and_an_empty_home_is_refused(table, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LDP_DASK_LEDGER", "relative.sqlite")
+    assert main([*RELEASE, str(table), "--epsilon", "1", "--domain", "-1e6", "1e6", "--out", "s.parquet"]) == 0
+    assert f"({tmp_path / 'relative.sqlite'})" in capsys.readouterr().err  # the receipt names it whole
+    monkeypatch.delenv("LDP_DASK_LEDGER")
+    monkeypatch.setenv("HOME", "")
+    _refused(capsys, [*RELEASE, str(table), "--epsilon", "1", "--domain", "-1e6", "1e6", "--out", "t.parquet"],
+             "HOME is ''", "LDP_DASK_LEDGER")
+    assert not (tmp_path / "t.parquet").exists()
+
+
+@pytest.mark.parametrize("content,said", [
+    (b"\xff\xfe[[statistic]]\n", "is not UTF-8 text"),
+    (b"a = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "nests its tables or arrays too deeply"),
+])
+def test_a_plan_that_is_not_a_plan_is_one_line(table, tmp_path, capsys, content, said):
+    plan = tmp_path / "plan.toml"
+    plan.write_bytes(content)
+    err = _refused(capsys, ["plan", "check", str(plan), str(table), "--epsilon", "1"], said)
+    assert str(plan) in err
+
+
+def test_plan_check_does_not_read_an_endless_file(table, capsys):
+    _refused(capsys, ["plan", "check", "/dev/zero", str(table), "--epsilon", "1"], "larger than 16 MiB")
+
+
+def test_nulls_as_a_plan_spells_them_and_a_null_category_is_other(table, tmp_path, capsys):
+    """`--nulls 0` as a plan's `nulls = 0` (it was refused on the command line); with --other a null category
+    counts as "other" (it was refused), and the summary records the policy."""
+    d = tmp_path / "with-nulls"
+    d.mkdir()
+    pq.write_table(pa.table({"x": pa.array([0.5, None] * 500)}), d / "p.parquet")
+    assert main(["privatize", str(d), "--column", "x", "--channel", "mean", "--domain", "0", "1", "--epsilon", "1",
+                 "--local", "--no-ledger", "--seed", "1", "--nulls", "0", "--out", str(tmp_path / "n.parquet")]) == 0
+    capsys.readouterr()
+    assert main(["privatize", str(table), "--column", "c", "--channel", "rr", "--categories", "a", "b", "--other",
+                 "--epsilon", "4", "--local", "--no-ledger", "--seed", "1", "--out", str(tmp_path / "c.parquet")]) == 0
+    capsys.readouterr()
+    assert main(["estimate", str(tmp_path / "c.parquet"), "--seed", "1", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["summary_integrity"] == "verified"
+    meta = ldp_dask.read_summary(tmp_path / "c.parquet", allow_unverified=True).metadata
+    assert meta["nulls"] == {"policy": "value", "value": "__other__"}
+    shares = dict(zip(est["labels"], est["frequencies"]))
+    assert abs(shares["__other__"] - 0.5) < 0.05  # the nulls (1/4) and 'z' (1/4); se ≈ 0.008 at ε 4
+
+
+def test_estimate_takes_the_key_and_cuts_a_long_table(tmp_path, capsys):
+    d = tmp_path / "many"
+    d.mkdir()
+    cats = [f"k{i}" for i in range(300)]
+    pq.write_table(pa.table({"c": np.random.default_rng(1).choice(cats, 30_000)}), d / "p.parquet")
+    (tmp_path / "cats.txt").write_text("\n".join(cats))
+    key = tmp_path / "release.key"
+    key.write_bytes(bytes(range(32)))
+    key.chmod(0o600)
+    assert main(["privatize", str(d), "--column", "c", "--channel", "rr", "--categories-file",
+                 str(tmp_path / "cats.txt"), "--epsilon", "4", "--local", "--no-ledger", "--secret-file", str(key),
+                 "--out", str(tmp_path / "s.parquet")]) == 0
+    capsys.readouterr()
+    assert main(["estimate", str(tmp_path / "s.parquet"), "--secret-file", str(key)]) == 0
+    text = capsys.readouterr().out
+    assert "verified" in text and "not verified" not in text
+    assert sum(line.lstrip().startswith("k") for line in text.splitlines()) < 70 and "--json" in text
+    assert main(["estimate", str(tmp_path / "s.parquet"), "--secret-file", str(key), "--all"]) == 0
+    assert sum(line.lstrip().startswith("k") for line in capsys.readouterr().out.splitlines()) == 300
+    assert main(["report", str(tmp_path / "s.parquet"), "--secret-file", str(key), "--out",
+                 str(tmp_path / "s.html")]) == 0  # the page too, verified under the key
+    page = (tmp_path / "s.html").read_text()
+    assert "integrity</th><td>verified" in page, page[:2000]

@@ -11,7 +11,7 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .options import (
     DEFAULT_CENTRAL_DELTA,
@@ -26,8 +26,28 @@ from .policy import MAX_EPSILON
 __all__ = ["build_parser", "show_progress", "run_flags"]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (the usage is one ``--help`` away, not 30 lines of stderr);
+    its subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def number(text: str) -> float:
+    """A number as the command line takes it: plain decimal or scientific notation, never Python's ``1_0`` (read as
+    10, silently: the ε a typo would spend)."""
+    if "_" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a plain number (an underscore is not read as a separator "
+                                         f"here; write {text.replace('_', '')!r} if that is meant)")
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ldp-dask", description="Locally private statistics over Parquet with Dask.")
+    p = OneLineParser(prog="ldp-dask", description="Locally private statistics over Parquet with Dask.")
     from ._version import __version__
 
     p.add_argument("--version", action="version", version=f"ldp-dask {__version__}")
@@ -38,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="demo-output", help="output directory (default: demo-output)")
     d.add_argument("--rows", type=int, default=2_000_000, help="rows to generate (default: 2,000,000)")
     d.add_argument("--files", type=int, default=4, help="Parquet files to generate (default: 4)")
-    d.add_argument("--epsilon", type=float, default=1.0, help="ε per row (default: 1)")
+    d.add_argument("--epsilon", type=number, default=1.0, help="ε per row (default: 1)")
     d.add_argument("--workers", type=int, default=2, help="Dask worker processes (default: 2)")
     d.add_argument("--json", action="store_true", help="print the result as JSON")
     d.add_argument("--data-only", metavar="DIR", default=None,
@@ -78,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--memo-g", default="auto", metavar="G",
                    help="with --longitudinal: values each person's cells are hashed into before memoizing (a person "
                         "makes at most G distinct reports; default auto: 2 for ε ≤ 4)")
-    r.add_argument("--instant", type=float, default=None, metavar="EPSILON",
+    r.add_argument("--instant", type=number, default=None, metavar="EPSILON",
                    help="with --longitudinal: ε of a fresh randomization of the memoized report each night "
                         "(RAPPOR's instantaneous layer; none by default)")
     r.add_argument("--memo-levels", type=int, default=1,
@@ -102,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "'unbiased')")
     e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
                    help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
-    e.add_argument("--gamma", type=float, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
+    e.add_argument("--gamma", type=number, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
     _confidence_arg(e)
     _key_args(e)
     _unverified_arg(e)
@@ -126,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rows", default=None, help="directory of privatized rows (U-statistic)")
     g.add_argument("--calibration-seed", type=int, default=None, help="seed of the Monte-Carlo calibration")
     g.add_argument("--column", default=None, help="raw data: column to privatize")
-    g.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"), help="raw data: public domain")
-    g.add_argument("--epsilon", type=float, default=None, help="raw data: ε per row")
+    g.add_argument("--domain", nargs=2, type=number, default=None, metavar=("LO", "HI"), help="raw data: public domain")
+    g.add_argument("--epsilon", type=number, default=None, help="raw data: ε per row")
     g.add_argument("--adaptive", action="store_true",
                    help="raw data: the adaptive test over several levels (--levels; default 1 to 4)")
     g.add_argument("--levels", type=int, nargs="+", default=None, metavar="J",
@@ -137,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the most powerful), one random level per row (rows, the paper's), or ε split across levels")
     g.add_argument("--haar-level", "--J", dest="J", type=int, default=None,
                    help="raw data: Haar level J, 2^J bins (default from n, ε and --smoothness)")
-    g.add_argument("--smoothness", type=float, default=1.0, help="raw data: smoothness s for the default J (1)")
+    g.add_argument("--smoothness", type=number, default=1.0, help="raw data: smoothness s for the default J (1)")
     g.add_argument("--summary-out", default=None, help="raw data: also write the summary here")
     _unverified_arg(g)
     g.add_argument("--out", default=None, help="write the result as JSON")
@@ -150,21 +170,21 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(one record replaced, n public). The exact statistics stay in memory.")
     c.add_argument("source", help="Parquet data (central DP), or a histogram/wavelet summary file (local DP)")
     c.add_argument("--column", default=None, help="column (raw data)")
-    c.add_argument("--bounds", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+    c.add_argument("--bounds", nargs=2, type=number, default=None, metavar=("LO", "HI"),
                    help="public bounds (raw data)")
-    c.add_argument("--epsilon", type=float, default=None, help="total ε for all the quantiles (raw data)")
+    c.add_argument("--epsilon", type=number, default=None, help="total ε for all the quantiles (raw data)")
     _confidence_arg(c, "summary: ")
     c.add_argument("--interval", choices=["bins", "band", "envelope", "bootstrap"], default=None,
                    help="summary: CDF band at the bin edges (default for histogram/haar), interpolated within "
                         "bins, CDF envelopes (default for wavelet), or parametric bootstrap (under-covers)")
     c.add_argument("--B", type=int, default=400, help="summary: bootstrap replicates (default 400)")
-    c.add_argument("--q", type=float, nargs="+", default=None, help="probabilities in (0, 1), increasing")
+    c.add_argument("--q", type=number, nargs="+", default=None, help="probabilities in (0, 1), increasing")
     c.add_argument("--deciles", action="store_true", help="the nine deciles (the default when --q is absent)")
     c.add_argument("--method", default="best",
                    choices=["best", "joint-exp", "inverse-sensitivity", "histogram", "laplace"],
                    help="mechanism (default best: joint-exp up to n = 102,400, then inverse-sensitivity; "
                         "measured in benchmarks/quantiles.py)")
-    c.add_argument("--rho", type=float, default=None,
+    c.add_argument("--rho", type=number, default=None,
                    help="inverse-sensitivity smoothing ρ (default (hi − lo)/2^20)")
     c.add_argument("--steps", type=int, default=None, help="histogram method: intervals (default 1.5 n / log n)")
     c.add_argument("--out", default=None, help="write the release as JSON")
@@ -183,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "release can then be chosen without looking at the data.")
     bd.add_argument("source", help="Parquet data (file, directory, glob, fsspec URL)")
     bd.add_argument("--column", required=True, help="the numeric column")
-    bd.add_argument("--epsilon", type=float, default=0.1, help="central ε spent (default 0.1)")
-    bd.add_argument("--fraction", type=float, default=0.95, help="share of the values inside, in [0.5, 1) (0.95)")
+    bd.add_argument("--epsilon", type=number, default=0.1, help="central ε spent (default 0.1)")
+    bd.add_argument("--fraction", type=number, default=0.95, help="share of the values inside, in [0.5, 1) (0.95)")
     bd.add_argument("--out", default=None, help="write the release as JSON")
     bd.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     bd.add_argument("--json", action="store_true", help="print the release as JSON")
@@ -231,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("action", choices=["check"])
     pl.add_argument("plan", help="the plan: a TOML file of [[statistic]] tables")
     pl.add_argument("source", help="the Parquet file, directory, glob or URL")
-    pl.add_argument("--epsilon", type=float, required=True, help="the total ε per row the plan may spend")
+    pl.add_argument("--epsilon", type=number, required=True, help="the total ε per row the plan may spend")
     pl.add_argument("--design", choices=["split-epsilon", "split-rows"], default=None,
                     help="force a design (default: the one predicting less error)")
     for flag in ("--privacy-unit", "--max-contributions", "--unit-nulls"):  # the unit, as the release takes it
@@ -248,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "page per statistic) and estimates.json.")
     rl.add_argument("plan", help="the plan: a TOML file of [[statistic]] tables")
     rl.add_argument("source", help="the Parquet file, directory, glob or URL")
-    rl.add_argument("--epsilon", type=float, required=True, help="the total ε per row the plan spends")
+    rl.add_argument("--epsilon", type=number, required=True, help="the total ε per row the plan spends")
     rl.add_argument("--out", default=None, help="directory to write the summaries, the report and estimates.json")
     rl.add_argument("--design", choices=["split-epsilon", "split-rows"], default=None,
                     help="force a design (default: the one predicting less error, as 'plan check' prints)")
@@ -278,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("action", nargs="?", choices=["list", "set"], default="list")
     b.add_argument("name", nargs="?", default=None, help="set: the dataset's name")
     b.add_argument("--source", default=None, help="set: the dataset's root (directory, file, glob or URL)")
-    b.add_argument("--limit", type=float, default=None, help="set: the ε budget per person")
+    b.add_argument("--limit", type=number, default=None, help="set: the ε budget per person")
     b.add_argument("--privacy-unit", default=None, metavar="COLUMN",
                    help="set: the column naming a person; every release of the dataset must use it "
                         "(default: ε per row)")
@@ -287,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "removed), so ε per row follows each file: a row pays for the releases that read it. Every "
                         "release checks it as far as it can; where a check fails the dataset is counted "
                         "conservatively from then on (the sum of all its releases), as it is without this flag")
-    b.add_argument("--central", type=float, nargs=2, default=None, metavar=("EPSILON", "DELTA"),
+    b.add_argument("--central", type=number, nargs=2, default=None, metavar=("EPSILON", "DELTA"),
                    help="set: a central budget (ε, δ) per person the releases must also fit: the central guarantee "
                         "each release satisfies (a summary's, by shuffling or its summed noise; any other release's "
                         "ε), composed with a privacy-loss-distribution accountant")
@@ -335,8 +355,8 @@ def _level(hi: float, what: str, hint: str) -> Any:
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
-        except ValueError:
+            value = number(text)
+        except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(f"expected a number in (0, {hi:g}), got {text!r}") from None
         if not 0 < value < hi:
             raise argparse.ArgumentTypeError(f"the {what} must be in (0, {hi:g}), got {text} ({hint})")
@@ -379,10 +399,10 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=TARGETS, default=None,
                    help="auto: what to optimise for (categories: frequencies; numeric columns: distribution, the "
                         "default, or mean)")
-    p.add_argument("--epsilon", type=float, required=True,
+    p.add_argument("--epsilon", type=number, required=True,
                    help=f"ε per row, > 0 (refused above {MAX_EPSILON:g} per unit without --allow-large-epsilon)")
     numeric = sorted(n for n, c in CHANNELS.items() if c.value_kind == "numeric")
-    p.add_argument("--domain", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+    p.add_argument("--domain", nargs=2, type=number, default=None, metavar=("LO", "HI"),
                    help=f"public domain ({', '.join(numeric)})")
     for name, (opt, users) in channel_options().items():
         if not opt.cli:
@@ -392,7 +412,8 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
         if opt.switch:
             p.add_argument(opt.flag, action="store_true", default=None, dest=name, help=text)
         else:
-            p.add_argument(opt.flag, dest=name, type=opt.type, choices=opt.choices, nargs="+" if opt.many else None,
+            p.add_argument(opt.flag, dest=name, type=number if opt.type is float else opt.type, choices=opt.choices,
+                           nargs="+" if opt.many else None,
                            default=None, help=text)
         if name == "categories":
             p.add_argument("--categories-file", default=None, help="rr, hadamard: file with one public category per line")

@@ -161,6 +161,9 @@ def resolve_secret(
         key = hashlib.sha256(b"ldp_dask/seed/v1:" + str(int(seed)).encode()).digest()
         return Secret(key, "seed", reproducible=True, insecure=True)
     if secret is not None:
+        if isinstance(secret, (str, os.PathLike)) and len(os.fspath(secret)) < 4096 and os.path.isfile(secret):
+            raise LdpDaskError(f"The 'secret' parameter is key material, not a file: {os.fspath(secret)!r} names a "
+                               "file; pass secret_file= (or the key's bytes)")
         return Secret(_check_key(_as_bytes(secret), "secret"), "explicit", True, False)
     if secret_file is None and not _env(SECRET_ENV) and _env(SECRET_FILE_ENV):
         secret_file = _env(SECRET_FILE_ENV)  # e.g. a Docker or Kubernetes secret mounted as a file
@@ -168,6 +171,12 @@ def resolve_secret(
         path = Path(secret_file)
         if not path.is_file():
             raise LdpDaskError(f"The 'secret_file' parameter must name a readable file. Got {str(path)!r}.")
+        mode = path.stat().st_mode & 0o077
+        if mode:
+            from .policy import warn
+
+            warn(f"the key file {str(path)!r} is readable or writable by others (mode {path.stat().st_mode & 0o777:04o})"
+                 f": whoever reads it can test guesses about the data; chmod 600 it")
         return Secret(_check_key(path.read_bytes().strip(), "secret_file"), "file", True, False)
     env = _env(SECRET_ENV)
     if env:

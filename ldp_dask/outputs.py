@@ -205,7 +205,15 @@ def render_text(d: Description, max_rows: int | None = TEXT_ROWS) -> str:
                 lines.append(f"  … {len(rows) - len(kept):,} of {len(rows):,} rows not shown ({ALL_ROWS_HINT})")
                 continue
             lines.append("  " + "  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)))
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join(printable(line).rstrip() for line in lines)
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character shown as its escape (``\\x1b``): labels are data, and a terminal must
+    not obey an ANSI sequence a category carries."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 _MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": r"\|", "`": r"\`", "*": r"\*", "_": r"\_", "[": r"\[", "]": r"\]",

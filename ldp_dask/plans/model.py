@@ -66,7 +66,7 @@ TARGET_CHANNELS = {"distribution": "histogram", "quantiles": "histogram", "mean"
 _CHANNEL_TARGETS = {"histogram": "distribution", "mean": "mean", "hybrid-mean": "mean", "rr": "frequencies",
                     "hadamard": "frequencies", "haar": "gof"}
 #: A statistic's keys that are not its channel's options: what its estimate or test takes, and its null policy.
-_NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level", "group_by", "groups", "group_kind")
+NOT_CHANNEL = _NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level", "group_by", "groups", "group_kind")
 #: What a group may be: "private" (the label is privatized with the value) or "public" (declared public by the
 #: operator: each group released on its own rows, group sizes released).
 GROUP_KINDS = ("private", "public")
@@ -75,6 +75,8 @@ GROUP_KINDS = ("private", "public")
 PRIVATE_TARGETS = ("mean", "frequencies", "distribution")
 #: The most keys a group may declare (besides "other").
 MAX_GROUP_KEYS = 4095
+#: A row split is offered only when every statistic expects at least this many rows (P(none) ≤ e^-30).
+MIN_SPLIT_ROWS = 30
 #: The largest plan file read (10^4 statistics take about 1 MiB).
 MAX_PLAN_BYTES = 16 << 20
 
@@ -427,7 +429,14 @@ def check(plan: Plan, rows: Mapping[str, int], epsilon: float, design: str | Non
     if design not in (None, "split-epsilon", "split-rows"):
         raise LdpDaskError(f"The 'design' parameter must be 'split-epsilon' or 'split-rows' (or None: the one "
                            f"predicting less error). Got {design!r} instead.")
-    if design == "split-epsilon" or (design is None and obj_eps <= obj_rows):
+    # a row split draws each statistic's rows at random: one expecting fewer than MIN_SPLIT_ROWS may get none, or a
+    # handful no estimate can be read from
+    few = [(s.label, float(rho[i]) * n[k]) for i, (s, k) in enumerate(zip(stats, of))
+           if float(rho[i]) * n[k] < MIN_SPLIT_ROWS]
+    if design == "split-rows" and few:
+        raise LdpDaskError(f"split-rows would give statistic {few[0][0]!r} about {few[0][1]:.3g} rows (fewer than "
+                           f"{MIN_SPLIT_ROWS}: it may get none); split ε instead (design='split-epsilon')")
+    if design == "split-epsilon" or (design is None and (obj_eps <= obj_rows or few)):
         planned = tuple(PlannedStatistic(s, by_eps[k][1], float(eps[k]), n[k], by_eps[k][3], by_eps[k][2])
                         for s, k in zip(stats, of))
         return PlanCheck("split-epsilon", epsilon, planned, obj_eps, obj_rows)

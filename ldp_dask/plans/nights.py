@@ -36,7 +36,7 @@ from ..source import Dataset
 from ..summary import Summary, sum_partitions, summary_of
 from .model import Plan, check_units
 from .results import PlanRelease, cells_of, plan_content_tag, statistic_metadata, statistic_release
-from .series import previous_summaries
+from .series import check_unedited, previous_summaries
 
 __all__ = ["release_nights"]
 
@@ -55,6 +55,7 @@ def _rows_channels(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsil
         for row in rows:
             warn_cells(row, max(1, persons * k))
         return rows
+    check_unedited(plan_, previous)
     rows = tuple(previous[s.label][0].channel for s in plan_.statistics)
     charged = sum(epsilon_per_unit(row, opts.unit) for row in rows)
     if abs(charged - epsilon) > 1e-9 * max(1.0, epsilon):

@@ -36,11 +36,11 @@ from ..release import Charge, release
 from ..source import Dataset
 from ..summary import Partition, Summary, read_summary, sum_partitions
 from ..tasks import ByFile, combine_files, file_sums
-from .model import Plan, Statistic, check
+from .model import NOT_CHANNEL, Plan, Statistic, check
 from .results import PlanRelease, cells_of, group_keys, group_metadata, plan_content_tag, statistic_metadata
 from .tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
 
-__all__ = ["release_series", "previous_summaries"]
+__all__ = ["release_series", "previous_summaries", "check_unedited"]
 
 #: What a night makes of one statistic: its summary, or its public groups' (one per key and "other").
 Made = Summary | list[Summary]
@@ -76,6 +76,28 @@ def previous_summaries(plan_: Plan, since: str | os.PathLike[str], secret: Secre
     return out
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Two option values alike (numbers compared as floats, lists item by item)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return float(a) == float(b)
+    return bool(a == b)
+
+
+def check_unedited(plan_: Plan, previous: dict[str, list[Summary]]) -> None:
+    """Refuse a plan whose statistic now declares an option its series' first night released otherwise (bins 8 →
+    16, a narrower domain, other categories): the night would keep the first night's channel in silence. A changed
+    statistic starts a new series, as an added one does."""
+    for s in plan_.statistics:
+        released = previous[s.label][0].channel.params()
+        for key, value in s.options.items():
+            if key in released and key not in NOT_CHANNEL and key != "epsilon" and not _same(value, released[key]):
+                raise LdpDaskError(f"statistic {s.label!r} now declares {key} = {value!r}; its series released "
+                                   f"{key} = {released[key]!r} on its first night. A changed statistic starts a new "
+                                   "series (run it without --since)")
+
+
 def _split(plan_: Plan, datasets: list[Dataset], epsilon: float, design: str | None,
            previous: dict[str, list[Summary]] | None) -> tuple[tuple[Any, ...], str, tuple[int, ...] | None]:
     """The channels, the design and the lots of a row split: the earlier night's, or chosen now."""
@@ -85,6 +107,7 @@ def _split(plan_: Plan, datasets: list[Dataset], epsilon: float, design: str | N
         shares = None if checked.design == "split-epsilon" else \
             [p.rows / max(1, d.n) for p, d in zip(checked.statistics, datasets)]
         return channels, checked.design, None if shares is None else tuple(int(x) for x in row_lots(shares))
+    check_unedited(plan_, previous)
     first = [previous[s.label][0] for s in plan_.statistics]
     meta = [x.metadata["plan"] for x in first]
     chosen = meta[0]["design"]

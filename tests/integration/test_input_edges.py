@@ -142,3 +142,78 @@ def test_estimate_takes_the_key_and_cuts_a_long_table(tmp_path, capsys):
                  str(tmp_path / "s.html")]) == 0  # the page too, verified under the key
     page = (tmp_path / "s.html").read_text()
     assert "integrity</th><td>verified" in page, page[:2000]
+
+
+# --- the rest of the adversarial sweep ---------------------------------------------------------------------------
+def test_an_epsilon_spelled_with_an_underscore_is_not_read_as_ten(table, tmp_path, capsys):
+    led, out = tmp_path / "l.sqlite", tmp_path / "s.parquet"
+    _refused(capsys, [*RELEASE, str(table), "--epsilon", "1_0", "--domain", "-1e6", "1e6", "--out", str(out),
+                      "--ledger", str(led)], "'1_0' is not a plain number")
+    _nothing_charged(led, out)
+
+
+def test_a_key_file_others_can_read_is_said_and_a_key_path_is_not_key_material(table, tmp_path, capsys):
+    key = tmp_path / "release.key"
+    key.write_text("0123456789abcdef0123456789abcdef\n")
+    key.chmod(0o644)
+    out = tmp_path / "s.parquet"
+    assert main(["privatize", str(table), "--column", "x", "--channel", "mean", "--domain", "-1e6", "1e6",
+                 "--epsilon", "1", "--local", "--no-ledger", "--secret-file", str(key), "--out", str(out)]) == 0
+    assert "readable or writable by others (mode 0644)" in capsys.readouterr().err
+    with pytest.raises(ldp_dask.LdpDaskError, match="is key material, not a file"):
+        ldp_dask.read_summary(out, key=str(key))
+    assert ldp_dask.read_summary(out, key=key.read_text().strip().encode()).integrity == "verified"
+
+
+def test_control_characters_in_labels_are_shown_escaped(tmp_path, capsys):
+    d = tmp_path / "ansi"
+    d.mkdir()
+    label = "\x1b[31mred\x1b[0m"
+    pq.write_table(pa.table({"c": [label, "plain"] * 500}), d / "p.parquet")
+    assert main(["privatize", str(d), "--column", "c", "--channel", "rr", "--categories", label, "plain",
+                 "--epsilon", "2", "--local", "--no-ledger", "--seed", "1", "--out", str(tmp_path / "c.parquet")]) == 0
+    capsys.readouterr()
+    assert main(["estimate", str(tmp_path / "c.parquet"), "--seed", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "\\x1b[31mred\\x1b[0m" in text
+
+
+SPLIT = """
+[[statistic]]
+column = "x"
+target = "mean"
+domain = [-1e6, 1e6]
+
+[[statistic]]
+column = "x"
+target = "distribution"
+domain = [-1e6, 1e6]
+bins = {bins}
+"""
+
+
+def test_a_row_split_that_could_leave_a_statistic_no_rows_is_not_chosen(tmp_path, capsys):
+    d = tmp_path / "small"
+    d.mkdir()
+    pq.write_table(pa.table({"x": np.linspace(-1e5, 1e5, 40)}), d / "p.parquet")
+    (tmp_path / "p.toml").write_text(SPLIT.format(bins=4))
+    _refused(capsys, ["plan", "check", str(tmp_path / "p.toml"), str(d), "--epsilon", "4", "--design", "split-rows"],
+             "fewer than 30", "split ε instead")
+    assert main(["plan", "check", str(tmp_path / "p.toml"), str(d), "--epsilon", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["design"] == "split-epsilon"
+
+
+def test_a_plan_edited_between_nights_starts_a_new_series(tmp_path, capsys):
+    d = tmp_path / "nights"
+    d.mkdir()
+    pq.write_table(pa.table({"x": np.linspace(-1e5, 1e5, 4_000)}), d / "day-1.parquet")
+    (tmp_path / "p.toml").write_text(SPLIT.format(bins=8))
+    common = ["--epsilon", "2", "--local", "--no-ledger", "--seed", "1", "--design", "split-epsilon"]
+    assert main(["release", str(tmp_path / "p.toml"), str(d), "--incremental", "--out", str(tmp_path / "n1"),
+                 *common]) == 0
+    capsys.readouterr()
+    pq.write_table(pa.table({"x": np.linspace(-1e5, 1e5, 4_000)}), d / "day-2.parquet")
+    (tmp_path / "p.toml").write_text(SPLIT.format(bins=16))
+    _refused(capsys, ["release", str(tmp_path / "p.toml"), str(d), "--since", str(tmp_path / "n1"), "--out",
+                      str(tmp_path / "n2"), *common], "now declares bins = 16", "released bins = 8")
+    assert not (tmp_path / "n2").exists()

@@ -23,6 +23,7 @@ KEY = "tamper-test-key-0123456789abcdef"
 def released(tmp_path, monkeypatch):
     """A histogram and an adaptive-Haar summary, released under a key held in a file."""
     (tmp_path / "key").write_text(KEY)
+    (tmp_path / "key").chmod(0o600)  # a key file others can read is warned about
     x = np.random.default_rng(0).beta(2, 5, 20_000)
     out = {}
     for name, ch in (("hist", build_channel("histogram", 1.0, (0, 1), bins=8)),

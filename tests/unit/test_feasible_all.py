@@ -2,8 +2,8 @@
 
 A property sweep: densities (histogram, Haar, wavelet, square wave), their quantiles, means, frequencies (RR,
 Hadamard), and means and shares per private group, each at ε ∈ {0.1, 1, 4} × n ∈ {5, 30, 10^4} on nasty data
-(every value at one end of the domain, one category only, every row in one group), three keys each (one for
-the square wave, whose fit takes seconds). In the JSON
+(every value at one end of the domain, one category only, every row in one group), three keys each (one key
+and one end for the square wave, whose fit takes seconds). In the JSON
 form (``to_dict``), the tidy table (``to_table``) and the text (``describe``), no point lies outside its feasible
 set (the domain, [0, 1] and the simplex, at least 0) or outside its own interval, and no ``nan`` is printed.
 """
@@ -60,7 +60,8 @@ def test_densities_and_their_quantiles_are_possible(name, epsilon, n):
              "haar": lambda: C.HaarLaplace(epsilon, 3, (LO, HI)),
              "wavelet": lambda: C.WaveletLaplace(epsilon, (LO, HI), 2, 4),
              "square-wave": lambda: C.SquareWave(epsilon, (LO, HI))}[name]
-    for end, seed in itertools.product((LO, HI), range(1 if name == "square-wave" else 3)):
+    ends, seeds = ((HI,), range(1)) if name == "square-wave" else ((LO, HI), range(3))  # its fit: 2 s a release
+    for end, seed in itertools.product(ends, seeds):
         s = ldp_dask.privatize(np.full(n, end), channel=build(), seed=seed, ledger=False)
         d = estimate(s)
         widths = np.diff(d.edges)

@@ -268,6 +268,7 @@ def test_reservations_of_dead_processes_and_expired_leases_are_resolved(tmp_path
     assert e["status"] == "committed" and "recovered" in e["note"]
 
 
+@pytest.mark.slow  # seconds of real processes: in make test, not test-fast
 def test_a_live_run_renews_its_lease(led):
     path, led = led, Ledger(led, lease_seconds=0.6)
     r = led.reserve(root="file:///d", column="x", scope="local", channel="c", params={}, epsilon=1.0, key_id="k",
@@ -518,6 +519,7 @@ def test_a_schema_2_postgresql_ledger_is_brought_up_to_date(postgres):
     assert Ledger(url).spent("file:///d") == 2.5
 
 
+@pytest.mark.slow  # seconds of real processes: in make test, not test-fast
 @pytest.mark.postgres
 def test_a_ledger_lost_after_publishing_is_reported_as_a_pending_charge(postgres, tmp_path, data):
     """The ledger's server refuses the release's connections from the moment its charge is settled (a trigger on

@@ -35,6 +35,7 @@ def _within_cells(rng, values, share):
     return out
 
 
+@pytest.mark.slow  # seconds of real processes: in make test, not test-fast
 def test_thirty_nights_cost_the_series_cap_once_whatever_changes(tmp_path, cluster):
     """A capped series (the default: each person's cell hashed into 2 values, the hash memoized): the first night
     is charged the cap, ε 1 per person, and the other 29 nothing — with 10% of persons moving inside their cells

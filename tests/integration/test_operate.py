@@ -211,6 +211,7 @@ def _malloc_env() -> tuple[str | None, str | None]:
     return os.environ.get("MALLOC_TRIM_THRESHOLD_"), os.environ.get("MALLOC_MMAP_THRESHOLD_")
 
 
+@pytest.mark.slow  # seconds of real processes: in make test, not test-fast
 def test_own_local_cluster_workers_keep_their_heap(monkeypatch):
     """The LocalCluster connect() starts gives its workers WORKER_MALLOC (unless the environment sets a variable
     already), and leaves this process's environment as it was."""

@@ -628,6 +628,7 @@ def test_what_a_plan_with_a_privacy_unit_cannot_do_is_refused(tmp_path, capsys):
         assert why in err, err
 
 
+@pytest.mark.slow  # seconds of real processes: in make test, not test-fast
 @pytest.mark.cluster
 def test_a_plan_with_a_privacy_unit_bounds_persons_once_on_either_shuffle(tmp_path, cluster, monkeypatch):
     """Every person's rows are bounded once for the whole plan and each kept row reports every statistic: the rows

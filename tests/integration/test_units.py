@@ -83,6 +83,7 @@ def test_every_person_makes_exactly_k_reports_from_its_own_rows(k):
             assert set(mine) <= {k // r, -(-k // r)} and mine.sum() == k
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 def test_padding_weighs_a_persons_rows_equally():
     # one person with 3 rows and k = 4: each row fills one slot and a uniformly chosen row a second, so over
     # 30,000 keys each row fills 4/3 of a slot on average. Chi-square on the extra slot's 3 cells (2 df) at the

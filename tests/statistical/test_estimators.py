@@ -29,6 +29,7 @@ def test_histogram_bins_within_their_standard_errors():
     np.testing.assert_allclose(est.se * (1.0 / K), sd, rtol=0.02)
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 def test_histogram_l2_risk_matches_theory():
     # E‖p̂ − p‖² = Σ_j (p_j(1−p_j) + 2b²)/n; over 200 replicates the mean squared error
     # has relative sd ≈ sqrt(2/(200·K))·(1+...) < 3%; we allow 4 such sds (12%).
@@ -70,6 +71,7 @@ def test_projected_estimate_is_a_density_with_consistent_cdf_and_quantiles():
     assert np.array_equal(d["density"], est.density) and np.array_equal(d["band_lo"], est.band()[0])
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 def test_mean_interval_covers_at_nominal_rate():
     # 400 replicates at nominal 95%: the coverage sd is sqrt(.95·.05/400) = 1.1%; the interval is
     # conservative by construction, so only a low coverage should fail: one-sided at 3.3 sd, false
@@ -137,6 +139,7 @@ def test_density_plot_and_distance(tmp_path):
     assert abs(linf - np.max(np.abs(est.density - 1))) < 1e-12 and l1 < 0.1
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 def test_histogram_band_covers_the_bin_probabilities():
     # The printed band is p̂_j ± 1.96·se_j per bin. Over 400 data sets of Beta(2,5) (not the uniform the
     # defaults were tuned on) and 10 bins, the pooled coverage must reach 95% up to sampling error.

@@ -100,6 +100,7 @@ def test_frequencies_are_unbiased_with_the_stated_variance():
     assert np.all(np.abs(sd**2 / (pi * (1 - pi) / (3000 * (s - 0.5) ** 2)) - 1) < 4.5 * math.sqrt(2 / 299))
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 def test_frequency_intervals_cover():
     # 95% intervals per category over 300 data sets (d = 5): pooled coverage ≥ 95% − 3.3 sd (sd ≤ 1.3%)
     theta = np.array([0.5, 0.2, 0.15, 0.1, 0.05])

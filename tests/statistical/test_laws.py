@@ -126,6 +126,7 @@ def test_audit_passes_and_catches_halved_noise(name, noise, m):  # rows are priv
     assert not bad.passed and bad.epsilon_lower > 1.2, bad
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 @pytest.mark.parametrize("noise", [NOISES[0], pytest.param(NOISES[1], marks=SLOW)])
 def test_nested_details_calibration_equals_per_row_simulation(noise):
     """(S_1, S_3) of split="details" drawn from the exact law of the sums (given the public rows per level,

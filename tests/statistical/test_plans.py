@@ -63,6 +63,7 @@ def test_a_plan_reads_from_toml_and_refuses_what_it_cannot_do(tmp_path):
         check(Plan.from_toml(path), {"x": 1000}, 1.0)
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 def test_the_epsilon_split_is_the_best_on_a_grid():
     # three statistics' predicted variances at ε_i: the chosen split beats every split on a grid of step 0.01
     # (the grid's best is within its resolution of the optimum, so the chosen one may not lose by more than that)

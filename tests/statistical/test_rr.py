@@ -212,6 +212,7 @@ def test_local_quantiles_from_a_histogram_summary():
                                            seed=1))
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 @pytest.mark.parametrize("encoding", ["kary", "unary", "oue"])
 def test_frequency_intervals_cover(encoding):
     # 95% intervals per category over 300 data sets (d = 5, skewed frequencies): the pooled coverage,

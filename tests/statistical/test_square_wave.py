@@ -119,6 +119,7 @@ def test_cdf_bounds_fail_at_their_stated_rate_where_tight():
     assert np.all(fails[2:] / R <= 0.025 + 3.3 * sd), fails
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 @pytest.mark.parametrize("eps", [1.0, 4.0])
 def test_quantile_intervals_cover(eps):
     # data the bounds were not tuned on (a gamma bulk with a point mass at 7): deciles of the population, 150 data

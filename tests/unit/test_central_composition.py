@@ -108,6 +108,7 @@ def test_which_releases_a_dataset_composes():
     assert (0.01, 1e-9) in dataset_events(rows, "file:///d/a") and len(dataset_events(rows, "file:///d/b")) == 6
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 @pytest.mark.parametrize("eps,delta_each,k", [(0.0023, 1e-9, 365), (0.05, 1e-9, 400), (1.0, 0.0, 40)])
 def test_copies_of_one_mechanism_agree_with_the_accountant(eps, delta_each, k):
     """Copies of one mechanism are composed exactly (a binomial), not by the accountant: dp_accounting's own

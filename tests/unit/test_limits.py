@@ -58,6 +58,7 @@ def test_report_of_a_million_bins_shows_a_readable_table() -> None:
     assert max(len(line.get_xdata()) for line in ax.get_lines()) <= 4097
 
 
+@pytest.mark.slow  # a coverage/law check of seconds: in make test, not test-fast
 def test_gof_calibration_of_a_level_20_summary(capsys) -> None:
     x = np.random.default_rng(3).uniform(size=5_000)
     s = privatize(x, channel=build_channel("haar", 1.0, (0, 1), level=20), seed=1)

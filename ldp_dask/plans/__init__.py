@@ -6,6 +6,8 @@
 * :mod:`.tasks` — what one task of a plan does on a worker: read its pieces' columns once, feed every statistic;
 * :mod:`.run` — :func:`release_plan`: the plan as one release, per row, per person, longitudinal or a night of a
   series;
+* :mod:`.bounded` — a plan's statistics over persons bounded once (with a unit, whole or a night);
+* :mod:`.nights` — a night of an incremental plan with a privacy unit (tonight's files bounded together);
 * :mod:`.series` — a night of an incremental plan (each file a partition kept in every statistic's summary);
 * :mod:`.results` — what a released plan is (:class:`PlanRelease`, :class:`StatisticRelease`) and how its
   statistics are estimated from their summaries.

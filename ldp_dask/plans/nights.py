@@ -26,7 +26,7 @@ from typing import Any
 
 from .._validation import LdpDaskError
 from ..ledger import BudgetExceeded, Part
-from ..noise import TAG_MODULUS, Secret, partition_base_keys
+from ..noise import TAG_MODULUS, Secret
 from ..options import RunOptions
 from ..partitions import kept_nights, night_partition, plan_partitions, tonight_dataset
 from ..policy import warn_cells
@@ -34,8 +34,9 @@ from ..privacy import epsilon_per_unit, per_row_channel
 from ..release import Charge, release
 from ..source import Dataset
 from ..summary import Summary, sum_partitions, summary_of
+from .bounded import plan_person_sums
 from .model import Plan, check_units
-from .results import PlanRelease, cells_of, plan_content_tag, statistic_metadata, statistic_release
+from .results import PlanRelease, plan_content_tag, statistic_metadata, statistic_release
 from .series import check_unedited, previous_summaries
 
 __all__ = ["release_nights"]
@@ -71,12 +72,8 @@ def release_nights(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset],
                    summary_name: Callable[[str], str]) -> PlanRelease:
     """One night of an incremental plan with a privacy unit (module docstring): tonight's files bounded together
     for every statistic, one ledger part at ε per person, each statistic's summary keeping its nights."""
-    from ..persons import map_units
     from ..pipeline import release_metadata, with_key
     from ..predict import predict
-    from ..reading import Columns
-    from ..tasks import ChannelJob
-    from .tasks import Grouping, PlanBucket, combine_plan
 
     if datasets[0].kind != "parquet":
         raise LdpDaskError("an incremental plan needs a Parquet source: its files are the partitions")
@@ -105,11 +102,6 @@ def release_nights(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset],
                     context={"mode": "summary", "design": "split-epsilon",
                              "partitioned": sorted({p.context_id for p in plans})})
     whole = dataclasses.replace(files[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
-    fields = list(dict.fromkeys((s.group[0], s.group[1]) for s in plan_.statistics if s.group is not None))
-    labels = tuple(dataclasses.replace(by[c].reader, value_kind="labels", fill=None) for c, _ in fields)
-    groupings = tuple(None if s.group is None else
-                      Grouping(len(datasets) + fields.index((s.group[0], s.group[1])), s.group[1], False,
-                               cells_of(s, row)) for s, row in zip(plan_.statistics, rows))
     news: dict[int, list[Any]] = {}
 
     def read_tonight(sec: Secret) -> list[Summary] | None:
@@ -117,18 +109,8 @@ def release_nights(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset],
         if not tonight:
             return None
         subs = [tonight_dataset(f, p) for f, p in zip(files, plans)]
-        buckets = len(subs[0].tasks)
-        contexts = [{"v": 1, "fingerprint": d.fingerprint, "column": d.column, "channel": row.name,
-                     "params": row.params(), "mode": "summary", "unit": d.unit, "k": k, "plan": s.label}
-                    for s, d, row in zip(plan_.statistics, subs, rows)]
-        keys = tuple(tuple(partition_base_keys(sec, c, buckets)) for c in contexts)
-        jobs = tuple(ChannelJob(d.reader, (), (), row, opts.clip, "summary") for d, row in zip(files, rows))
-        context = {"v": 1, "fingerprint": subs[0].fingerprint, "plan": sorted(params), "unit": subs[0].unit, "k": k,
-                   "night": night}
-        reader = Columns((*(d.reader for d in files), *labels),
-                         (*([None] * len(files)), *(keys_ for _, keys_ in fields)))
-        acc = map_units(subs[0], sec, context, PlanBucket(jobs, keys, groupings), combine_plan, opts, reader=reader)
-        return [summary_of(row, a, {}, opts.clip) for row, a in zip(rows, acc["plan"])]
+        sums = plan_person_sums(plan_, subs[0], subs, by, rows, params, sec, opts, {"night": night})
+        return [summary_of(row, a, {}, opts.clip) for row, a in zip(rows, sums)]
 
     def compute(sec: Secret, _: Any) -> PlanRelease:
         read = read_tonight(sec)

@@ -39,6 +39,7 @@ from ..privacy import epsilon_per_unit
 from ..release import Charge, Outputs, release
 from ..source import Dataset
 from ..summary import Summary, summary_mac_key, summary_of
+from .bounded import plan_person_sums
 from .model import Plan, check, check_unit_plan, plan_datasets
 from .results import (
     PlanRelease,
@@ -267,14 +268,11 @@ def _per_person(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], op
     (:class:`~ldp_dask.plans.tasks.PlanBucket`; a private group's statistic its row's (group, value) pair), so a
     person spends Σ ε_i = ε (basic composition) wherever its rows' groups fall, under one ledger entry charged ε
     per person and one report."""
-    from ..persons import count_persons, map_units
+    from ..persons import count_persons
     from ..pipeline import release_metadata, with_key
     from ..predict import predict
     from ..privacy import per_row_channel
-    from ..reading import Columns
-    from ..tasks import ChannelJob
     from .model import check_units
-    from .tasks import Grouping, PlanBucket
 
     k = opts.max_contributions
     persons = count_persons(datasets[0], opts)
@@ -292,26 +290,11 @@ def _per_person(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], op
     charge = Charge("local", "plan", params, sum(spent), context={"mode": "summary", "design": "split-epsilon"})
     base = datasets[0].for_noise_cells(max(row.dim for row in rows))
     whole = dataclasses.replace(base, column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
-    # each private group's labels travel with the values, as their group's index (one field per column and keys)
-    fields = list(dict.fromkeys((s.group[0], s.group[1]) for s in plan_.statistics if s.group is not None))
-    labels = tuple(dataclasses.replace(by[c].reader, value_kind="labels", fill=None) for c, _ in fields)
-    keyed = tuple(keys for _, keys in fields)
-    groupings = tuple(None if s.group is None else
-                      Grouping(len(datasets) + fields.index((s.group[0], s.group[1])), s.group[1], False,
-                               cells_of(s, row)) for s, row in zip(plan_.statistics, rows))
 
     def compute(sec: Secret, _: Outputs) -> PlanRelease:
-        buckets = len(base.tasks)
-        contexts = [{"v": 1, "fingerprint": d.fingerprint, "column": d.column, "channel": row.name,
-                     "params": row.params(), "mode": "summary", "unit": d.unit, "k": k, "plan": s.label}
-                    for s, d, row in zip(plan_.statistics, datasets, rows)]
-        keys = tuple(tuple(partition_base_keys(sec, c, buckets)) for c in contexts)
-        jobs = tuple(ChannelJob(d.reader, (), (), row, opts.clip, "summary") for d, row in zip(datasets, rows))
-        context = {"v": 1, "fingerprint": base.fingerprint, "plan": sorted(params), "unit": base.unit, "k": k}
-        acc = map_units(base, sec, context, PlanBucket(jobs, keys, groupings), combine_plan, opts,
-                        reader=Columns((*(d.reader for d in datasets), *labels), (*([None] * len(datasets)), *keyed)))
+        sums = plan_person_sums(plan_, base, datasets, by, rows, params, sec, opts)
         released = []
-        for s, d, row, a, e in zip(plan_.statistics, datasets, rows, acc["plan"], spent):
+        for s, d, row, a, e in zip(plan_.statistics, datasets, rows, sums, spent):
             metadata = release_metadata(d, sec, "summary", opts, None)
             statistic_metadata(s, metadata, row, e, "split-epsilon", None, len(rows), sum(spent))
             metadata.update(privacy_unit=d.unit, max_contributions=k, epsilon_per_unit=e)

@@ -37,7 +37,11 @@ __all__ = ["jsonable", "json_bytes", "save_json", "new_axes", "figure_png", "fin
 def jsonable(v: Any) -> Any:
     """``v`` with numpy arrays and scalars turned into lists and Python numbers (for JSON)."""
     if isinstance(v, np.ndarray):
-        return [jsonable(x) for x in v.tolist()] if v.dtype.kind in "fc" else v.tolist()
+        if v.dtype.kind in "fc" and not np.isfinite(v).all():  # JSON has no NaN: null, vectorized
+            out = v.astype(object)
+            out[~np.isfinite(v)] = None
+            return out.tolist()
+        return v.tolist()
     if isinstance(v, (np.floating, np.integer)):
         v = v.item()
     if isinstance(v, float) and not math.isfinite(v):

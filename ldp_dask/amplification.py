@@ -38,7 +38,7 @@ from ._validation import LdpDaskError
 from .options import DEFAULT_CENTRAL_DELTA
 
 __all__ = ["central_statement", "central_line", "central_event", "worst_event", "shuffle_delta", "shuffle_epsilon",
-           "noise_sum_delta", "noise_sum_epsilon", "smallest_epsilon", "homogeneous", "DEFAULT_DELTA"]
+           "noise_sum_delta", "noise_sum_epsilon", "smallest_epsilon", "homogeneous", "DEFAULT_DELTA", "SUMMARY_DELTA"]
 
 #: δ of the central statement unless the run sets another (``RunOptions.central_delta``)
 DEFAULT_DELTA = DEFAULT_CENTRAL_DELTA
@@ -364,8 +364,14 @@ def worst_event(events: Any) -> tuple[float, float]:
     return max(e for e, _ in found), max(d for _, d in found)
 
 
-def central_line(statement: dict[str, Any] | None) -> str:
-    """One line for reports and the terminal: ``ε 0.0022 at δ 1e-09 per row, among 1,000,000 rows (...)``."""
+#: how a δ is labelled where a summary is read alone: its own, set by the run that released it
+SUMMARY_DELTA = "this summary's δ"
+
+
+def central_line(statement: dict[str, Any] | None, whose: str = SUMMARY_DELTA) -> str:
+    """One line for reports and the terminal: ``ε 0.0022 at δ 1e-09 (this summary's δ) per row, among 1,000,000
+    rows (...)``; ``whose`` labels the δ (a reading of a dataset states every statement at the dataset's δ,
+    :func:`ldp_dask.ledger.central.reading_delta`)."""
     if statement is None:
         return "none stated (rows mode publishes each report; longitudinal releases are not covered yet)"
     unit = statement["unit"]
@@ -377,7 +383,7 @@ def central_line(statement: dict[str, Any] | None) -> str:
         how = "composing the local guarantee"
     parts = statement.get("partitions", 1)
     over = f", composed over {parts:,} partitions a {unit} may be in" if parts > 1 else ""
-    return (f"ε {statement['epsilon']:.3g} at δ {statement['delta']:g} per {unit}, hiding among "
+    return (f"ε {statement['epsilon']:.3g} at δ {statement['delta']:g} ({whose}) per {unit}, hiding among "
             f"{statement['units']:,} {units}{over} (local ε {statement['local_epsilon']:g}; by {how})")
 
 

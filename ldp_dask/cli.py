@@ -146,7 +146,7 @@ def _cmd_budget(a: argparse.Namespace) -> int:
             note = f" ({r['note']})" if r["note"] else ""
             events = json.loads(r["central"]).get("events") if r.get("central") else None
             if events:
-                note = " central " + ", ".join(f"(ε {e:.3g}, δ {d:g})" for e, d in events[:4]) + \
+                note = " recorded central " + ", ".join(f"(ε {e:.3g}, δ {d:g})" for e, d in events[:4]) + \
                     (f" and {len(events) - 4} more" if len(events) > 4 else "") + note
             print(f"#{r['id']:<4} {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(r['created_at']))}  "
                   f"{r['scope']:<7} {r['channel']:<18} ε={r['epsilon']:<8g} per {r['privacy_unit']:<8} "
@@ -343,7 +343,7 @@ def _cmd_privatize(a: argparse.Namespace) -> int:
     else:
         print(f"wrote {info['summary']}: {summary.channel!r}, n={summary.n:,}, {summary.privacy_line()}, "
               f"key id {meta['key_id']} ({meta['key_source']})")
-        print(f"central guarantee: {central_line(summary.central)}")
+        print(f"central guarantee: {central_line(*summary.stated_central())}")
         if summary.partitions and summary.privacy_unit != "row":
             files = int(summary.metadata.get("files_read") or 0)
             tonight = (f"tonight {files} new file(s) read together as one night (persons bounded once)" if files

@@ -307,9 +307,10 @@ class Described:
 def summary_info(summary: Any) -> dict[str, Any]:
     """What an estimate records about the summary it was made from: column, privacy unit, integrity."""
     unit = summary.privacy_unit
+    central, whose = summary.stated_central()
     return {"column": summary.metadata.get("column", "value"), "privacy_unit": unit,
             "population": "rows" if unit == "row" else f"each {unit} weighted equally",
-            "summary_integrity": summary.integrity, "central": summary.central}
+            "summary_integrity": summary.integrity, "central": central, "central_delta_of": whose}
 
 
 def summary_facts(info: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -319,7 +320,26 @@ def summary_facts(info: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     names = (("privacy_unit", "privacy unit"), ("population", "population estimated"),
              ("summary_integrity", "summary integrity"))
     facts = tuple((label, str(info[key])) for key, label in names if key in info)
-    return facts + ((("central guarantee", central_line(info["central"])),) if "central" in info else ())
+    if "central" not in info:
+        return facts
+    return facts + (("central guarantee", central_line(info["central"], *_whose(info))),)
+
+
+def restated(result: Any, summary: Any) -> Any:
+    """``result`` (an estimate of ``summary``) with its central statement as ``summary`` is read now
+    (:meth:`ldp_dask.Summary.stated_central`); a result that states none, unchanged."""
+    info = getattr(result, "info", None)
+    if isinstance(result, type) or not dataclasses.is_dataclass(result) or not (isinstance(info, dict)
+                                                                                and "central" in info):
+        return result
+    central, whose = summary.stated_central()
+    plain: Any = result  # a dataclass instance (checked above)
+    return dataclasses.replace(plain, info={**info, "central": central, "central_delta_of": whose})
+
+
+def _whose(info: dict[str, Any]) -> tuple[str, ...]:
+    """How ``info``'s central statement labels its δ (older results: their summary's own)."""
+    return (str(info["central_delta_of"]),) if "central_delta_of" in info else ()
 
 
 def fmt(x: float, digits: int = 6) -> str:

@@ -23,11 +23,13 @@ T = TypeVar("T")
 
 
 def central_spend_line(spend: Mapping[str, Any]) -> str:
-    """A dataset's composed central guarantee in words: ``ε 0.031 at δ 1e-06 composed over 4 mechanism(s)
-    (budget ε 1 at δ 1e-06)``."""
+    """A dataset's composed central guarantee in words: ``ε 0.031 at δ 1e-06 (the dataset's δ, its central
+    budget's) composed over 4 mechanism(s) (budget ε 1 at that δ)``."""
     budget = spend.get("budget")
-    of = f" (budget ε {budget['epsilon']:g} at δ {budget['delta']:g})" if budget else ""
-    return f"ε {spend['epsilon']:.3g} at δ {spend['delta']:g} composed over {spend['events']} mechanism(s){of}"
+    of = f" (budget ε {budget['epsilon']:g} at that δ)" if budget else ""
+    whose = spend.get("whose", "the dataset's δ")
+    return (f"ε {spend['epsilon']:.3g} at δ {spend['delta']:g} ({whose}) composed over {spend['events']} "
+            f"mechanism(s){of}")
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from . import exactsum
 from ._io import atomic_write
 from ._validation import InputDataError
 from ._version import __version__
-from .amplification import DEFAULT_DELTA, central_line, central_statement
+from .amplification import DEFAULT_DELTA, SUMMARY_DELTA, central_line, central_statement
 from .channels import Channel
 from .outputs import Described, Description
 from .privacy import epsilon_per_unit
@@ -76,6 +76,10 @@ class Summary(Described, Receipted):
         A partitioned release's per-file noisy sums, kept so that a later
         release reuses them (``since=``), or merges and windows them
         (:mod:`ldp_dask.partitions`); empty otherwise.
+    reading : (float, str) or None
+        The δ (and its label) of the reading this summary is shown in, e.g.
+        a plan's pages: its central statement is restated at it
+        (:meth:`stated_central`); None: its receipt's, else its own.
     """
 
     channel: Channel
@@ -86,6 +90,7 @@ class Summary(Described, Receipted):
     content_tag: str | None = field(default=None, repr=False)
     integrity: str = field(default="released here", repr=False)
     partitions: tuple[Partition, ...] = field(default=(), repr=False)
+    reading: tuple[float, str] | None = field(default=None, repr=False)
 
     @property
     def verified(self) -> bool:
@@ -122,6 +127,21 @@ class Summary(Described, Receipted):
         file records the same value."""
         return self._central(self.unit_partitions)
 
+    def central_at(self, delta: float) -> dict[str, Any] | None:
+        """:attr:`central` restated at another ``delta`` (the same release: a larger δ gives a smaller ε)."""
+        return self._central(self.unit_partitions, delta)
+
+    def stated_central(self) -> tuple[dict[str, Any] | None, str]:
+        """The central statement a reading of this summary shows, and how its δ is labelled: at :attr:`reading`'s
+        δ, else at the δ of its dataset's composition when it carries a release's receipt (one δ per reading), else
+        at its own."""
+        if self.reading is not None:
+            return self.central_at(self.reading[0]), self.reading[1]
+        spend = self.receipt.central if self.receipt is not None else None
+        if spend is None:
+            return self.central, SUMMARY_DELTA
+        return self.central_at(float(spend["delta"])), str(spend.get("whose", "the dataset's δ"))
+
     @property
     def central_per_partition(self) -> dict[str, Any] | None:
         """:attr:`central` of one partition alone: what the ledger composes, one copy per partition released."""
@@ -134,9 +154,10 @@ class Summary(Described, Receipted):
         lies in one partition)."""
         return len(self.partitions) if self.partitions and self.privacy_unit != "row" else 1
 
-    def _central(self, partitions: int) -> dict[str, Any] | None:
+    def _central(self, partitions: int, delta: float | None = None) -> dict[str, Any] | None:
         m = self.metadata
-        delta = m.get("central_delta", DEFAULT_DELTA)
+        if delta is None:
+            delta = m.get("central_delta", DEFAULT_DELTA)
         return central_statement(self.channel, self.n, mode=str(m.get("mode", "summary")), unit=self.privacy_unit,
                                  reports_per_unit=int(m.get("max_contributions", 1)),
                                  among=min((p.rows for p in self.partitions), default=None),
@@ -177,7 +198,7 @@ class Summary(Described, Receipted):
                  ("population estimated", "rows" if unit == "row" else f"each {unit} weighted equally"),
                  (f"ε per {unit}", f"{self.epsilon_per_unit:g}"),
                  ("channel", ch.name), ("ε per row (requested / spent)", f"{ch.epsilon:g} / {ch.epsilon_spent():g}"),
-                 ("rows (n)", f"{self.n:,}"), ("central guarantee", central_line(self.central))]
+                 ("rows (n)", f"{self.n:,}"), ("central guarantee", central_line(*self.stated_central()))]
         if "domain" in params:
             facts.append(("public domain", f"[{params['domain'][0]:g}, {params['domain'][1]:g}]"))
         # the channel's own options, as its module declares them

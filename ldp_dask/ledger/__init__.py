@@ -70,7 +70,16 @@ from .budget import (
     overlaps,
     spent_per_person,
 )
-from .central import central_budget, central_spend, check_central_budget, encode_events, over_central_budgets
+from .central import (
+    central_budget,
+    central_spend,
+    check_central_budget,
+    dataset_events,
+    delta_label,
+    encode_events,
+    over_central_budgets,
+    report_delta,
+)
 from .memos import MemoUpdate, series_states, settle_series
 from .recovery import recover
 from .reserve import PENDING, Request, Reservation, recorded_parts, reserve_in, touching
@@ -462,6 +471,18 @@ class Ledger:
         declared, charges = next((d for d in everything if d["root"] == root), None), charges_of(active)
         return (self._spent_on(active, root, everything, charges=charges),
                 central_spend(active, root, central_budget(declared) if declared else None, charges))
+
+
+    def reading(self, root: str, extra: Sequence[tuple[float, float]]) -> tuple[float, str]:
+        """The δ at which a release about to be published on ``root`` is read, with its label: the δ its receipt
+        will compose the dataset at (:func:`.central.report_delta` of the dataset's events and ``extra``, this
+        release's), so that its pages, written before the charge, state the same δ as its receipt."""
+        with self.store.transaction() as tx:
+            active, everything = self._active(tx), tx.all("SELECT * FROM datasets")
+        declared = next((d for d in everything if d["root"] == root), None)
+        budget = central_budget(declared) if declared else None
+        events = [*dataset_events(active, root, charges_of(active)), *extra]
+        return report_delta(events, budget[1] if budget else None), delta_label(budget is not None)
 
 
 def open_ledger(ledger: Ledger | str | os.PathLike[str] | bool | None) -> Ledger | None:

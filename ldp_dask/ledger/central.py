@@ -37,7 +37,7 @@ from .._validation import LdpDaskError
 from ..amplification import homogeneous
 from .budget import charges_of, over_budget, overlaps, release_of
 
-__all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "encode_events",
+__all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "delta_label", "encode_events",
            "central_budget", "check_central_budget", "over_central_budgets", "LONGITUDINAL", "DEFAULT_REPORT_DELTA"]
 
 #: what a longitudinal release records in place of its events
@@ -102,11 +102,19 @@ def dataset_events(rows: Sequence[Mapping[str, Any]], root: str,
 
 
 def report_delta(events: Sequence[tuple[float, float]], declared: float | None = None) -> float:
-    """The δ a dataset's composed ε is stated at: its central budget's δ, else :data:`DEFAULT_REPORT_DELTA` or ten
-    times the sum of its events' δ, the larger."""
+    """The δ a dataset's composed ε is stated at, and every central statement of a reading of the dataset (a
+    release's receipt, a plan's pages and artifacts): its central budget's δ, else :data:`DEFAULT_REPORT_DELTA` or
+    ten times the sum of its events' δ, the larger. (Not the δ each summary states alone: m mechanisms stated at
+    δ each compose only at a δ above m·δ.)"""
     if declared is not None:
         return float(declared)
     return max(DEFAULT_REPORT_DELTA, 10.0 * sum(d for _, d in events))
+
+
+def delta_label(declared: bool, of: str = "the dataset") -> str:
+    """How a reading labels its δ (:func:`report_delta`): ``the dataset's δ, its central budget's`` or ``the
+    dataset's δ``."""
+    return f"{of}'s δ, its central budget's" if declared else f"{of}'s δ"
 
 
 def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
@@ -153,6 +161,7 @@ def central_spend(rows: Sequence[Mapping[str, Any]], root: str, budget: tuple[fl
     events = dataset_events(rows, root, charges)
     delta = report_delta(events, budget[1] if budget else None)
     return {"epsilon": compose(events, delta), "delta": delta, "events": len(events),
+            "whose": delta_label(budget is not None),
             "budget": None if budget is None else {"epsilon": float(budget[0]), "delta": float(budget[1])}}
 
 

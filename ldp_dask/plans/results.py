@@ -8,12 +8,12 @@ Every result here is post-processing of the plan's summaries: printing, saving o
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..channels.categorical import OTHER
 from ..noise import TAG_MODULUS
-from ..outputs import Described, Description, Table, jsonable
+from ..outputs import Described, Description, Table, jsonable, restated
 from ..privacy import ROW_UNIT
 from ..receipts import Receipted
 from ..summary import Summary
@@ -113,6 +113,20 @@ class StatisticRelease:
     def channel_name(self) -> str:
         return self.summaries[0][1].channel.name
 
+    def read_at(self, reading: tuple[float, str]) -> StatisticRelease:
+        """This statistic with its summaries carrying ``reading`` (the δ of the plan's reading and its label) and
+        its results' central statements restated at it."""
+        if self.summary is not None:
+            summary = dataclasses.replace(self.summary, reading=reading)
+            return dataclasses.replace(self, summary=summary, result=restated(self.result, summary),
+                                       quantiles=restated(self.quantiles, summary))
+        groups = []
+        for g in self.groups:
+            summary = dataclasses.replace(g.summary, reading=reading)
+            groups.append(dataclasses.replace(g, summary=summary, result=restated(g.result, summary),
+                                              quantiles=restated(g.quantiles, summary)))
+        return dataclasses.replace(self, groups=tuple(groups))
+
     def to_dict(self) -> dict[str, Any]:
         ch = self.summaries[0][1].channel
         return {"name": self.label, "column": self.statistic.column, "target": self.statistic.target,
@@ -129,13 +143,15 @@ class PlanRelease(Described, Receipted):
     """A released plan: the design chosen, the total ε per row charged, and each statistic's release.
 
     ``receipt`` is the ledger's one entry for the whole plan; ``written`` the outputs published (a summary per
-    statistic or public group, a page per statistic, the index page and ``estimates.json``)."""
+    statistic or public group, a page per statistic, the index page and ``estimates.json``); ``reading`` the δ
+    (and its label) its central statements are read at (:meth:`reading_delta`), set by the release path."""
 
     design: str
     epsilon: float
     charged: float
     statistics: tuple[StatisticRelease, ...]
     level: float
+    reading: tuple[float, str] | None = field(default=None, compare=False, repr=False, kw_only=True)
 
     def __getitem__(self, label: str) -> StatisticRelease:
         for s in self.statistics:
@@ -188,15 +204,33 @@ class PlanRelease(Described, Receipted):
                             ("central guarantee", self.central_line())),
                            Table(("statistic", "channel", "ε", "reports", "result"), rows))
 
+    def reading_delta(self) -> tuple[float, str]:
+        """The one δ every central statement of the plan's pages and artifacts is stated at, and its label: its
+        dataset's (the receipt's composition: the central budget's δ, else :func:`report_delta`), else, released
+        without a ledger, the plan's own composition's."""
+        from ..ledger.central import delta_label, report_delta
+
+        if self.reading is not None:
+            return self.reading
+        spend = self.receipt.central if self.receipt is not None else None
+        if spend is not None:
+            return float(spend["delta"]), str(spend.get("whose", delta_label(False)))
+        return report_delta(self.central_events()), delta_label(False, "the plan")
+
     def central_line(self) -> str:
         """The plan's central guarantee in words: its :meth:`central_events` composed as the ledger composes a
-        dataset's (:func:`ldp_dask.ledger.central.compose`, at :func:`~ldp_dask.ledger.central.report_delta`)."""
-        from ..ledger.central import compose, report_delta
+        dataset's (:func:`ldp_dask.ledger.central.compose`), at :meth:`reading_delta`."""
+        from ..ledger.central import compose
 
         events = self.central_events()
-        delta = report_delta(events)
-        return (f"ε {compose(events, delta):.3g} at δ {delta:g} per {self.unit}, {len(events)} mechanism(s) composed "
-                "(each summary's own statement is on its page)")
+        delta, whose = self.reading_delta()
+        return (f"ε {compose(events, delta):.3g} at δ {delta:g} ({whose}) per {self.unit}, {len(events)} "
+                "mechanism(s) composed (each statistic's page states its own at the same δ)")
+
+    def __post_init__(self) -> None:
+        """Every statistic's summary and results are read at the plan's one δ (:meth:`reading_delta`)."""
+        reading = self.reading_delta()
+        object.__setattr__(self, "statistics", tuple(s.read_at(reading) for s in self.statistics))
 
 
 def statistic_metadata(s: Statistic, metadata: dict[str, Any], channel: Any, epsilon: float, design: str,

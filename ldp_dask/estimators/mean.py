@@ -18,6 +18,8 @@ intersected with the domain, where μ must lie.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.stats import norm
 
@@ -48,6 +50,8 @@ def mean(summary: Summary | str, level: float = 0.95) -> MeanEstimate:
     var_x = (hi - mu) * (mu - lo)
     var_noise = s.channel.noise_variance
     se = float(np.sqrt((var_x + var_noise) / n))
+    if n < 2:  # one report: its Laplace noise is far from normal; the whole domain as interval
+        return _single(s, theta, se, level)
     value, ci = _feasible(theta, se, level, (lo, hi))
     return MeanEstimate(
         value=value, se=se, ci=ci, level=level, n=n, epsilon=s.channel.epsilon,
@@ -60,11 +64,12 @@ def _hybrid_mean(s: Summary, level: float) -> MeanEstimate:
     ch = s.channel
     assert isinstance(ch, HybridMean)
     n = s.n
-    if n < 2:
-        raise LdpDaskError(f"a mean interval needs at least 2 rows; the summary has {n}.")
     lo, hi = ch.domain
     total, squares = float(s.sums["sum"][0]), float(s.sums["sumsq"][0])
     theta = total / n
+    if n < 2:  # one view has no sample variance: the largest a view may have, and the whole domain as interval
+        worst = 1.0 + max(float(ch.row_variance(0.0)), float(ch.row_variance(1.0)))
+        return _single(s, theta, ch.half * float(np.sqrt(worst)), level, {"mechanism": ch.mechanism})
     # the views' sample variance, in t units: E of it is Var t + E Var[t* | t]
     var_z = max(0.0, (squares - total * total / n) / (n - 1)) / ch.half**2
     mu = min(max((theta - ch.mid) / ch.half, -1.0), 1.0)
@@ -91,15 +96,26 @@ def _memo_mean(s: Summary, level: float) -> MeanEstimate:
     ch = s.channel
     assert isinstance(ch, MemoMean)
     n = s.n
-    if n < 2:
-        raise LdpDaskError(f"a mean interval needs at least 2 reports; the summary has {n}.")
     lo, hi = ch.domain
     theta, se = ch.estimate(float(s.sums["sum"][0]), n)
+    if n < 2:  # one report: no normal approximation; the whole domain as interval
+        return _single(s, theta, se, level)
     mu = min(max(theta, lo), hi)  # the data's share of a report's variance is at most Bhatia–Davis's bound
     share = 1.0 - (hi - mu) * (mu - lo) / (se * se * n) if se > 0 else 1.0
     value, ci = _feasible(theta, se, level, (lo, hi))
     return MeanEstimate(value=value, se=se, ci=ci, level=level, n=n, epsilon=ch.epsilon, domain=(lo, hi),
                         noise_share=min(max(share, 0.0), 1.0), info=summary_info(s), raw=theta)
+
+
+def _single(s: Summary, theta: float, se: float, level: float, extra: dict[str, Any] | None = None) -> MeanEstimate:
+    """The mean of a summary of one report (a public group, or a night, with one row): the report's value clipped
+    to the domain, the largest standard error one report may have, and the whole domain as interval (it always
+    covers; a normal interval from one report would not). Its standard error flags it as mostly noise."""
+    assert isinstance(s.channel, (LaplaceMean, HybridMean, MemoMean))
+    lo, hi = s.channel.domain
+    return MeanEstimate(value=min(max(theta, lo), hi), se=se, ci=(lo, hi), level=level, n=s.n,
+                        epsilon=s.channel.epsilon, domain=(lo, hi), noise_share=1.0,
+                        info={**summary_info(s), **(extra or {})}, raw=theta)
 
 
 def _feasible(theta: float, se: float, level: float, domain: tuple[float, float]) -> tuple[float, tuple[float, float]]:

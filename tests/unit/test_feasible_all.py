@@ -96,6 +96,20 @@ def test_means_are_possible_and_say_when_they_are_mostly_noise(name, epsilon, n)
         _clean(m)
 
 
+@pytest.mark.parametrize("name", ["mean", "hybrid-mean"])
+def test_a_mean_of_one_report_is_the_whole_domain_not_an_error(name):
+    """A public group (or a night) with one row: one view has no sample variance, and a normal interval from one
+    Laplace draw under-covers (P(|L| > 1.96·√2·b) = e^{-2.77} = 0.063 > 0.05): the whole domain, flagged as
+    mostly noise. It raised "a mean interval needs at least 2 rows" and stopped a nightly plan."""
+    cls = C.LaplaceMean if name == "mean" else C.HybridMean
+    for value, seed in itertools.product((LO, 3.0, HI), range(3)):
+        m = estimate(ldp_dask.privatize(np.array([value]), channel=cls(1.0, (LO, HI)), seed=seed, ledger=False))
+        d = m.to_dict()
+        assert d["ci"] == [LO, HI] and _inside(d["value"], LO, HI) and d["n"] == 1
+        assert d["mostly_noise"] and "mostly noise" in m.describe().headline
+        _clean(m)
+
+
 @pytest.mark.parametrize("epsilon,n", CASES)
 @pytest.mark.parametrize("name", ["rr", "hadamard"])
 def test_shares_are_on_the_simplex(name, epsilon, n):

@@ -101,7 +101,7 @@ def publish_markdown(result: Any, key: str, description: str, *facts: tuple[str,
 
 def table_rows(d: Any) -> list[dict[str, str]]:
     """A description's table as a Prefect table artifact's rows, cells escaped like its markdown's; without a table,
-    its headline and facts, one per row."""
+    its headline and facts, one per row (under "what": the UI hides a column without a name)."""
     if d.table is not None and d.table.rows:
         return [{md_cell(c): md_cell(v) for c, v in zip(d.table.columns, r)} for r in d.table.rows]
-    return [{"": md_cell(k), "value": md_cell(v)} for k, v in (("result", d.headline), *d.facts)]
+    return [{"what": md_cell(k), "value": md_cell(v)} for k, v in (("result", d.headline), *d.facts)]

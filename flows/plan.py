@@ -37,8 +37,10 @@ def publish_statistic(statistic: Any) -> None:
     """One table artifact for a statistic of the plan: its result's rows (per bin, category, quantile or group),
     else its facts."""
     d = statistic.result.describe()
+    unit = statistic.summaries[0][1].privacy_unit  # "row", or the column naming a person
     create_table_artifact(key=artifact_key(statistic.label), table=table_rows(d),
-                          description=f"{statistic.label}: {d.headline or d.title} (ε {statistic.epsilon:.4g} per row)")
+                          description=f"{statistic.label}: {d.headline or d.title} (ε {statistic.epsilon:.4g} per "
+                                      f"{unit})")
 
 
 @flow(name="ldp-plan")
@@ -85,7 +87,7 @@ def plan_flow(
                                        longitudinal=longitudinal, options=run_options(run, str(flow_run.get_id())))
     for s in result.statistics:
         publish_statistic(s)
-        logger.info("%s: ε %.4g per row, %d reports", s.label, s.epsilon, s.n)
+        logger.info("%s: ε %.4g per %s, %d reports", s.label, s.epsilon, result.unit, s.n)
     publish_markdown(result, "ldp-plan", "The night's report: every statistic of the plan from one release",
                      ("report", result.written["index"]), ("estimates", result.written["estimates"]),
                      title=f"Plan of {len(result.statistics)} statistics for {day}")

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,3 +206,130 @@ def test_the_nightly_release_is_incremental_over_three_days(stack, nightly):
     nightly_md = next(a for a in stack.artifacts(runs[1]["id"]) if a["key"] == "ldp-nightly-release")["data"]
     assert "| ε per row spent on income | 0.5 of budget 10 |" in nightly_md
     assert "| ε per row remaining | 9.5 |" in nightly_md and "| nights left at this night's rate | 19 |" in nightly_md
+
+
+GROUPED_PLAN = """
+[[statistic]]
+column = "x"
+target = "mean"
+domain = [0, 100]
+group_by = "g"
+groups = ["big", "tiny", "empty"]
+name = "x.by.g"
+
+[[statistic]]
+column = "c"
+target = "frequencies"
+categories = ["p", "q"]
+group_by = "g"
+groups = ["big", "tiny", "empty"]
+name = "c.by.g"
+
+[[statistic]]
+column = "x"
+target = "mean"
+domain = [0, 100]
+group_by = "g"
+groups = ["big", "tiny", "empty"]
+group_kind = "public"
+name = "x.by.g.public"
+"""
+
+SERIES_PLAN = """
+[[statistic]]
+column = "x"
+target = "distribution"
+domain = [0, 100]
+bins = 8
+
+[[statistic]]
+column = "x"
+target = "mean"
+domain = [0, 100]
+"""
+
+#: a count printed below zero (estimated rows, group rows, counts): a minus sign before a digit in a cell
+NEGATIVE_CELL = re.compile(r"(^|[|\s])[-−]\d")
+#: every δ a page states
+STATED_DELTA = re.compile(r"at δ ([0-9.e+-]+)")
+
+
+def _loaded(artifact: dict) -> str:
+    """What the UI shows once a table artifact's rows are on the page: its row count ("4 Items")."""
+    rows = artifact["data"] if isinstance(artifact["data"], list) else json.loads(artifact["data"])
+    return f"{len(rows)} Item"
+
+
+def _page_text(page, url: str, wait_for: str, shot: Path) -> str:
+    page.goto(url, wait_until="domcontentloaded")
+    page.get_by_text(wait_for).first.wait_for(timeout=60_000)
+    page.screenshot(path=str(shot), full_page=True)
+    return page.inner_text("body")
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("LDP_DASK_REQUIRE_BROWSER"),
+                    reason="no chromium binary (apt-get install chromium); .ci/run installs it and requires it")
+def test_a_nightly_plan_artifact_shows_only_possible_numbers_and_one_delta(stack, tmp_path):
+    """The nightly plan deployment over a table whose groups are big (4,000 rows), tiny (3 rows) and empty (0
+    rows), then a longitudinal plan over persons: the artifacts, read in the Prefect UI by a headless browser,
+    show no 'nan', no count below zero and one δ per page (screenshots kept in LDP_DASK_SCREENSHOTS)."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM is not None, "LDP_DASK_REQUIRE_BROWSER is set but chromium is not installed"
+    rng = np.random.default_rng(11)
+    table = stack.workdir / "grouped"
+    table.mkdir()
+    g = np.array(["big"] * 4_000 + ["tiny"] * 3)
+    pq.write_table(pa.table({"x": rng.uniform(0, 100, g.size), "c": rng.choice(["p", "q"], g.size), "g": g}),
+                   table / "day1.parquet")
+    snapshot = stack.workdir / "snapshot"  # one row per person, rewritten nightly
+    snapshot.mkdir()
+    pq.write_table(pa.table({"x": rng.uniform(0, 100, 2_000), "person": np.arange(2_000)}),
+                   snapshot / "now.parquet")
+    (tmp_path / "grouped.toml").write_text(GROUPED_PLAN)
+    (tmp_path / "series.toml").write_text(SERIES_PLAN)
+    out = stack.workdir / "plans"
+    runs = [stack.run_deployment("ldp-plan", "nightly-plan", {
+        "plan": str(tmp_path / "grouped.toml"), "source": str(table), "out_dir": str(out / "grouped"),
+        "epsilon": 1.0, "date": "2026-02-01", "incremental": False})]
+    for night in ("2026-02-01", "2026-02-02"):  # the same persons two nights: a longitudinal series
+        if night.endswith("02"):  # a tenth of the persons' values move
+            x = pq.read_table(snapshot / "now.parquet")["x"].to_numpy().copy()
+            x[:200] = rng.uniform(0, 100, 200)
+            pq.write_table(pa.table({"x": x, "person": np.arange(2_000)}), snapshot / "now.parquet")
+        runs.append(stack.run_deployment("ldp-plan", "nightly-plan", {
+            "plan": str(tmp_path / "series.toml"), "source": str(snapshot), "out_dir": str(out / "series"),
+            "epsilon": 1.0, "date": night, "incremental": False, "longitudinal": True, "privacy_unit": "person"}))
+    for run in runs:
+        assert run["state_type"] == "COMPLETED", stack.log("prefect-worker", 80)
+    shots = Path(os.environ.get("LDP_DASK_SCREENSHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+    seen: dict[str, str] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        for i, run in enumerate(runs):
+            for art in stack.artifacts(run["id"]):
+                if not art["key"].startswith("ldp-plan"):
+                    continue
+                wait_for = "Plan of" if art["key"] == "ldp-plan" else _loaded(art)  # the table has loaded
+                name = f"plan-{i}-{art['key']}.png"
+                seen[name] = _page_text(page, f"{stack.ui_url}/artifacts/artifact/{art['id']}", wait_for,
+                                        shots / name)
+        browser.close()
+    assert any(name.startswith("plan-0-ldp-plan-x-by-g") for name in seen), sorted(seen)
+    for name, text in seen.items():
+        png = (shots / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+        assert not re.search(r"\bnan\b", text, re.IGNORECASE), f"{name} shows nan"
+        assert not NEGATIVE_CELL.search(text), f"{name} shows a negative number: {NEGATIVE_CELL.search(text)}"
+        assert len(set(STATED_DELTA.findall(text))) <= 1, f"{name} states several δ"
+    # the grouped plan's report states its δ, the tiny and empty groups are there, and the series' spend is shown
+    report = next(t for n, t in seen.items() if n == "plan-0-ldp-plan.png")
+    assert len(STATED_DELTA.findall(report)) >= 2 and "the dataset's δ" in report
+    assert "tiny" in seen["plan-0-ldp-plan-x-by-g.png"] and "empty" in seen["plan-0-ldp-plan-x-by-g.png"]
+    assert all("longitudinal series" in seen[f"plan-{i}-ldp-plan.png"] for i in (1, 2)), seen["plan-2-ldp-plan.png"]
+    mean = seen["plan-1-ldp-plan-x-mean.png"]  # a statistic's ε per unit, not per row, and its facts' names
+    assert re.search(r"\(ε [0-9.]+ per person\)", mean) and "privacy unit" in mean, mean

@@ -50,17 +50,30 @@ def check_not_input(target: str, given: str, name: str, inputs: tuple[tuple[str,
                                f"read of the source would take it for data; write outputs elsewhere.")
 
 
+#: the outputs that are directories (privatized rows, filled by the workers); every other output is one file
+DIRECTORY_OUTPUTS = ("rows",)
+
+
 def check_output(path: str | os.PathLike[str], overwrite: bool, name: str = "out",
-                 storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
-    """Fail early (before any work) if ``path`` exists and ``overwrite`` is false; create its parent."""
-    fs, p = fsspec.core.url_to_fs(os.fspath(path), **(storage_options or {}))
+                 storage_options: Mapping[str, Any] | None = None, directory: bool = False) -> tuple[Any, str]:
+    """Fail early (before any work) if ``path`` exists and ``overwrite`` is false, if a file output would replace
+    a directory, or if its parent cannot be a directory (a file on the way). Creates nothing: the parent is made
+    when the output is staged (:meth:`StagedOutputs.write`), so a refused release leaves no empty directory."""
+    given = os.fspath(path)
+    fs, p = fsspec.core.url_to_fs(given, **(storage_options or {}))
     if fs.exists(p) and not overwrite:
         raise LdpDaskError(
-            f"The {name!r} path {os.fspath(path)!r} already exists; pass overwrite=True (--overwrite) to replace it."
+            f"The {name!r} path {given!r} already exists; pass overwrite=True (--overwrite) to replace it."
         )
-    parent = os.path.dirname(p.rstrip("/"))
-    if parent and not fs.exists(parent):
-        fs.makedirs(parent, exist_ok=True)
+    if not directory and fs.isdir(p):
+        raise LdpDaskError(f"The {name!r} path {given!r} is a directory, and this output is one file: name a file "
+                           f"(e.g. {given.rstrip('/')}/<name>.parquet); --overwrite never replaces a directory "
+                           "with a file.")
+    ancestor = os.path.dirname(p.rstrip("/"))
+    while ancestor and not fs.exists(ancestor) and os.path.dirname(ancestor) != ancestor:
+        ancestor = os.path.dirname(ancestor)
+    if ancestor and fs.exists(ancestor) and not fs.isdir(ancestor):
+        raise LdpDaskError(f"The {name!r} path {given!r} cannot be written: {ancestor!r} is a file, not a directory.")
     return fs, p
 
 
@@ -125,6 +138,7 @@ class StagedOutputs:
         self.published: list[str] = []
         self._targets: dict[str, tuple[Any, str, str]] = {}  # label -> (fs, path, as given)
         self._staged: dict[str, tuple[str, bool]] = {}  # label -> (temporary path, is a directory)
+        self._made: list[tuple[Any, str]] = []  # parent directories made by staging, deepest first
 
     def declare(self, label: str, path: str | os.PathLike[str] | None) -> None:
         """Declare an output (``None``: no such output) and check it now, before any work."""
@@ -134,8 +148,20 @@ class StagedOutputs:
         if self.inputs:
             fs0, p0 = fsspec.core.url_to_fs(given, **self.storage_options)
             check_not_input(resolve_root(fs0.unstrip_protocol(p0.rstrip("/"))), given, label, self.inputs)
-        fs, p = check_output(given, self.overwrite, label, self.storage_options)
+        fs, p = check_output(given, self.overwrite, label, self.storage_options, label in DIRECTORY_OUTPUTS)
         self._targets[label] = (fs, p, given)
+
+    def _parent(self, fs: Any, p: str) -> None:
+        """Make ``p``'s parent directory (staging is the first write there), remembering what was made so that
+        :meth:`discard` removes it again."""
+        parent = os.path.dirname(p.rstrip("/"))
+        missing = []
+        while parent and not fs.exists(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        if missing:
+            fs.makedirs(missing[0], exist_ok=True)
+            self._made.extend((fs, d) for d in missing)  # deepest first
 
     def locations(self) -> list[str]:
         """Every declared target as a full URL (what the ledger records to find staged outputs after a crash)."""
@@ -148,6 +174,7 @@ class StagedOutputs:
         """Write output ``label``'s content (bytes, or a function of a binary file) beside its target."""
         fs, p, _ = self._targets[label]
         tmp = temp_name(p, self.token)
+        self._parent(fs, p)
         self._staged[label] = (tmp, False)
         with fs.open(tmp, "wb") as fh:
             if isinstance(content, (bytes, bytearray)):
@@ -159,6 +186,7 @@ class StagedOutputs:
         """A temporary directory beside output ``label``'s target, as ``(fs, path)``, to fill before publishing."""
         fs, p, _ = self._targets[label]
         tmp = temp_name(p, self.token)
+        self._parent(fs, p)
         fs.makedirs(tmp, exist_ok=True)
         self._staged[label] = (tmp, True)
         return fs, tmp
@@ -183,6 +211,14 @@ class StagedOutputs:
         for label, (tmp, _) in list(self._staged.items()):
             remove_quietly(self._targets[label][0], tmp)
             del self._staged[label]
+        if not self.published:  # nothing is out: the directories staging made go too (each if empty)
+            for fs, d in sorted(self._made, key=lambda m: -len(m[1])):
+                try:
+                    if not fs.ls(d):
+                        fs.rmdir(d)
+                except OSError:  # pragma: no cover - best effort: another process wrote there meanwhile
+                    pass
+            self._made.clear()
 
 
 def is_local(fs: Any) -> bool:

@@ -284,6 +284,9 @@ def _read_categories(a: argparse.Namespace) -> list[Any] | None:
                 labels = [line.rstrip("\r\n") for line in fh if line.strip()]
         except OSError as exc:
             raise LdpDaskError(f"cannot read --categories-file {a.categories_file!r}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise LdpDaskError(f"--categories-file {a.categories_file!r} is not UTF-8 text (byte {exc.start}: "
+                               f"{exc.object[exc.start:exc.start + 1]!r}); save it as UTF-8, one label a line") from None
     return None if labels is None else list(labels)
 
 

@@ -28,20 +28,30 @@ from .results import DensityEstimate
 __all__ = ["histogram_density", "project_simplex", "simplex_shift"]
 
 
-def simplex_shift(v: np.ndarray) -> float:
-    """The τ with Σ max(v − τ, 0) = 1 (Duchi et al. 2008, sort-based, O(K log K))."""
-    v = np.asarray(v, dtype=np.float64)
-    u = np.sort(v)[::-1]
+def _shift_below_top(w: np.ndarray) -> float:
+    """τ for ``w`` whose largest value is 0 and none below −1 (Duchi et al. 2008, sort-based, O(K log K))."""
+    u = np.sort(w)[::-1]
     css = np.cumsum(u) - 1.0
-    k = np.arange(1, len(v) + 1)
-    r = k[u - css / k > 0][-1]
+    k = np.arange(1, len(w) + 1)
+    r = int(k[np.flatnonzero(u - css / k > 0)[-1]])  # k = 1 qualifies exactly here: u₁ = 0, css₁ = −1
     return float(css[r - 1] / r)
 
 
-def project_simplex(v: np.ndarray) -> np.ndarray:
-    """Euclidean projection of ``v`` onto {p ≥ 0, Σ p = 1}: max(v − τ, 0)."""
+def simplex_shift(v: np.ndarray) -> float:
+    """The τ with Σ max(v − τ, 0) = 1 (Duchi et al. 2008, sort-based, O(K log K)).
+
+    Computed on v − max v, with values below −1 raised to −1 (they project to 0 either way, since τ ≥ max v − 1):
+    the same τ, without the rounding that lost every index at 1e300 or overflowed a sum at 1.7e308."""
     v = np.asarray(v, dtype=np.float64)
-    return np.maximum(v - simplex_shift(v), 0.0)
+    top = float(v.max())
+    return top + _shift_below_top(np.maximum(v - top, -1.0))
+
+
+def project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection of ``v`` onto {p ≥ 0, Σ p = 1}: max(v − τ, 0), computed relative to max v."""
+    v = np.asarray(v, dtype=np.float64)
+    w = np.maximum(v - float(v.max()), -1.0)
+    return np.maximum(w - _shift_below_top(w), 0.0)
 
 
 def histogram_density(

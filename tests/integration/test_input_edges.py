@@ -217,3 +217,37 @@ def test_a_plan_edited_between_nights_starts_a_new_series(tmp_path, capsys):
     _refused(capsys, ["release", str(tmp_path / "p.toml"), str(d), "--since", str(tmp_path / "n1"), "--out",
                       str(tmp_path / "n2"), *common], "now declares bins = 16", "released bins = 8")
     assert not (tmp_path / "n2").exists()
+
+
+def test_a_refused_release_leaves_no_empty_output_directory(table, tmp_path, capsys):
+    """The output's parent is made when the output is staged, not when it is checked: a release refused for its
+    budget leaves no directory behind (it left an empty one); one that runs makes it."""
+    led = tmp_path / "l.sqlite"
+    assert main(["budget", "set", "t", "--source", str(table), "--limit", "0.5", "--ledger", str(led)]) == 0
+    out = tmp_path / "new" / "deeper" / "s.parquet"
+    _refused(capsys, [*RELEASE, str(table), "--epsilon", "1", "--domain", "-1e6", "1e6", "--out", str(out),
+                      "--ledger", str(led)], "budget 0.5")
+    _nothing_charged(led, tmp_path / "new")
+    assert main([*RELEASE, str(table), "--epsilon", "0.5", "--domain", "-1e6", "1e6", "--out", str(out),
+                 "--ledger", str(led)]) == 0
+    assert out.is_file()
+
+
+def test_a_file_output_over_a_directory_is_refused_before_any_work(table, tmp_path, capsys):
+    """``--out DIR --overwrite`` ended in IsADirectoryError after the work: refused first, the directory kept."""
+    led, folder = tmp_path / "l.sqlite", tmp_path / "folder"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    _refused(capsys, [*RELEASE, str(table), "--epsilon", "1", "--domain", "-1e6", "1e6", "--out", str(folder),
+                      "--overwrite", "--ledger", str(led)], "is a directory", "name a file")
+    assert open_ledger(str(led)).entries() == [] and (folder / "keep.txt").read_text() == "mine"
+
+
+def test_a_categories_file_that_is_not_utf8_is_one_line(table, tmp_path, capsys):
+    led, cats = tmp_path / "l.sqlite", tmp_path / "cats.txt"
+    cats.write_bytes(b"a\n\xff\xfeb\n")
+    out = tmp_path / "c.parquet"
+    _refused(capsys, ["privatize", str(table), "--column", "c", "--channel", "rr", "--categories-file", str(cats),
+                      "--epsilon", "1", "--out", str(out), "--ledger", str(led), "--local"],
+             "--categories-file", "not UTF-8", "byte 2")
+    _nothing_charged(led, out)

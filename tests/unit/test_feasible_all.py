@@ -96,6 +96,26 @@ def test_means_are_possible_and_say_when_they_are_mostly_noise(name, epsilon, n)
         _clean(m)
 
 
+@pytest.mark.parametrize("huge", [1e300, -1e300, 1.7e308])
+def test_a_summary_value_of_1e300_is_estimated_not_an_index_error(huge):
+    """A summary holding 1e300 (finite: read_summary accepts it) made the simplex projection index an empty array
+    (u₁ − (u₁ − 1) rounds to 0 at 1e300): every form of the estimate is possible instead."""
+    import dataclasses
+
+    from ldp_dask.estimators.histogram import project_simplex
+
+    assert np.array_equal(project_simplex(np.array([huge, 0.0, 0.0])), [1.0, 0.0, 0.0] if huge > 0 else [0, .5, .5])
+    s = ldp_dask.privatize(np.linspace(LO, HI, 100), channel=C.LaplaceHistogram(1.0, 8, (LO, HI)), seed=1,
+                           ledger=False)
+    sums = {k: v.copy() for k, v in s.sums.items()}
+    sums["sum"][3] = huge
+    d = estimate(dataclasses.replace(s, sums=sums))
+    assert _inside(d.masses, 0, 1) and abs(d.masses.sum() - 1) < 1e-9 and np.all(d.density >= 0)
+    low, high = d.band()
+    assert _holds(low, d.density, high)
+    _clean(d)
+
+
 @pytest.mark.parametrize("name", ["mean", "hybrid-mean"])
 def test_a_mean_of_one_report_is_the_whole_domain_not_an_error(name):
     """A public group (or a night) with one row: one view has no sample variance, and a normal interval from one

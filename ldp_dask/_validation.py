@@ -71,8 +71,8 @@ def error_value(where: str, exc: BaseException) -> TaskError:
     the offending value (e.g. Arrow's "Integer value … not in range"); its type
     is kept, and ``LDP_DASK_DEBUG=1`` shows the message.
     """
-    if isinstance(exc, InputDataError):
-        return TaskError(f"{where}: {exc}")
+    if isinstance(exc, InputDataError):  # named once: a read error names its file already
+        return TaskError(str(exc) if repr(where) in str(exc) else f"{where}: {exc}")
     if type(exc).__module__.startswith(STORAGE_MODULES):  # credentials, buckets, endpoints: not the data
         text = " ".join(str(exc).split())[:300]
         return TaskError(f"{where}: the storage refused the read ({type(exc).__name__}: {text}); check the "

@@ -8,6 +8,7 @@ error: a corrupt file names itself and the kind of failure; an ``OSError``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,17 @@ def _read_columns(reader: Reader, piece: Piece, *columns: str | None, dictionary
             return pf.read_row_groups(list(piece.row_groups), columns=list(columns), use_threads=False)
     except pa.ArrowInvalid as exc:  # corrupt content: deterministic, not worth a retry
         raise InputDataError(f"{piece.path!r} could not be read as Parquet ({_no_values(exc)})") from None
+    except OSError as exc:
+        if type(exc) is OSError and CORRUPT.search(str(exc)):  # Arrow's I/O error for pages that do not decode
+            raise InputDataError(f"{piece.path!r} could not be read as Parquet (a page does not decode: "
+                                 f"{CORRUPT.search(str(exc)).group(0)})") from None  # type: ignore[union-attr]
+        exc.add_note(f"reading {piece.path!r}")  # a transient failure: Dask retries it
+        raise
+
+
+#: Arrow's messages for content that cannot decode (deterministic: a retry reads the same bytes)
+CORRUPT = re.compile(r"deserializ\w* (thrift|page header)|[Cc]orrupt\w*( \w+)?|snappy|decompress\w*|"
+                     r"[Ii]nvalid (page|column|compressed)\w*|magic bytes")
 
 
 def _no_values(exc: BaseException) -> str:

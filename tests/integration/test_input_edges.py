@@ -251,3 +251,24 @@ def test_a_categories_file_that_is_not_utf8_is_one_line(table, tmp_path, capsys)
                       "--epsilon", "1", "--out", str(out), "--ledger", str(led), "--local"],
              "--categories-file", "not UTF-8", "byte 2")
     _nothing_charged(led, out)
+
+
+@pytest.mark.parametrize("flip,said", [(1, "deserialize thrift"), (8, "snappy")])
+def test_a_corrupt_page_names_its_file_in_one_line(tmp_path, capsys, flip, said):
+    """A page header or a snappy page that does not decode: Arrow's OSError ('OSError: Couldn't deserialize
+    thrift', no file named, retried as if transient) is one line naming the file, exit 2, nothing charged."""
+    import io
+
+    data, led, out = tmp_path / "data", tmp_path / "l.sqlite", tmp_path / "s.parquet"
+    data.mkdir()
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"x": np.random.default_rng(0).random(1_000)}), buf, compression="snappy",
+                   use_dictionary=False)
+    raw = bytearray(buf.getvalue())
+    raw[pq.ParquetFile(io.BytesIO(bytes(raw))).metadata.row_group(0).column(0).data_page_offset + flip] ^= 0xFF
+    (data / "p.parquet").write_bytes(bytes(raw))
+    err = _refused(capsys, ["privatize", str(data), "--column", "x", "--channel", "histogram", "--bins", "8",
+                            "--domain", "0", "1", "--epsilon", "1", "--out", str(out), "--ledger", str(led),
+                            "--local", "--seed", "1"], "p.parquet", "could not be read as Parquet", said)
+    assert err.count("p.parquet") == 1, err
+    _nothing_charged(led, out)

@@ -14,6 +14,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 import ldp_dask
+from ldp_dask.channels import channel_options
 from ldp_dask.commands import ChannelRequest, plan_column, release_column
 from ldp_dask.estimators import estimator_for
 from ldp_dask.flows._outputs import budget_facts, headline, publish_markdown, publish_plot, retry_on_io
@@ -88,8 +89,11 @@ def privatize_flow(
 
     logger = get_run_logger()
     run_opts = run_options(run, str(flow_run.get_id()))
+    # bins="auto" is the default of channels that have bins: a channel without them (rr, hadamard) takes none
+    takes_bins = channel == "auto" or channel in channel_options()["bins"][1]
+    given = bins is not None and (bins != "auto" or takes_bins)
     request = ChannelRequest(channel, epsilon, (float(domain[0]), float(domain[1])) if domain else None,
-                             {**(options or {}), **({"bins": bins} if bins is not None else {})}, mode)
+                             {**(options or {}), **({"bins": bins} if given else {})}, mode)
     planned = plan_release(source, column, request, run_opts)
     ch = planned["channel"]
     logger.info("Privatizing %s[%s]: n=%d rows in %d partitions with %r (mode=%s)",

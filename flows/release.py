@@ -117,7 +117,6 @@ def release_flow(
     """
     logger = get_run_logger()
     day, folder, fs, local = day_folder(out_dir, date)
-    fs.makedirs(local, exist_ok=True)
     name = f"{file_stem(column)}.{file_stem(channel)}"
     stem = f"{folder}/{name}"
     summary = f"{stem}.summary.parquet"

@@ -219,6 +219,12 @@ def _cmd_quantiles(a: argparse.Namespace) -> int:
 
         if a.plot:
             raise LdpDaskError("--plot applies to central releases; plot the density with 'ldp-dask estimate'.")
+        central = [flag for flag, given in (("--column", a.column is not None), ("--bounds", a.bounds is not None),
+                                            ("--epsilon", a.epsilon is not None), ("--method", a.method != "best"),
+                                            ("--rho", a.rho is not None), ("--steps", a.steps is not None)) if given]
+        if central:  # they were ignored without a word: a summary's quantiles spend nothing and take no bounds
+            raise LdpDaskError(f"{', '.join(central)} apply to central quantiles of raw data; {a.source!r} is a "
+                               "summary, whose quantiles are post-processing (no ε, its own domain): leave them out")
         lq = publish({"json": a.out, "html": a.html}, lambda outputs: _written(local_quantiles(
             a.source, q=a.q or DECILES, level=a.confidence, B=a.B, rng=a.seed, interval=a.interval), outputs),
             overwrite=a.overwrite, inputs=[a.source])[0]

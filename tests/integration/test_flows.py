@@ -517,3 +517,24 @@ def test_the_plan_flow_runs_a_longitudinal_plan(prefect_harness, cluster, tmp_pa
     art = anyio.run(newest)
     assert "| longitudinal series, statistic 1 | capped series, 1 night(s): ε " in art
     assert "| longitudinal series, statistic 2 | capped series, 1 night(s): ε " in art
+
+
+def test_the_nightly_flow_takes_a_channel_without_bins_at_its_defaults(prefect_harness, tmp_path):
+    """release_flow(channel="rr") refused its own default bins="auto" ("bins do not apply to the 'rr' channel"):
+    'auto' is the default of channels that have bins, and a channel without them gets none; bins given as a
+    number to such a channel is still refused."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ldp_dask import LdpDaskError
+    from ldp_dask.flows import release_flow
+
+    table = tmp_path / "t"
+    table.mkdir()
+    pq.write_table(pa.table({"c": np.random.default_rng(0).choice(["a", "b"], 5_000)}), table / "p.parquet")
+    common = dict(source=str(table), column="c", out_dir=str(tmp_path / "out"), channel="rr", epsilon=1.0,
+                  options={"categories": ["a", "b"]}, ledger=False)
+    res = release_flow(date="2026-01-01", **common)
+    assert res["release"]["reused"] is False and sorted(res["written"]) == ["json", "plot", "report", "summary"]
+    with pytest.raises(LdpDaskError, match="bins do not apply"):
+        release_flow(date="2026-01-02", bins=16, **common)

@@ -272,3 +272,17 @@ def test_a_corrupt_page_names_its_file_in_one_line(tmp_path, capsys, flip, said)
                             "--local", "--seed", "1"], "p.parquet", "could not be read as Parquet", said)
     assert err.count("p.parquet") == 1, err
     _nothing_charged(led, out)
+
+
+def test_quantiles_of_a_summary_refuse_the_central_options_they_would_ignore(table, tmp_path, capsys):
+    """``quantiles SUMMARY --bounds … --epsilon …`` printed the summary's quantiles and ignored both: refused,
+    naming them; without them it works."""
+    s = tmp_path / "s.parquet"
+    assert main(["privatize", str(table), "--column", "x", "--channel", "histogram", "--bins", "16", "--local",
+                 "--seed", "1", "--epsilon", "1", "--domain", "-1e6", "1e6", "--out", str(s), "--no-ledger"]) == 0
+    capsys.readouterr()
+    _refused(capsys, ["quantiles", str(s), "--bounds", "0", "1", "--epsilon", "1", "--seed", "1"],
+             "--bounds, --epsilon apply to central quantiles", "leave them out")
+    _refused(capsys, ["quantiles", str(s), "--method", "laplace", "--seed", "1"], "--method")
+    assert main(["quantiles", str(s), "--seed", "1", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["values"]) == 9

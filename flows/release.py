@@ -70,6 +70,20 @@ def previous_summary(out_dir: str, day: str, name: str) -> str | None:
     return None
 
 
+def check_series_ledger(earlier: str | None, run: dict[str, Any]) -> None:
+    """Refuse a longitudinal night whose ledger has no record of the series' last published night (restored from
+    an older copy, or deleted: :meth:`~ldp_dask.ledger.Ledger.check_published`); nothing to check on a first
+    night, or without a ledger."""
+    from ldp_dask.ledger import LEDGER_STAMP, open_ledger
+
+    led = open_ledger(run.get("ledger", True))
+    if earlier is None or led is None:
+        return
+    stamp = ldp_dask.read_summary(earlier, allow_unverified=True).metadata.get(LEDGER_STAMP)
+    if stamp is not None:  # read for its stamp alone: a forged stamp can only refuse
+        led.check_published([(f"the series' last night {earlier!r}", stamp)])
+
+
 @flow(name="ldp-release")
 @with_run_options
 def release_flow(
@@ -124,6 +138,8 @@ def release_flow(
         logger.info("The release for %s already exists (%s): reusing it, no ε spent", day, summary)
         release: dict[str, Any] = {"summary": summary, "reused": True}
     else:
+        if longitudinal:  # the ledger must remember the series' last published night (not an older copy)
+            check_series_ledger(previous_summary(out_dir, day, f"{name}.summary.parquet"), run)
         since = previous_summary(out_dir, day, f"{name}.summary.parquet") if incremental else None
         if incremental:
             logger.info("Incremental release: extending %s", since or "nothing (the first night of the series)")

@@ -131,7 +131,7 @@ def run_memoized(dataset: Dataset, channel: Channel, secret: Secret, options: Ru
                     keys=night_keys(secret, context, options.night, len(dataset.tasks)),
                     categorical=channel.value_kind == "categorical", persons=True)
     metadata = release_metadata(dataset, secret, "summary", options, None)
-    metadata.update(privacy_unit=dataset.unit, max_contributions=1, epsilon_per_unit=channel.epsilon_spent(),
+    metadata.update(privacy_unit=dataset.unit, max_contributions=1, epsilon_per_unit=epsilon_per_unit(channel, 1),
                     longitudinal={**longitudinal_metadata(channel, series_id(secret, series)),
                                   "night": options.night})
     return summary_of(channel, acc, metadata, options.clip), acc["pairs"]
@@ -180,7 +180,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
 
         def compute_memoized(secret: Secret, _: Outputs) -> Summary:
             summary, found = run_memoized(dataset, channel, secret, opts, root)
-            pairs[id(summary)] = found
+            pairs[0] = found  # one release, one summary (the release path may replace the object)
             return summary
 
         capped = capped_series(dataset, channel, secret, opts, root)  # a capped series: charged by its nights alone
@@ -188,7 +188,7 @@ def _release_summary(source: Any, column: str | None = None, channel: Channel | 
                                      capped=capped, epsilon=0.0 if capped else charge.epsilon)
         return release(dataset, charge, compute_memoized, opts, targets={"summary": out},
                        write=summary_writer(secret), overwrite=overwrite, content_tag=lambda s: s.content_tag,
-                       memos=lambda s: memo_update(s, pairs.pop(id(s))))
+                       memos=lambda s: memo_update(s, pairs.pop(0)))
 
     def compute(secret: Secret, outputs: Outputs) -> Summary:
         return run_channel(dataset, channel, mode, secret, opts, outputs.directory("rows") if rows else None, rows)
@@ -242,7 +242,8 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
         return release(dataset, charge, lambda sec, _: work(dataset, channel, sec, opts, plan_), opts,
                        targets={"summary": out}, write=summary_writer(secret), overwrite=overwrite,
                        content_tag=lambda s: s.content_tag, part_tags=lambda s: plan_.part_tags(s.partitions),
-                       central=lambda s: [central_event(s)])
+                       central=lambda s: [central_event(s)],
+                       published={str(since): previous} if previous is not None else None)
     except BudgetExceeded as exc:
         if not plan_.changed:
             raise

@@ -43,7 +43,7 @@ import fsspec
 from ._io import StagedOutputs, resolve_root
 from ._signals import terminations
 from ._validation import LdpDaskError
-from .ledger import ROW_UNIT, SCOPES, Ledger, LedgerError, Part, Reservation, open_ledger
+from .ledger import LEDGER_STAMP, ROW_UNIT, SCOPES, Ledger, LedgerError, Part, Reservation, open_ledger
 from .ledger.memos import MemoUpdate
 from .locations import ledger_files, listing
 from .noise import Secret
@@ -170,7 +170,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             content_tag: Callable[[R], str | None] | None = None,
             part_tags: Callable[[R], Mapping[str, str]] | None = None,
             memos: Callable[[R], MemoUpdate | Sequence[MemoUpdate]] | None = None,
-            central: Callable[[R], Sequence[tuple[float, float]]] | None = None) -> Released[R]:
+            central: Callable[[R], Sequence[tuple[float, float]]] | None = None,
+            published: Mapping[str, Any] | None = None) -> Released[R]:
     """Release ``compute``'s result for ``dataset``: check, reserve, compute, write, settle, publish, commit.
 
     Parameters
@@ -204,6 +205,12 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
         independent mechanisms it consists of (:mod:`ldp_dask.ledger.central`;
         a summary's is :func:`ldp_dask.amplification.central_event`); without
         it the release is ε-DP at its charge, which the ledger composes.
+    published : mapping of str to Summary, optional
+        The published summaries this release builds on (an incremental
+        series' earlier night), by where they are: refused before anything is
+        reserved when the ledger has no record of the entries they carry
+        (:meth:`~ldp_dask.ledger.Ledger.check_published`). A summary this
+        release writes carries its entry (:data:`~ldp_dask.ledger.LEDGER_STAMP`).
 
     Returns
     -------
@@ -220,6 +227,8 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
     ledger = open_ledger(options.ledger)
     if ledger is not None:
         _check_persistent(targets or {})
+        ledger.check_published([(f"the summary {where!r}", s.metadata[LEDGER_STAMP])
+                                for where, s in (published or {}).items() if LEDGER_STAMP in s.metadata])
     outputs = StagedOutputs(overwrite, options.storage_options, inputs=_dataset_inputs(dataset))
     held: list[Reservation] = []
     release_key = hashlib.sha256(json.dumps(
@@ -247,6 +256,9 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             # its pages are written now, before the charge: at the δ its receipt will state (one δ per reading)
             reading = ledger.reading(held[0].identity_root, central(result))  # type: ignore[union-attr]
             result = dataclasses.replace(result, reading=reading)  # type: ignore[type-var]
+        if held and hasattr(result, "with_metadata"):  # its summaries name the entry that charged them
+            stamp = {"ledger": ledger.sequence()[0], "entry": held[0].id}  # type: ignore[union-attr]
+            result = result.with_metadata({LEDGER_STAMP: stamp})
         if write is not None:
             write(result, staged)
         return result

@@ -18,6 +18,7 @@ the operator and is never serialised.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -126,6 +127,10 @@ class Summary(Described, Receipted):
         or a later night may carry over from another summary (the computations are cached: milliseconds); the
         file records the same value."""
         return self._central(self.unit_partitions)
+
+    def with_metadata(self, extra: dict[str, Any]) -> Summary:
+        """This summary with ``extra`` added to its metadata (the release path records its ledger entry so)."""
+        return dataclasses.replace(self, metadata={**self.metadata, **extra})
 
     def central_at(self, delta: float) -> dict[str, Any] | None:
         """:attr:`central` restated at another ``delta`` (the same release: a larger δ gives a smaller ε)."""

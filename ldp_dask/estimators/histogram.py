@@ -28,30 +28,44 @@ from .results import DensityEstimate
 __all__ = ["histogram_density", "project_simplex", "simplex_shift"]
 
 
-def _shift_below_top(w: np.ndarray) -> float:
-    """τ for ``w`` whose largest value is 0 and none below −1 (Duchi et al. 2008, sort-based, O(K log K))."""
-    u = np.sort(w)[::-1]
+def _shift(v: np.ndarray) -> float | None:
+    """τ by the sort-based rule (Duchi et al. 2008, O(K log K)), or None where rounding lost it (|v| ~ 1e300)."""
+    u = np.sort(v)[::-1]
     css = np.cumsum(u) - 1.0
-    k = np.arange(1, len(w) + 1)
-    r = int(k[np.flatnonzero(u - css / k > 0)[-1]])  # k = 1 qualifies exactly here: u₁ = 0, css₁ = −1
-    return float(css[r - 1] / r)
+    k = np.arange(1, len(v) + 1)
+    found = np.flatnonzero(u - css / k > 0)  # k = 1 always qualifies in exact arithmetic
+    if found.size == 0:
+        return None
+    tau = float(css[found[-1]] / k[found[-1]])
+    return tau if np.isfinite(tau) else None
 
 
 def simplex_shift(v: np.ndarray) -> float:
     """The τ with Σ max(v − τ, 0) = 1 (Duchi et al. 2008, sort-based, O(K log K)).
 
-    Computed on v − max v, with values below −1 raised to −1 (they project to 0 either way, since τ ≥ max v − 1):
-    the same τ, without the rounding that lost every index at 1e300 or overflowed a sum at 1.7e308."""
+    Where rounding loses it (a value of 1e300 makes u₁ − (u₁ − 1) round to 0; 1.7e308 overflows the sums), it is
+    computed on v − max v with values below −1 raised to −1, which project to 0 either way (τ ≥ max v − 1)."""
     v = np.asarray(v, dtype=np.float64)
+    tau = _shift(v)
+    if tau is not None:
+        return tau
     top = float(v.max())
-    return top + _shift_below_top(np.maximum(v - top, -1.0))
+    below = _shift(np.maximum(v - top, -1.0))
+    assert below is not None  # the largest is 0 and css₁ = −1: k = 1 qualifies exactly
+    return top + below
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
-    """Euclidean projection of ``v`` onto {p ≥ 0, Σ p = 1}: max(v − τ, 0), computed relative to max v."""
+    """Euclidean projection of ``v`` onto {p ≥ 0, Σ p = 1}: max(v − τ, 0) (relative to max v where τ alone would
+    lose the result to rounding, :func:`simplex_shift`)."""
     v = np.asarray(v, dtype=np.float64)
+    tau = _shift(v)
+    if tau is not None:
+        return np.maximum(v - tau, 0.0)
     w = np.maximum(v - float(v.max()), -1.0)
-    return np.maximum(w - _shift_below_top(w), 0.0)
+    below = _shift(w)
+    assert below is not None
+    return np.maximum(w - below, 0.0)
 
 
 def histogram_density(

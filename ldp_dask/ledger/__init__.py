@@ -87,7 +87,11 @@ from .sqlite import SQLiteStore
 from .store import ACTIVE, LedgerError, Store, Tx
 
 __all__ = ["Ledger", "Reservation", "BudgetExceeded", "LedgerError", "default_ledger_path", "SCOPES",
-           "open_ledger", "DEFAULT_LEASE_SECONDS", "ROW_UNIT", "overlaps", "Part", "spent_per_person"]
+           "open_ledger", "DEFAULT_LEASE_SECONDS", "ROW_UNIT", "overlaps", "Part", "spent_per_person",
+           "LEDGER_STAMP"]
+
+#: The metadata key under which a summary records the ledger entry that charged it: ``{"ledger": id, "entry": n}``
+LEDGER_STAMP = "ledger_entry"
 
 #: A reservation's lease; a live run renews it every third of this.
 DEFAULT_LEASE_SECONDS = 600.0
@@ -472,6 +476,39 @@ class Ledger:
         return (self._spent_on(active, root, everything, charges=charges),
                 central_spend(active, root, central_budget(declared) if declared else None, charges))
 
+
+    def sequence(self) -> tuple[str, int]:
+        """This ledger's identity (a random id made with it, kept in the ledger: a copy shares it) and the number
+        of its newest entry (0 when it has none). Entry numbers only grow, so a ledger restored from an older copy
+        is behind the entries its releases' summaries record (:meth:`check_published`)."""
+        with self.store.transaction() as tx:
+            tx.run("INSERT INTO ledger_meta (key, value) VALUES ('ledger_id', ?) ON CONFLICT (key) DO NOTHING",
+                   (uuid.uuid4().hex,))
+            row = tx.one("SELECT value FROM ledger_meta WHERE key = 'ledger_id'")
+            top = tx.one("SELECT MAX(id) AS top FROM releases")
+        assert row is not None
+        return str(row["value"]), int((top or {}).get("top") or 0)
+
+    def check_published(self, stamps: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Refuse, before anything is reserved, a release that builds on published summaries this ledger has no
+        record of: ``stamps`` are ``(where, ledger stamp)`` of each (:data:`LEDGER_STAMP` in a summary's
+        metadata). A stamp from this ledger with an entry past its newest means the ledger was restored from an
+        older copy (the releases since would be forgotten, and charged again from too low a spend); a stamp
+        from another ledger, that this is not the ledger that charged them (deleted and started anew, or
+        another one)."""
+        if not stamps:
+            return
+        lid, top = self.sequence()
+        for where, stamp in stamps:
+            theirs, entry = str(stamp.get("ledger", "")), int(stamp.get("entry", 0))
+            if theirs == lid and entry <= top:
+                continue
+            why = (f"was recorded as entry #{entry} of this ledger, whose newest entry is #{top}: the ledger was "
+                   "restored from an older copy, and has forgotten the releases since" if theirs == lid else
+                   f"was recorded by another ledger (id {theirs[:8]}, this one is {lid[:8]}): this ledger was "
+                   "deleted and started anew, or is not the one that charged the series")
+            raise LedgerError(f"{where} {why}. Nothing was run. Restore the newest copy of the ledger "
+                              "(docs/how-to/incremental.md, 'Backing up the ledger'), or start a new series without it")
 
     def reading(self, root: str, extra: Sequence[tuple[float, float]]) -> tuple[float, str]:
         """The δ at which a release about to be published on ``root`` is read, with its label: the δ its receipt

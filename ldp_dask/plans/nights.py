@@ -37,7 +37,7 @@ from ..summary import Summary, sum_partitions, summary_of
 from .bounded import plan_person_sums
 from .model import Plan, check_units
 from .results import PlanRelease, plan_content_tag, statistic_metadata, statistic_release
-from .series import check_unedited, previous_summaries
+from .series import check_unedited, previous_summaries, published_by
 
 __all__ = ["release_nights"]
 
@@ -131,18 +131,19 @@ def release_nights(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset],
             released.append(statistic_release(s, summary, e, None, predicted.se if predicted else float("nan"),
                                               level))
         result = PlanRelease("split-epsilon", float(epsilon), charged, tuple(released), level)
-        news[id(result)] = new
+        news[0] = new  # one release, one result (the release path may replace the object)
         return result
 
     def part_tags(result: PlanRelease) -> dict[str, str]:
-        new = news.pop(id(result), [])
+        new = news.pop(0, [])
         if night is None or any(p is None for p in new):
             return {}
         return {night: f"{sum(int(p.tag, 16) for p in new) % TAG_MODULUS:064x}"}
 
     try:
         return release(whole, charge, compute, opts, targets=targets, write=write(secret), overwrite=overwrite,
-                       content_tag=plan_content_tag, part_tags=part_tags, central=PlanRelease.central_events).attach()
+                       content_tag=plan_content_tag, part_tags=part_tags, central=PlanRelease.central_events,
+                       published=published_by(since, previous)).attach()
     except BudgetExceeded as exc:
         changed = plans[0].changed
         if not changed:

@@ -227,6 +227,16 @@ class PlanRelease(Described, Receipted):
         return (f"ε {compose(events, delta):.3g} at δ {delta:g} ({whose}) per {self.unit}, {len(events)} "
                 "mechanism(s) composed (each statistic's page states its own at the same δ)")
 
+    def with_metadata(self, extra: dict[str, Any]) -> PlanRelease:
+        """This plan with ``extra`` added to every summary's metadata (each statistic's, each public group's)."""
+        def one(s: StatisticRelease) -> StatisticRelease:
+            if s.summary is not None:
+                return dataclasses.replace(s, summary=s.summary.with_metadata(extra))
+            return dataclasses.replace(s, groups=tuple(dataclasses.replace(g, summary=g.summary.with_metadata(extra))
+                                                       for g in s.groups))
+
+        return dataclasses.replace(self, statistics=tuple(one(s) for s in self.statistics))
+
     def __post_init__(self) -> None:
         """Every statistic's summary and results are read at the plan's one δ (:meth:`reading_delta`)."""
         reading = self.reading_delta()

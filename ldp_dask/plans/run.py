@@ -251,11 +251,11 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
             released.append(statistic_release(s, summary, e, None, predicted.se if predicted else float("nan"),
                                               level))
         result = PlanRelease("split-epsilon", float(epsilon), sum(spent), tuple(released), level)
-        updates[id(result)] = found
+        updates[0] = found  # one release, one result (the release path may replace the object)
         return result
 
     done = release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
-                   overwrite=overwrite, content_tag=plan_content_tag, memos=lambda r: updates.pop(id(r)))
+                   overwrite=overwrite, content_tag=plan_content_tag, memos=lambda r: updates.pop(0))
     return done.attach()
 
 

@@ -40,7 +40,7 @@ from .model import NOT_CHANNEL, Plan, Statistic, check
 from .results import PlanRelease, cells_of, group_keys, group_metadata, plan_content_tag, statistic_metadata
 from .tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
 
-__all__ = ["release_series", "previous_summaries", "check_unedited"]
+__all__ = ["release_series", "previous_summaries", "check_unedited", "published_by"]
 
 #: What a night makes of one statistic: its summary, or its public groups' (one per key and "other").
 Made = Summary | list[Summary]
@@ -83,6 +83,16 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return float(a) == float(b)
     return bool(a == b)
+
+
+def published_by(since: str | os.PathLike[str] | None,
+                 previous: dict[str, list[Summary]] | None) -> dict[str, Summary] | None:
+    """The earlier night's summaries a night builds on, by where they are (for the ledger's check that it has a
+    record of them, :meth:`~ldp_dask.ledger.Ledger.check_published`)."""
+    if since is None or previous is None:
+        return None
+    return {f"{os.fspath(since).rstrip('/')}/{label}#{i}": s for label, got in previous.items()
+            for i, s in enumerate(got)}
 
 
 def check_unedited(plan_: Plan, previous: dict[str, list[Summary]]) -> None:
@@ -193,7 +203,8 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
 
     try:
         return release(whole, charge, compute, opts, targets=targets, write=write, overwrite=overwrite,
-                       content_tag=plan_content_tag, part_tags=part_tags, central=PlanRelease.central_events).attach()
+                       content_tag=plan_content_tag, part_tags=part_tags, central=PlanRelease.central_events,
+                       published=published_by(since, previous)).attach()
     except BudgetExceeded as exc:
         changed = plans[0].changed
         if not changed:

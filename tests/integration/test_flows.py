@@ -538,3 +538,39 @@ def test_the_nightly_flow_takes_a_channel_without_bins_at_its_defaults(prefect_h
     assert res["release"]["reused"] is False and sorted(res["written"]) == ["json", "plot", "report", "summary"]
     with pytest.raises(LdpDaskError, match="bins do not apply"):
         release_flow(date="2026-01-02", bins=16, **common)
+
+
+def test_a_longitudinal_night_refuses_a_ledger_restored_from_an_older_copy(prefect_harness, tmp_path):
+    """The sweep's case: a ledger restored from a copy taken after night 1, before night 3, forgot night 2, and a
+    capped series published more nights than its budget allowed while `budget` showed it within. Each summary
+    records the ledger entry that charged it; night 3 reads night 2's and refuses, nothing charged or written.
+    A deleted ledger (started anew) is refused the same way; the newest copy restored, night 3 runs."""
+    import shutil
+
+    import pandas as pd
+
+    from ldp_dask.flows import release_flow
+    from ldp_dask.ledger import LedgerError, open_ledger
+
+    table, led = tmp_path / "snapshot", tmp_path / "ledger.sqlite"
+    table.mkdir()
+    x = np.random.default_rng(3).uniform(0, 1, 2_000)
+    pd.DataFrame({"user": np.arange(2_000), "x": x}).to_parquet(table / "today.parquet")
+    common = dict(source=str(table), column="x", out_dir=str(tmp_path / "out"), domain=[0.0, 1.0],
+                  channel="histogram", epsilon=1.0, bins=8, longitudinal=True, privacy_unit="user", ledger=str(led),
+                  seed=5)
+    release_flow(date="2026-11-01", **common)
+    shutil.copy(led, tmp_path / "after-night-1.sqlite")
+    release_flow(date="2026-11-02", **common)
+    shutil.copy(led, tmp_path / "after-night-2.sqlite")
+    shutil.copy(tmp_path / "after-night-1.sqlite", led)  # the restore
+    entries = len(open_ledger(str(led)).entries())
+    with pytest.raises(LedgerError, match=r"entry #2 of this ledger, whose newest entry is #1: the ledger was "
+                                          r"restored from an older copy"):
+        release_flow(date="2026-11-03", **common)
+    assert len(open_ledger(str(led)).entries()) == entries and not (tmp_path / "out" / "2026-11-03").exists()
+    led.unlink()  # deleted: a new ledger would start empty
+    with pytest.raises(LedgerError, match="recorded by another ledger"):
+        release_flow(date="2026-11-03", **common)
+    shutil.copy(tmp_path / "after-night-2.sqlite", led)
+    assert release_flow(date="2026-11-03", **common)["release"]["reused"] is False

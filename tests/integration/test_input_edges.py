@@ -286,3 +286,33 @@ def test_quantiles_of_a_summary_refuse_the_central_options_they_would_ignore(tab
     _refused(capsys, ["quantiles", str(s), "--method", "laplace", "--seed", "1"], "--method")
     assert main(["quantiles", str(s), "--seed", "1", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["values"]) == 9
+
+
+def test_an_incremental_night_refuses_a_ledger_that_forgot_the_night_before(tmp_path, capsys):
+    """Night 2's summary records the ledger entry that charged it; restoring the copy taken after night 1, or
+    deleting the ledger, makes night 3 refuse in one line: exit 2, nothing charged, nothing written."""
+    import shutil
+
+    data, spare = tmp_path / "t", tmp_path / "later"
+    data.mkdir()
+    spare.mkdir()
+    for day in range(3):
+        pq.write_table(pa.table({"x": np.random.default_rng(day).random(2_000)}),
+                       (data if day == 0 else spare) / f"day{day}.parquet")
+    led = tmp_path / "l.sqlite"
+    night = ["privatize", str(data), "--column", "x", "--channel", "histogram", "--bins", "8", "--domain", "0", "1",
+             "--epsilon", "1", "--seed", "3", "--local", "--incremental", "--ledger", str(led)]
+    assert main([*night, "--out", str(tmp_path / "n1.parquet")]) == 0
+    shutil.copy(led, tmp_path / "copy.sqlite")
+    (spare / "day1.parquet").rename(data / "day1.parquet")
+    assert main([*night, "--out", str(tmp_path / "n2.parquet"), "--since", str(tmp_path / "n2.parquet")
+                 .replace("n2", "n1")]) == 0
+    (spare / "day2.parquet").rename(data / "day2.parquet")
+    shutil.copy(tmp_path / "copy.sqlite", led)
+    capsys.readouterr()
+    third = [*night, "--out", str(tmp_path / "n3.parquet"), "--since", str(tmp_path / "n2.parquet")]
+    _refused(capsys, third, "n2.parquet", "entry #2", "newest entry is #1", "restored from an older copy")
+    assert len(open_ledger(str(led)).entries()) == 1 and not (tmp_path / "n3.parquet").exists()
+    led.unlink()
+    _refused(capsys, third, "recorded by another ledger")
+    _nothing_charged(led, tmp_path / "n3.parquet")

@@ -69,3 +69,40 @@ def test_a_signal_while_publishing_waits_until_the_release_is_published():
             published.append("never")
     assert not caught.value.published and published == ["outputs renamed and charge committed"]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the previous handlers are back
+
+
+@pytest.mark.parametrize("status", ["publishing", "reserved"])
+def test_recovery_removes_the_staged_debris_of_a_killed_release(tmp_path, status):
+    """A process killed (SIGKILL: no handler runs) while publishing, or with a private output staged, leaves its
+    entry and a hidden staged file: the next ledger operation commits the entry and removes the file (it left a
+    '.tmp-<token>' file beside the committed charge for good)."""
+    import ldp_dask
+    from ldp_dask._io import temp_name
+    from ldp_dask.ledger import Ledger
+
+    data = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"x": np.random.default_rng(0).random(1_000)}), data)
+    led, out = tmp_path / "ledger.sqlite", tmp_path / "out" / "s.parquet"
+    proc = subprocess.Popen([sys.executable, "-c", f"""
+import os, signal, ldp_dask, ldp_dask.release as r
+real = r.StagedOutputs.publish
+def killed(self):  # the charge is settled ({status!r}), the output staged: the process dies before renaming it
+    if {status!r} == 'reserved':
+        import sqlite3
+        sqlite3.connect({str(led)!r}).execute("UPDATE releases SET status='reserved'").connection.commit()
+    os.kill(os.getpid(), signal.SIGKILL)
+r.StagedOutputs.publish = killed
+ldp_dask.privatize({str(data)!r}, 'x', ldp_dask.LaplaceHistogram(1.0, 8, (0, 1)), seed=1, client='local',
+                   out={str(out)!r}, ledger=ldp_dask.ledger.Ledger({str(led)!r}, lease_seconds=1))
+"""], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL, err
+    with sqlite3.connect(led) as con:
+        (token, got), = con.execute("SELECT token, status FROM releases").fetchall()
+    staged = temp_name(str(out), token)
+    assert got == status and os.path.exists(staged) and not out.exists()
+    time.sleep(1.2)  # its lease ends
+    (entry,) = Ledger(str(led)).entries()  # any ledger operation recovers first
+    assert entry["status"] == "committed" and entry["note"].startswith("recovered")
+    assert not os.path.exists(staged) and os.listdir(out.parent) == []
+    assert ldp_dask.ledger.Ledger(str(led)).spent(entry["root"]) == 1.0

@@ -41,7 +41,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from ._validation import LdpDaskError
@@ -324,7 +324,8 @@ def _date_of(name: str) -> tuple[str, date] | None:
 
 def in_window(names: Sequence[str], days: int) -> list[str]:
     """The names, among hive-partitioned ``names`` (``…/date=2026-11-23/part.parquet``), whose date lies in the
-    last ``days`` days ending at the newest date among them (that date included).
+    last ``days`` days ending at the newest date among them (that date included). A date after tomorrow (UTC) is
+    refused: a stray ``date=2099-01-01/`` would otherwise end the window and leave every real day out of it.
 
     Every name must carry exactly one ``key=YYYY-MM-DD`` directory, all under the same key.
     """
@@ -338,6 +339,12 @@ def in_window(names: Sequence[str], days: int) -> list[str]:
         raise LdpDaskError(f"the files are partitioned by several date keys ({', '.join(sorted(keys))}); a window "
                            "needs one")
     newest = max(d[1] for d in dated.values() if d is not None)
+    tomorrow = datetime.now(UTC).date() + timedelta(days=1)  # a day's slack for the time zones of the writers
+    if newest > tomorrow:
+        late = next(n for n, d in dated.items() if d is not None and d[1] == newest)
+        raise LdpDaskError(f"the date directory of {late!r} is in the future (today is {tomorrow - timedelta(days=1)} "
+                           "UTC): a window ends at the newest date, so it would be the whole window; remove or "
+                           "rename it")
     first = newest - timedelta(days=days - 1)
     return [n for n in names if dated[n] is not None and dated[n][1] >= first]  # type: ignore[index]
 

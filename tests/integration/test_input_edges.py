@@ -316,3 +316,22 @@ def test_an_incremental_night_refuses_a_ledger_that_forgot_the_night_before(tmp_
     led.unlink()
     _refused(capsys, third, "recorded by another ledger")
     _nothing_charged(led, tmp_path / "n3.parquet")
+
+
+def test_a_future_date_directory_is_refused_for_a_window(tmp_path, capsys):
+    """A stray date=2099-01-01/ was the newest day of --window 3d, so the window held it alone (every real day
+    left out, without a word): refused in one line naming it, nothing charged; removed, the window works."""
+    data, led = tmp_path / "t", tmp_path / "l.sqlite"
+    for day in ("2026-11-20", "2026-11-21", "2099-01-01"):
+        (data / f"date={day}").mkdir(parents=True)
+        pq.write_table(pa.table({"x": np.random.default_rng(1).random(500)}), data / f"date={day}" / "p.parquet")
+    args = ["privatize", str(data), "--column", "x", "--channel", "histogram", "--bins", "8", "--domain", "0", "1",
+            "--epsilon", "1", "--window", "3d", "--seed", "1", "--local", "--ledger", str(led),
+            "--out", str(tmp_path / "w.parquet")]
+    _refused(capsys, args, "date=2099-01-01", "in the future", "remove or rename it")
+    _nothing_charged(led, tmp_path / "w.parquet")
+    import shutil
+
+    shutil.rmtree(data / "date=2099-01-01")
+    assert main(args) == 0
+    assert ldp_dask.read_summary(tmp_path / "w.parquet", key=ldp_dask.noise.resolve_secret(seed=1)).n == 1_000

@@ -115,6 +115,9 @@ class Dataset:
     by_file: bool = False
     #: what a null unit does: "error", or "drop" (the row belongs to no person)
     unit_nulls: str = "error"
+    #: the table format read, when the files came from a table's log (:mod:`ldp_dask.tables`): its format,
+    #: location, identity and version, recorded in every summary
+    table: dict[str, Any] | None = None
 
     def relative(self, path: str) -> str:
         """A file's name relative to :attr:`base` (as the fingerprint and partitioned releases name it)."""

@@ -457,4 +457,6 @@ def release_metadata(dataset: Dataset, sec: Secret, mode: str, options: RunOptio
         # keyed footer digests of the files read: merge refuses the same file under another name (not with a unit:
         # a footer holds row counts, which one person's rows move)
         "file_identities": read_identities(sec, dataset) if dataset.unit is None else None,
+        # a table format's files: which table, at which version (its log named the files read)
+        **({"table": dataset.table} if dataset.table is not None else {}),
     }

@@ -39,6 +39,7 @@ from .dataset import (
 from .footers import FooterStatistics, footer_bytes, footer_statistics, shared_footers, stamp
 from .locations import file_facts, list_files
 from .options import DEFAULT_PARTITION_ROWS
+from .tables import is_table_source, open_table, parse_table_source
 
 __all__ = ["Piece", "Dataset", "Reader", "open_source", "source_root", "typed_categories",
            "DEFAULT_PARTITION_ROWS", "task_rows_for", "fill_nulls", "NULLS_HINT"]
@@ -110,6 +111,12 @@ def open_source(
     )
     if unit is not None and unit == column:
         raise LdpDaskError(f"The privacy unit {unit!r} cannot be the released column itself.")
+    if is_table_source(source):  # a table format: the Parquet files its log lists at the version named
+        table = open_table(str(source), dict(storage_options or {}))
+        ds = _with_fill(_open_parquet(table.location, column, target, dict(storage_options or {}), value_kind, unit,
+                                      fill is not None, unit_nulls == "drop", only=table.files), fill)
+        ds = dataclasses.replace(ds, description=table.describe(), table=table.to_metadata())
+        return ds if unit is None else dataclasses.replace(ds, unit_nulls=unit_nulls)
     if isinstance(source, (str, os.PathLike)):
         ds = _with_fill(_open_parquet(os.fspath(source), column, target, dict(storage_options or {}), value_kind,
                                       unit, fill is not None, unit_nulls == "drop"), fill)
@@ -239,16 +246,24 @@ FOOTER_THREADS = 16
 
 def _open_parquet(url: str, column: str | None, target: int, storage_options: dict[str, Any],
                   value_kind: str = "numeric", unit: str | None = None, filled: bool = False,
-                  drop_null_units: bool = False) -> Dataset:
+                  drop_null_units: bool = False, only: tuple[str, ...] | None = None) -> Dataset:
     """Plan Parquet files with ``pyarrow.dataset``: discovery (directories, hive partitions, globs, any fsspec
-    file system), then one footer per file (row groups, schema, statistics), read by threads where remote."""
+    file system), then one footer per file (row groups, schema, statistics), read by threads where remote.
+    ``only``: the files to read under the directory ``url``, as a table's log lists them (no discovery)."""
     if column is None:
         raise LdpDaskError("The 'column' parameter is required for a Parquet source.")
     try:
         fs, path = fsspec.core.url_to_fs(url, **storage_options)
     except (ValueError, ImportError) as exc:
         raise InputDataError(f"cannot open {url!r}: {exc}") from None
-    listed = list_files(fs, path)
+    if only is None:
+        listed = list_files(fs, path)
+    else:
+        try:
+            listed = {f: fs.info(f) for f in only}
+        except FileNotFoundError as exc:
+            raise InputDataError(f"a data file of {url!r} is missing ({exc.args[0] if exc.args else exc}): the "
+                                 "table's log lists a file its storage does not hold (vacuumed?)") from None
     files = list(listed)
     root = path if fs.isdir(path) else os.path.dirname(path)
     population = _population_root(fs, path)
@@ -371,6 +386,8 @@ def _population_root(fs: Any, path: str) -> str:
 def source_root(source: str | os.PathLike[str], storage_options: dict[str, Any] | None = None) -> str:
     """The ledger root of a Parquet source (which need not exist yet): see :class:`Dataset` ``root``."""
     url = os.fspath(source)
+    if is_table_source(url):  # a table's budget is its directory's, whatever version is read
+        url = parse_table_source(url)[1]
     try:
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
     except (ValueError, ImportError) as exc:

@@ -260,7 +260,7 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
         listed = list_files(fs, path)
     else:
         try:
-            listed = {f: fs.info(f) for f in only}
+            listed = {fs._strip_protocol(f): fs.info(f) for f in only}  # named as discovery names them
         except FileNotFoundError as exc:
             raise InputDataError(f"a data file of {url!r} is missing ({exc.args[0] if exc.args else exc}): the "
                                  "table's log lists a file its storage does not hold (vacuumed?)") from None

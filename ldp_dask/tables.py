@@ -111,16 +111,18 @@ def _fsspec_path(uri: str) -> str:
 
 
 def _strings(options: dict[str, Any] | None) -> dict[str, str] | None:
-    """Storage options as deltalake takes them (strings); s3fs's nested ``client_kwargs`` endpoint flattened."""
+    """Storage options as deltalake takes them: its own (upper-case ``AWS_…``, ``AZURE_…``, ``GOOGLE_…``) as
+    given, and s3fs's (``endpoint_url``, ``client_kwargs.endpoint_url``, ``key``, ``secret``) translated; the
+    rest is fsspec's alone. Credentials may also come from the environment, as for Parquet."""
     if not options:
         return None
-    out = {k: str(v) for k, v in options.items() if not isinstance(v, dict)}
-    endpoint = (options.get("client_kwargs") or {}).get("endpoint_url")
+    out = {k: str(v) for k, v in options.items() if k.isupper() and not isinstance(v, dict)}
+    endpoint = options.get("endpoint_url") or (options.get("client_kwargs") or {}).get("endpoint_url")
     if endpoint:
         out.setdefault("AWS_ENDPOINT_URL", str(endpoint))
-        out.setdefault("AWS_ALLOW_HTTP", "true")
-    if "key" in options:
-        out.setdefault("AWS_ACCESS_KEY_ID", str(options["key"]))
-    if "secret" in options:
-        out.setdefault("AWS_SECRET_ACCESS_KEY", str(options["secret"]))
-    return out
+        if str(endpoint).startswith("http://"):
+            out.setdefault("AWS_ALLOW_HTTP", "true")
+    for theirs, ours in (("key", "AWS_ACCESS_KEY_ID"), ("secret", "AWS_SECRET_ACCESS_KEY")):
+        if theirs in options:
+            out.setdefault(ours, str(options[theirs]))
+    return out or None

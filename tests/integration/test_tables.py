@@ -95,3 +95,29 @@ def test_a_table_with_deletion_vectors_is_refused(tmp_path, capsys):
     deltalake.write_deltalake(str(path), _rows(0, 100), configuration={"delta.enableDeletionVectors": "true"})
     with pytest.raises(ldp_dask.InputDataError, match="deletion vectors"):
         ldp_dask.privatize(f"delta://{path}", "x", HIST, seed=1, client="local", ledger=False)
+
+
+@pytest.mark.s3
+def test_a_table_on_object_storage_reads_its_version_there(s3, tmp_path):
+    """A Delta table on the S3-compatible server (written by deltalake, then uploaded with its log): released at
+    each version through the s3fs-style storage options the Parquet sources take, equal to the same table on local
+    disk (the same files: noise is keyed by the files' names, which deltalake draws at random when it writes)."""
+    endpoint, options = s3
+    import fsspec
+
+    fs = fsspec.filesystem("s3", endpoint_url=endpoint)
+    if not fs.exists("ldp-delta"):
+        fs.mkdir("ldp-delta")
+    local = tmp_path / "events"
+    deltalake.write_deltalake(str(local), _rows(0, 3_000))
+    deltalake.write_deltalake(str(local), _rows(1, 2_000, 3_000), mode="append")
+    fs.put(str(local), "ldp-delta/events", recursive=True)  # the same files and log (paths in the log are relative)
+    theirs = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true"}
+    assert deltalake.DeltaTable("s3://ldp-delta/events", storage_options=theirs).version() == 1
+    for version in (0, 1):
+        remote = ldp_dask.privatize(f"delta://s3://ldp-delta/events@{version}", "x", HIST, seed=3, client="local",
+                                    ledger=False, storage_options=options)
+        here = ldp_dask.privatize(f"delta://{local}@{version}", "x", HIST, seed=3, client="local", ledger=False)
+        assert remote.n == here.n == (3_000 if version == 0 else 5_000)
+        assert np.array_equal(remote.sums["sum"], here.sums["sum"])
+        assert remote.metadata["table"]["location"] == "s3://ldp-delta/events"

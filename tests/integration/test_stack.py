@@ -333,3 +333,20 @@ def test_a_nightly_plan_artifact_shows_only_possible_numbers_and_one_delta(stack
     assert all("longitudinal series" in seen[f"plan-{i}-ldp-plan.png"] for i in (1, 2)), seen["plan-2-ldp-plan.png"]
     mean = seen["plan-1-ldp-plan-x-mean.png"]  # a statistic's ε per unit, not per row, and its facts' names
     assert re.search(r"\(ε [0-9.]+ per person\)", mean) and "privacy unit" in mean, mean
+
+
+def test_the_nightly_delta_deployment_reads_the_table_at_its_newest_version(stack):
+    """The nightly-delta deployment over a Delta table written by deltalake (two versions): the run reads version
+    1's files, and its artifact and ledger entry name the table's version."""
+    deltalake = pytest.importorskip("deltalake")
+    table = stack.workdir / "events"
+    rng = np.random.default_rng(5)
+    deltalake.write_deltalake(str(table), pa.table({"amount": rng.uniform(0, 1000, 3_000)}))
+    deltalake.write_deltalake(str(table), pa.table({"amount": rng.uniform(0, 1000, 2_000)}), mode="append")
+    run = stack.run_deployment("ldp-release", "nightly-delta", {"source": f"delta://{table}",
+                                                                "out_dir": str(stack.workdir / "delta-out"),
+                                                                "date": "2026-03-01"})
+    assert run["state_type"] == "COMPLETED", stack.log("prefect-worker", 80)
+    md = next(a for a in stack.artifacts(run["id"]) if a["key"] == "ldp-nightly-release")["data"]
+    assert f"Delta table {table} at version 1" in md and "| rows (n) | 5,000 |" in md
+    assert any(e["source"] == f"Delta table {table} at version 1" for e in Ledger(stack.ledger).entries())

@@ -86,6 +86,7 @@ def test_not_recording_is_explicit_and_stated(flights, default_ledger, tmp_path,
     assert len(Ledger(default_ledger).entries()) == 1
 
 
+@pytest.mark.slow  # a Prefect flow run (3.5 s): make test runs it, make test-fast stays under 3 minutes
 def test_the_flows_take_the_same_default(flights, default_ledger):
     from flows._run import run_options
 

@@ -30,7 +30,7 @@ FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P
 SLOW = {"docs/how-to/prefect.md", "docs/how-to/dask-cluster.md", "docs/how-to/object-storage.md",
         "docs/getting-started.md", "README.md", "docs/how-to/incremental.md", "docs/how-to/goodness-of-fit.md",
         "docs/how-to/plans.md", "docs/how-to/longitudinal.md", "docs/how-to/density.md", "docs/how-to/parameters.md",
-        "docs/how-to/quantiles.md", "docs/how-to/mean.md", "docs/how-to/frequencies.md"}
+        "docs/how-to/quantiles.md", "docs/how-to/mean.md", "docs/how-to/frequencies.md", "docs/how-to/tables.md"}
 
 
 def blocks(page: str) -> list[tuple[str, str]]:

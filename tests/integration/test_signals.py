@@ -71,6 +71,7 @@ def test_a_signal_while_publishing_waits_until_the_release_is_published():
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the previous handlers are back
 
 
+@pytest.mark.slow  # two real processes killed (2 s each): make test runs it, make test-fast stays under 3 minutes
 @pytest.mark.parametrize("status", ["publishing", "reserved"])
 def test_recovery_removes_the_staged_debris_of_a_killed_release(tmp_path, status):
     """A process killed (SIGKILL: no handler runs) while publishing, or with a private output staged, leaves its

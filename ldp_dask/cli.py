@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -152,6 +153,7 @@ def _cmd_budget(a: argparse.Namespace) -> int:
                   f"{r['scope']:<7} {r['channel']:<18} ε={r['epsilon']:<8g} per {r['privacy_unit']:<8} "
                   f"{r['status']:<10} {r['source']} [{r['column_name']}] key {r['key_id']}{note}")
         return 0
+    entries = led.entries()  # which table versions each dataset's releases read
     print(f"ledger {led.location}: ε spent per person (per row unless a privacy unit is named), all columns and "
           "scopes together")
     for r in rows:
@@ -161,6 +163,10 @@ def _cmd_budget(a: argparse.Namespace) -> int:
         views = "; ".join(f"{k} {v:g}" for k, v in sorted(r["by_column"].items()))
         scopes = ", ".join(f"{k} {v:g}" for k, v in sorted(r["by_scope"].items()))
         print(f"  {name} {r['root']}: {r['spent']:g} per {r['privacy_unit']}{budget}")
+        tables = table_versions(entries, r["root"])
+        if tables:
+            print("      " + "; ".join(f"{where}: version(s) {', '.join(map(str, v))} released"
+                                      for where, v in tables.items()))
         if r.get("central") is not None and (r["central"]["events"] or r["central"]["budget"]):
             print(f"      central guarantee: {central_spend_line(r['central'])}")
         if r.get("nights_left") is not None:
@@ -178,6 +184,20 @@ def _cmd_budget(a: argparse.Namespace) -> int:
             print(f"      by column: {views}; by scope: {scopes}")
         _print_groups(r)
     return 0
+
+
+_TABLE_VERSION = re.compile(r"^Delta table (?P<table>.+) at version (?P<version>\d+)$")
+
+
+def table_versions(entries: list[dict[str, Any]], root: str) -> dict[str, list[int]]:
+    """The Delta table versions the active releases of ``root`` read, by table (from their entries' sources,
+    which :class:`ldp_dask.tables.TableVersion` names)."""
+    found: dict[str, set[int]] = {}
+    for e in entries:
+        m = _TABLE_VERSION.match(str(e.get("source") or ""))
+        if m and e.get("root") == root and e.get("status") in ("committed", "publishing", "reserved"):
+            found.setdefault(f"Delta table {m.group('table')}", set()).add(int(m.group("version")))
+    return {t: sorted(v) for t, v in found.items()}
 
 
 #: ``budget`` lists at most this many person groups of a dataset (``--json`` lists them all)

@@ -72,6 +72,12 @@ def test_a_release_of_a_table_on_the_cluster_is_charged_on_its_directory(table, 
     assert entry["root"] == source_root(str(table)) and entry["source"] == f"Delta table {table} at version 1"
     s = ldp_dask.read_summary(out, key=ldp_dask.noise.resolve_secret(seed=3))
     assert s.metadata["table"]["version"] == 1 and s.n == 5_000
+    assert main(["privatize", f"delta://{table}@3", "--column", "x", "--channel", "histogram", "--bins", "8",
+                 "--domain", "0", "1", "--epsilon", "1", "--seed", "3", "--local", "--ledger", str(led),
+                 "--out", str(tmp_path / "s3.parquet")]) == 0
+    capsys.readouterr()
+    assert main(["budget", "--ledger", str(led)]) == 0  # per table, the versions its releases read
+    assert f"Delta table {table}: version(s) 1, 3 released" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("source,said", [

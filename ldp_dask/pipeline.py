@@ -218,8 +218,9 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
                          skip_changed: bool = False) -> Released[Summary]:
     """A partitioned release (:mod:`ldp_dask.partitions`): a file is a partition with its own noise, kept in the
     summary; with ``since`` only the files that changed are read; each file read is charged on its own rows."""
-    from .partitions import parse_window, plan_partitions, windowed
+    from .partitions import plan_partitions
     from .summary import read_summary
+    from .windows import parse_window, windowed
 
     if mode != "summary":
         raise LdpDaskError("A partitioned release (incremental, since, window) keeps per-file noisy sums: it runs in "

@@ -252,7 +252,7 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
 
     def _compute(staged: StagedOutputs) -> R:
         result = compute(secret, staged)
-        if held and central is not None and _read_at_one_delta(result):
+        if held and central is not None and hasattr(result, "reading"):  # a summary, a plan
             # its pages are written now, before the charge: at the δ its receipt will state (one δ per reading)
             reading = ledger.reading(held[0].identity_root, central(result))  # type: ignore[union-attr]
             result = dataclasses.replace(result, reading=reading)  # type: ignore[type-var]
@@ -295,12 +295,6 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
                 return Released(result, _pending(ledger, held[0], charge, secret, unit, exc),  # type: ignore[arg-type]
                                 written)
         return Released(result, _receipt(ledger, held[0] if held else None, charge, secret, unit), written)
-
-
-def _read_at_one_delta(result: Any) -> bool:
-    """Whether ``result`` states central guarantees at a reading's δ (a summary, a plan: a ``reading`` field)."""
-    return (dataclasses.is_dataclass(result) and not isinstance(result, type)
-            and any(f.name == "reading" for f in dataclasses.fields(result)))
 
 
 def _pending(ledger: Ledger, r: Reservation, charge: Charge, secret: Secret, unit: str, exc: Exception) -> Receipt:

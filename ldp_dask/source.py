@@ -48,10 +48,16 @@ def _is_numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
+def is_text(t: pa.DataType) -> bool:
+    """A string column in any of Arrow's layouts (``string_view`` is what delta-rs writes when it rewrites a
+    file: a compaction must not change what a column is)."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
 def _is_categorical(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         return _is_categorical(t.value_type)
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+    return is_text(t) or pa.types.is_integer(t)
 
 
 _KIND_CHECK = {"numeric": (_is_numeric, "a numeric column is required"),
@@ -163,7 +169,7 @@ def _memory_units(source: Any, unit: str, n: int, drop: bool = False) -> pa.Arra
 def _is_unit_type(t: pa.DataType) -> bool:
     if pa.types.is_dictionary(t):
         return _is_unit_type(t.value_type)
-    return pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+    return pa.types.is_integer(t) or is_text(t) or pa.types.is_binary(t) or pa.types.is_binary_view(t)
 
 
 # --- in-memory --------------------------------------------------------------------

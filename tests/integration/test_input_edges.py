@@ -335,3 +335,20 @@ def test_a_future_date_directory_is_refused_for_a_window(tmp_path, capsys):
     shutil.rmtree(data / "date=2099-01-01")
     assert main(args) == 0
     assert ldp_dask.read_summary(tmp_path / "w.parquet", key=ldp_dask.noise.resolve_secret(seed=1)).n == 1_000
+
+
+def test_strings_in_arrows_view_layout_are_strings(tmp_path):
+    """delta-rs writes the files a DELETE or UPDATE rewrites with ``string_view`` columns (and the Arrow schema
+    saying so): frequencies with a privacy unit over such a file are released as over the same values stored as
+    ``string`` (the same rows and persons; the noise differs, keyed by another file's footer)."""
+    rng = np.random.default_rng(1)
+    values, persons = rng.choice(["a", "b", "c"], 2_000), rng.choice([f"p{i}" for i in range(400)], 2_000)
+    for name, kind in (("plain", pa.string()), ("views", pa.string_view())):
+        (tmp_path / name).mkdir()
+        pq.write_table(pa.table({"c": pa.array(values, kind), "who": pa.array(persons, kind)}),
+                       tmp_path / name / "part-0.parquet")
+    assert pq.read_schema(tmp_path / "views" / "part-0.parquet").field("c").type == pa.string_view()
+    channel = ldp_dask.HadamardResponse(1.0, ["a", "b", "c"])
+    kw = dict(seed=2, client="local", ledger=False, privacy_unit="who", max_contributions=3)
+    plain, views = (ldp_dask.privatize(str(tmp_path / n), "c", channel, **kw) for n in ("plain", "views"))
+    assert views.n == plain.n == 3 * len(np.unique(persons))  # each person padded to exactly k = 3 reports

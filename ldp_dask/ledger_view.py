@@ -80,7 +80,9 @@ def cmd_budget(a: argparse.Namespace) -> int:
             nights = "" if m.get("capped") else f" ({m['nights']} nights)"  # a capped series says its nights
             name = f"of {m.get('column')} ({m.get('channel')}, series {m['series'][:8]})"
             print(f"      longitudinal series {name}{nights}: {series_spend(m, r['privacy_unit'])}")
-        if r.get("fallback"):
+        if r.get("table_log"):
+            print("      a table's log: ε per row followed through its appends, rewrites and changes")
+        elif r.get("fallback"):
             print(f"      declared append-only, counted conservatively since: {r['fallback']}")
         elif r.get("append_only"):
             print("      append-only: ε per row followed file by file")

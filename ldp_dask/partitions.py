@@ -49,6 +49,7 @@ from .noise import Secret, keyed_digest
 from .policy import warn
 from .source import Dataset, Piece
 from .summary import Partition, Summary
+from .table_nights import first_night, table_night
 from .windows import parse_window, rebuilt, window_of
 
 __all__ = ["FilePlan", "PartitionPlan", "plan_partitions", "tonight_dataset", "night_partition", "kept_nights",
@@ -109,10 +110,33 @@ class PartitionPlan:
     parts: tuple[Part, ...]
     changed: tuple[str, ...] = ()
     night: str | None = None
+    #: a table's night (:mod:`ldp_dask.table_nights`): files not read because kept partitions hold their rows,
+    #: those partitions, and what the summary records of the table
+    covered: frozenset[str] = frozenset()
+    carried: tuple[Partition, ...] = ()
+    table: dict[str, Any] | None = None
+    #: lineage parts (each charged where a re-read file's rows came from), with the file whose tag they take
+    lineage: tuple[tuple[str, str], ...] = ()
 
     @property
     def to_read(self) -> tuple[FilePlan, ...]:
-        return tuple(f for f in self.files if f.name not in self.reused)
+        return tuple(f for f in self.files if f.name not in self.reused and f.name not in self.covered)
+
+    def kept(self, read: Mapping[str, Partition]) -> tuple[Partition, ...]:
+        """The summary's partitions: each file's, read tonight (``read``, by name) or reused, then the carried
+        ones, each once."""
+        out: list[Partition] = []
+        for p in [*(read.get(f.name) or self.reused.get(f.name) for f in self.files if f.name not in self.covered),
+                  *self.carried]:
+            if p is not None and all(p is not q for q in out):
+                out.append(p)
+        return tuple(out)
+
+    def with_table(self, dataset: Dataset) -> Dataset:
+        """``dataset`` with what its summaries record of its table tonight (groups, lineage, files, followed)."""
+        if self.table is None or dataset.table is None:
+            return dataset
+        return dataclasses.replace(dataset, table={**dataset.table, **self.table})
 
     def part_tags(self, partitions: Sequence[Partition]) -> dict[str, str]:
         """The content tags of the partitions read, by their ledger part key."""
@@ -120,7 +144,10 @@ class PartitionPlan:
         if self.night is not None:  # one partition for the night's files, named by its first file
             first = self.to_read[0].name
             return {self.night: tags[first]} if first in tags else {}
-        return {f.key: tags[f.name] for f in self.to_read if f.name in tags}
+        by_file = {f.name: f.key for f in self.to_read}
+        out = {f.key: tags[f.name] for f in self.to_read if f.name in tags}
+        out.update((key, out[by_file[name]]) for key, name in self.lineage if by_file.get(name) in out)
+        return out
 
 
 def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secret: Secret, epsilon: float,
@@ -169,14 +196,22 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
                                                        .encode()).hexdigest()) for f in files]
     reused: dict[str, Partition] = {}
     changed: list[str] = []
+    table = None
+    if since is not None:
+        _check_since(since, dataset, channel, secret, context_id)
+        if dataset.table is not None:  # a table's night: its log decides what it rewrote or changed
+            table = table_night(since, dataset.table, dataset.fs, files, skip_changed)
+            since = dataclasses.replace(since, partitions=tuple(p for p in since.partitions
+                                                                if p.path not in table.handled))
+    elif dataset.table is not None:
+        table = first_night(files)
+    rest = files if table is None else [f for f in files if f.name not in table.covered]
     if since is not None and dataset.unit is not None:
-        _check_since(since, dataset, channel, secret, context_id)
-        reused, changed = _reused_nights(since, files, skip_changed)
+        reused, changed = _reused_nights(since, rest, skip_changed)
     elif since is not None:
-        _check_since(since, dataset, channel, secret, context_id)
         base = str(since.metadata.get("root", "")).rstrip("/")
         kept = {f"{base}/{p.path}": p for p in since.partitions}
-        for f in files:
+        for f in rest:
             p = kept.get(f.root)
             if p is None:
                 continue
@@ -192,14 +227,27 @@ def plan_partitions(dataset: Dataset, channel: Any, mode: str, clip: bool, secre
                  "sums are kept")
             for name in changed:
                 reused[name] = kept[next(f.root for f in files if f.name == name)]
+    extra: dict[str, Any] = {}
+    if table is not None:
+        changed = [*table.changed, *changed]
+        extra = dict(covered=table.covered, carried=table.carried, table=table.metadata)
+    new = [f for f in rest if f.name not in reused]
     if dataset.unit is not None:  # tonight's files bounded together: one part, ε per person once
-        new = [f for f in files if f.name not in reused]
         night = hashlib.sha256(json.dumps([[f.root, [list(t) for t in f.layout]] for f in new] + [release])
                                .encode()).hexdigest() if new else None
         tonight: tuple[Part, ...] = (Part(dataset.root, night, float(epsilon)),) if night is not None else ()
-        return PartitionPlan(context, context_id, tuple(files), reused, tonight, tuple(changed), night)
-    parts = tuple(Part(f.root, f.key, float(epsilon)) for f in files if f.name not in reused)
-    return PartitionPlan(context, context_id, tuple(files), reused, parts, tuple(changed))
+        return PartitionPlan(context, context_id, tuple(files), reused, tonight, tuple(changed), night, **extra)
+    parts = [Part(f.root, f.key, float(epsilon)) for f in new]
+    lineage: list[tuple[str, str]] = []
+    if table is not None and table.origins:  # re-read rows pay again where they came from (table_nights)
+        base = str(dataset.root).rstrip("/")
+        for f in new:
+            for origin in table.origins.get(f.name, ()):
+                key = hashlib.sha256(json.dumps([f.key, "lineage", origin]).encode()).hexdigest()
+                parts.append(Part(f"{base}/{origin}", key, float(epsilon)))
+                lineage.append((key, f.name))
+    return PartitionPlan(context, context_id, tuple(files), reused, tuple(parts), tuple(changed),
+                         lineage=tuple(lineage), **extra)
 
 
 def tonight_dataset(dataset: Dataset, plan_: PartitionPlan) -> Dataset:
@@ -235,12 +283,7 @@ def night_partition(plan_: PartitionPlan, night: Summary, secret: Secret) -> Par
 
 def kept_nights(plan_: PartitionPlan, new: Partition | None) -> list[Partition]:
     """A privacy-unit summary's partitions: tonight's and the reused nights', in the files' order, each once."""
-    parts: list[Partition] = []
-    for f in plan_.files:
-        p = new if f.name not in plan_.reused else plan_.reused[f.name]
-        if p is not None and all(p is not q for q in parts):
-            parts.append(p)
-    return parts
+    return list(plan_.kept({f.name: new for f in plan_.to_read} if new is not None else {}))
 
 
 def _reused_nights(since: Summary, files: Sequence[FilePlan],

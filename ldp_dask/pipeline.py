@@ -238,6 +238,7 @@ def _release_partitioned(dataset: Dataset, channel: Channel, mode: str, out: Any
     plan_ = plan_partitions(dataset, kept, mode, opts.clip, secret, charge.epsilon, since=previous,
                             skip_changed=skip_changed, k=opts.max_contributions)
     charge = dataclasses.replace(charge, parts=plan_.parts, context={**charge.context, "partitioned": plan_.context_id})
+    dataset = plan_.with_table(dataset)
     work = _run_partitioned if dataset.unit is None else _run_partitioned_units
     try:
         return release(dataset, charge, lambda sec, _: work(dataset, channel, sec, opts, plan_), opts,
@@ -312,7 +313,7 @@ def _run_partitioned(dataset: Dataset, channel: Channel, secret: Secret, options
             raise RuntimeError(f"processed {a['n']} rows of {f.name}, planned {f.rows}")
         read[f.name] = Partition(f.name, f.rows, f.layout, f.stamp, f"{a['tag']:064x}",
                                  {k: exactsum.to_float(v) for k, v in a["stats"].items()}, f.identity)
-    parts = tuple(read.get(f.name) or plan_.reused[f.name] for f in plan_.files)
+    parts = plan_.kept(read)
     if not parts:  # pragma: no cover - a planned dataset has rows
         raise InputDataError("the release has no partition")
     metadata = release_metadata(dataset, secret, "summary", options, None)

@@ -116,6 +116,14 @@ def _dataset_inputs(dataset: Dataset) -> tuple[tuple[str, bool], ...]:
     return (*((f, False) for f in sorted(files)), (dataset.root, dataset.root not in files))
 
 
+def _table_read(dataset: Dataset) -> dict[str, Any] | None:
+    """The table a release reads, as the ledger records it; ``followed`` unless a night could not follow its log
+    (:mod:`ldp_dask.table_nights`)."""
+    if dataset.table is None:
+        return None
+    return {**dataset.table, "followed": bool(dataset.table.get("followed", True))}
+
+
 def _files_read(dataset: Dataset, secret: Secret) -> list[dict[str, Any]]:
     """The files a release reads, where they really lie, as the ledger records them (:mod:`ldp_dask.locations`)."""
     stats = dataset.footer_statistics
@@ -246,7 +254,7 @@ def release(dataset: Dataset, charge: Charge, compute: Callable[[Secret, StagedO
             source=dataset.description, privacy_unit=unit, outputs=staged.locations(), token=staged.token,
             reproducible=secret.reproducible, flow_run_id=options.flow_run_id, parts=charge.parts,
             files=_files_read(dataset, secret), listing=listing(secret, options.storage_options),
-            capped=charge.capped))
+            capped=charge.capped, table=_table_read(dataset)))
         with ledger.holding(held[0]):
             return _compute(staged)
 

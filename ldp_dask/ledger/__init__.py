@@ -66,6 +66,7 @@ from .budget import (
     charges_of,
     check_scope,
     dataset_summaries,
+    log_followed,
     over_budget,
     overlaps,
     spent_per_person,
@@ -200,15 +201,16 @@ class Ledger:
 
     @staticmethod
     def _active(tx: Tx) -> list[dict[str, Any]]:
-        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts, files, key_id, central FROM releases "
+        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts, files, key_id, central, table_log FROM releases "
                       f"WHERE status IN {ACTIVE}")
 
     @staticmethod
-    def _follows(declared: Sequence[dict[str, Any]], root: str) -> bool:
+    def _follows(declared: Sequence[dict[str, Any]], root: str, rows: Sequence[dict[str, Any]] = ()) -> bool:
         """Whether ε per row on ``root`` follows locations: ``root`` lies in a dataset declared append-only
-        whose checks still hold (:func:`spent_per_person`)."""
-        return any(d["append_only"] and not d["fallback"] and d["privacy_unit"] == ROW_UNIT and
-                   (root.rstrip("/") + "/").startswith(d["root"].rstrip("/") + "/") for d in declared)
+        whose checks still hold, or every release on it followed one table's log (:func:`log_followed`)."""
+        return log_followed(rows, root) or any(
+            d["append_only"] and not d["fallback"] and d["privacy_unit"] == ROW_UNIT and
+            (root.rstrip("/") + "/").startswith(d["root"].rstrip("/") + "/") for d in declared)
 
     @classmethod
     def _spent_on(cls, active: list[dict[str, Any]], root: str, declared: Sequence[dict[str, Any]] = (),
@@ -217,7 +219,7 @@ class Ledger:
         rows = [*active, new] if new is not None else active
         unit = next((r["privacy_unit"] for r in rows if overlaps(r["root"], root)), ROW_UNIT)
         return spent_per_person(charges_of(rows) if charges is None else charges, root, unit,
-                                cls._follows(declared, root))
+                                cls._follows(declared, root, rows))
 
     def spent(self, root: str) -> float:
         """ε per person spent on ``root``: the most any one person in it has spent (:func:`spent_per_person`)."""
@@ -233,7 +235,8 @@ class Ledger:
                 token: str | None = None, parts: Sequence[Part] | None = None,
                 files: Sequence[Mapping[str, Any]] = (),
                 listing: Callable[[str], Mapping[str, Mapping[str, Any]]] | None = None,
-                capped: Sequence[tuple[str, float, float | None]] = ()) -> Reservation:
+                capped: Sequence[tuple[str, float, float | None]] = (),
+                table: Mapping[str, Any] | None = None) -> Reservation:
         """Reserve ``epsilon`` against every budget the release overlaps, or refuse (atomic, before any work).
 
         A release that could be a free re-run (an identical recorded release
@@ -267,6 +270,10 @@ class Ledger:
         cost is added to ``epsilon`` (the rest of the release), decided from
         their numbers of nights in the reservation's own transaction (the cap
         at a first night, nothing once it is reached).
+
+        ``table`` is the table the release read (``format``, ``id``, ``version``, and ``followed``: whether its
+        charges follow the rows by the table's log). Where every release on a root followed one table's log,
+        ε per row there is followed by location without a declaration (:func:`.budget.log_followed`).
         """
         check_scope(scope)
         token = token or uuid.uuid4().hex
@@ -276,7 +283,8 @@ class Ledger:
             request = Request(root, column, scope, channel, params, epsilon, key_id, release_key, source,
                               privacy_unit, tuple(outputs), reproducible, flow_run_id, epsilon_requested, token,
                               None if parts is None else tuple(parts), tuple(files), files_json, listing,
-                              tuple(capped))
+                              tuple(capped), None if table is None else json.dumps(
+                                  {k: table.get(k) for k in ("format", "id", "version", "followed")}))
             return reserve_in(self, request, found)
         finally:
             if found:
@@ -458,7 +466,7 @@ class Ledger:
             self._recover(tx)
             declared = tx.all("SELECT * FROM datasets ORDER BY name")
             rows = tx.all(f"SELECT id, root, column_name, scope, privacy_unit, epsilon, parts, files, key_id, "
-                          f"central FROM releases WHERE status IN {ACTIVE}")
+                          f"central, table_log FROM releases WHERE status IN {ACTIVE}")
             series = series_states(tx)
         items = dataset_summaries(declared, rows, self._follows, series)
         budgets, charges = {d["root"]: central_budget(d) for d in declared}, charges_of(rows)

@@ -10,7 +10,7 @@ the other, by path components.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +166,24 @@ def spent_per_person(charges: Sequence[Charge], root: str, unit: str = ROW_UNIT,
     return max((sum(by_root.get(a, 0.0) for a in _ancestors(c)) for c in points), default=0.0)
 
 
+def log_followed(rows: Sequence[Mapping[str, Any]], root: str) -> bool:
+    """Whether every active release overlapping ``root`` read one table and charged its rows as that table's log
+    followed them (a release of the whole table on its directory; a nightly one on each file it read and on the
+    locations its re-read rows came from, :mod:`ldp_dask.table_nights`), ε per row: then a row pays exactly the
+    charges on the location it is followed by, as in a dataset declared append-only, with no declaration —
+    the log, not a promise, says where each row went. One release that did not (plain Parquet files of the
+    table's directory, a night whose log could not be followed, another table) makes it conservative."""
+    tables = set()
+    for r in rows:
+        if not overlaps(r["root"], root):
+            continue
+        t = json.loads(r.get("table_log") or "null")
+        if not t or not t.get("followed") or r.get("privacy_unit", ROW_UNIT) != ROW_UNIT:
+            return False
+        tables.add(t.get("id"))
+    return len(tables) == 1
+
+
 def person_groups(charges: Sequence[Charge], root: str) -> dict[str, float]:
     """ε per row at each charged location inside ``root`` of a dataset whose rows are followed by location
     (:func:`spent_per_person` with ``follow_locations``), in one pass over the charges and their ancestors
@@ -230,7 +248,7 @@ def check_scope(scope: str) -> None:
 def dataset_summaries(declared: list[dict[str, Any]], rows: list[dict[str, Any]], follows: Any,
                       series: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """What :meth:`ldp_dask.ledger.Ledger.summary` lists, from the declared datasets and the active releases:
-    per dataset its spend per person and the views of it; ``follows(declared, root)`` says whether a root's rows
+    per dataset its spend per person and the views of it; ``follows(declared, root, rows)`` says whether a root's rows
     are followed by location. ``series`` are the longitudinal series' states (:func:`.memos.series_states`):
     each dataset lists those on its rows, with the distribution of spend over their persons."""
     items = [{"dataset": d["name"], "root": d["root"], "budget": float(d["epsilon_limit"]),
@@ -248,8 +266,9 @@ def dataset_summaries(declared: list[dict[str, Any]], rows: list[dict[str, Any]]
     for item in items:
         mine = [r for r in rows if any(overlaps(loc, item["root"]) for loc in touches.get(r["id"], {r["root"]}))]
         unit = item["privacy_unit"] or ROW_UNIT
-        follow = follows(declared, item["root"])
+        follow = follows(declared, item["root"], rows)
         item["follows_locations"] = follow
+        item["table_log"] = log_followed(rows, item["root"])
         ids = {r["id"] for r in mine}
         own = [c for c in charges if release_of(c[2]) in ids]
         item["spent"] = spent_per_person(own, item["root"], unit, follow)

@@ -56,6 +56,9 @@ class Request:
     #: (:func:`~ldp_dask.ledger.memos.capped_increase`, decided in the reservation's transaction) is added to
     #: ``epsilon``, which is then the rest of the release's charge
     capped: tuple[tuple[str, float, float | None], ...] = ()
+    #: the table the release read (``{"format", "id", "version", "followed"}``, JSON), or None: its charges
+    #: follow the table's log when ``followed`` (:func:`~ldp_dask.ledger.budget.log_followed`)
+    table_log: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,8 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
             stored = None if parts is None else json.dumps(
                 [{"root": p.root, "key": p.key, "epsilon": e} for p, (_, e) in zip(parts, held_charges)])
             return {"id": PENDING, "root": root, "privacy_unit": privacy_unit, "files": files_json,
-                    "epsilon": max((e for _, e in held_charges), default=0.0), "parts": stored}
+                    "epsilon": max((e for _, e in held_charges), default=0.0), "parts": stored,
+                    "table_log": request.table_log}
 
         new = pending(charges)
         # every location the release's rows really lie at (links resolved): each dataset overlapping one
@@ -189,12 +193,12 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
         cur = tx.run(
             "INSERT INTO releases (created_at, root, source, column_name, scope, channel, params, privacy_unit, "
             "epsilon, epsilon_requested, key_id, release_key, content_tag, outputs, token, flow_run_id, parts, "
-            "files, status, note, host, pid, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, "
-            "?, ?, ?, 'reserved', ?, ?, ?, ?) RETURNING id",
+            "files, table_log, status, note, host, pid, lease_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "NULL, ?, ?, ?, ?, ?, ?, 'reserved', ?, ?, ?, ?) RETURNING id",
             (time.time(), root, source, column, scope, channel, json.dumps(dict(params), sort_keys=True,
                                                                            default=str),
              privacy_unit, held, float(epsilon_requested if epsilon_requested is not None else epsilon), key_id,
-             release_key, json.dumps(list(outputs)), token, flow_run_id, stored, files_json,
+             release_key, json.dumps(list(outputs)), token, flow_run_id, stored, files_json, request.table_log,
              "; ".join(notes) or None, socket.gethostname(), os.getpid(), time.time() + ledger.lease_seconds))
         rid = int(cur.fetchone()[0])
     return Reservation(rid, float(epsilon), False, token, release_key, identity, before, limit, tentative,

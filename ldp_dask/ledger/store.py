@@ -17,13 +17,14 @@ from .._validation import LdpDaskError
 
 __all__ = ["Store", "Tx", "LedgerError", "SCHEMA_VERSION", "MIGRATIONS", "TABLES", "ACTIVE", "check_schema"]
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 
 
 #: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
 #: (version 3 added ``parts``: a partitioned release's charges, one per partition released anew; version 4 the files
 #: a release read, where they really lie, and datasets declared append-only; version 5 the states of longitudinal
-#: series, :mod:`.memos`; version 6 each release's central events and a dataset's central budget, :mod:`.central`).
+#: series, :mod:`.memos`; version 6 each release's central events and a dataset's central budget, :mod:`.central`;
+#: version 7 the table a release read and whether its charges follow the table's log, :func:`.budget.log_followed`).
 _MEMO_STATES = """CREATE TABLE IF NOT EXISTS memo_states (
         series TEXT NOT NULL,
         release_id BIGINT NOT NULL,
@@ -47,7 +48,9 @@ MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
               "5": ["ALTER TABLE releases ADD COLUMN central TEXT",
                     "ALTER TABLE datasets ADD COLUMN central_epsilon DOUBLE PRECISION",
                     "ALTER TABLE datasets ADD COLUMN central_delta DOUBLE PRECISION",
-                    "UPDATE ledger_meta SET value='6' WHERE key='schema'"]}
+                    "UPDATE ledger_meta SET value='6' WHERE key='schema'"],
+              "6": ["ALTER TABLE releases ADD COLUMN table_log TEXT",
+                    "UPDATE ledger_meta SET value='7' WHERE key='schema'"]}
 
 
 TABLES = [
@@ -83,6 +86,7 @@ TABLES = [
         parts TEXT,
         files TEXT,
         central TEXT,
+        table_log TEXT,
         status TEXT NOT NULL,
         note TEXT,
         host TEXT,

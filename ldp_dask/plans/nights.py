@@ -92,6 +92,7 @@ def release_nights(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset],
                              since=None if previous is None else previous[s.label][0])
              for s, f, row in zip(plan_.statistics, files, rows)]
     tonight = plans[0].to_read
+    datasets = [p.with_table(d) for p, d in zip(plans, datasets)]
     if any(tuple(f.name for f in p.to_read) != tuple(f.name for f in tonight) for p in plans[1:]):
         raise LdpDaskError("the summaries of the earlier plan kept different nights: release the plan without "
                            "--since to start a new series")
@@ -101,7 +102,8 @@ def release_nights(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset],
     charge = Charge("local", "plan", params, charged, parts=(Part(files[0].root, night, charged),) if night else (),
                     context={"mode": "summary", "design": "split-epsilon",
                              "partitioned": sorted({p.context_id for p in plans})})
-    whole = dataclasses.replace(files[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
+    whole = plans[0].with_table(dataclasses.replace(files[0], column=",".join(dict.fromkeys(
+        s.column for s in plan_.statistics))))
     news: dict[int, list[Any]] = {}
 
     def read_tonight(sec: Secret) -> list[Summary] | None:

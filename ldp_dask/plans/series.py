@@ -162,13 +162,20 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
         raise LdpDaskError("the summaries of the earlier plan kept different files: release the plan without "
                            "--since to start a new series")
     file_keys = _file_keys(plans, [f.name for f in reading])
-    parts = tuple(Part(f.root, file_keys[f.name], charged) for f in reading)
+    by_key = {q.key: q.root for q in plans[0].parts}
+    lineage = [(hashlib.sha256(json.dumps([file_keys[name], by_key[key]]).encode()).hexdigest(), by_key[key], name)
+               for key, name in plans[0].lineage]  # re-read rows pay where they came from (ldp_dask.table_nights)
+    parts = (tuple(Part(f.root, file_keys[f.name], charged) for f in reading)
+             + tuple(Part(root, key, charged) for key, root, _ in lineage))
+    first = {i: p for p, (i, _) in reversed(list(zip(plans, units)))}
+    datasets = [first[i].with_table(d) for i, d in enumerate(datasets)]
     params = {s.label: {"column": s.column, "channel": ch.name, "params": ch.params(), "epsilon": e,
                         **({} if shares is None else {"share": r})}
               for s, ch, e, r in zip(plan_.statistics, channels, spent, shares or [None] * len(spent))}
     charge = Charge("local", "plan", params, charged, context={
         "mode": "summary", "design": chosen, "partitioned": sorted({p.context_id for p in plans})}, parts=parts)
-    whole = dataclasses.replace(files[0], column=",".join(dict.fromkeys(s.column for s in plan_.statistics)))
+    whole = plans[0].with_table(dataclasses.replace(files[0], column=",".join(dict.fromkeys(
+        s.column for s in plan_.statistics))))
 
     def compute(sec: Secret, _: Any) -> PlanRelease:
         read = _read(plan_, files, labels, channels, lots, units, plans, sec, opts)
@@ -181,7 +188,7 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
                 if j != i:
                     continue
                 p = plans[u]
-                kept = tuple(read[u].get(f.name) or p.reused[f.name] for f in p.files)
+                kept = p.kept(read[u])
                 meta = dict(base) if k is None else group_metadata(base, group_keys(s)[k])
                 meta.update(partition_context=p.context_id, partitions_read=len(read[u]),
                             partitions_reused=len(kept) - len(read[u]))
@@ -199,6 +206,7 @@ def release_series(plan_: Plan, datasets: list[Dataset], labels: tuple[Any, ...]
             for f in p.to_read:
                 key = file_keys[f.name]
                 out[key] = (out.get(key, 0) + tags[f.name]) % TAG_MODULUS
+        out.update((key, out[file_keys[name]]) for key, _, name in lineage if file_keys[name] in out)
         return {k: f"{v:064x}" for k, v in out.items()}
 
     try:

@@ -471,11 +471,11 @@ def test_sibling_files_released_apart_add_up_unless_declared_append_only(tmp_pat
 
 
 def _schema_2(stmt: str) -> str:
-    """A table as schema version 2 had it: without the columns versions 3, 4 and 6 added (and no table of version
-    5's longitudinal states: an empty statement)."""
+    """A table as schema version 2 had it: without the columns versions 3, 4, 6 and 7 added (and no table of
+    version 5's longitudinal states: an empty statement)."""
     if "memo_states" in stmt:
         return "SELECT 1"
-    for added in ("        parts TEXT,\n", "        files TEXT,\n", "        central TEXT,\n"):
+    for added in ("        parts TEXT,\n", "        files TEXT,\n", "        central TEXT,\n", "        table_log TEXT,\n"):
         stmt = stmt.replace(added, "")
     return stmt.replace(",\n        append_only INTEGER NOT NULL DEFAULT 0,\n        fallback TEXT,\n        "
                         "central_epsilon DOUBLE PRECISION,\n        central_delta DOUBLE PRECISION)", ")")
@@ -494,7 +494,7 @@ def test_a_schema_2_ledger_is_brought_up_to_date_with_its_releases(tmp_path):
                     "(0, 'file:///d', 'x', 'local', 'c', '{}', 'row', 1.5, 1.5, 'k', 'r', '[]', 't', 'committed', 0)")
     assert "parts" not in {r[1] for r in sqlite3.connect(path).execute("PRAGMA table_info(releases)")}
     assert Ledger(path).spent("file:///d") == 1.5
-    assert _select(str(path), "SELECT value FROM ledger_meta") == (SCHEMA_VERSION,) == ("6",)
+    assert _select(str(path), "SELECT value FROM ledger_meta") == (SCHEMA_VERSION,) == ("7",)
     assert _select(str(path), "SELECT count(*) FROM memo_states") == (0,)
 
 
@@ -512,7 +512,7 @@ def test_a_schema_2_postgresql_ledger_is_brought_up_to_date(postgres):
               "epsilon_requested, key_id, release_key, outputs, token, status, lease_until) VALUES "
               "(0, 'file:///d', 'x', 'local', 'c', '{}', 'row', 1.5, 1.5, 'k', 'r', '[]', 't', 'committed', 0)")
     assert Ledger(url).spent("file:///d") == 1.5
-    assert _select(url, "SELECT value FROM ledger_meta") == (SCHEMA_VERSION,) == ("6",)
+    assert _select(url, "SELECT value FROM ledger_meta") == (SCHEMA_VERSION,) == ("7",)
     assert _select(url, "SELECT count(*) FROM memo_states") == (0,)
     led, r = _reserve_parts(url, ["a"])  # the new column is there: a partitioned release is recorded
     led.commit(led.settle(r, "t", part_tags={"key-a": "A"}))

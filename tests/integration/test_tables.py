@@ -127,20 +127,3 @@ def test_a_table_on_object_storage_reads_its_version_there(s3, tmp_path):
         assert remote.n == here.n == (3_000 if version == 0 else 5_000)
         assert np.array_equal(remote.sums["sum"], here.sums["sum"])
         assert remote.metadata["table"]["location"] == "s3://ldp-delta/events"
-
-
-def test_incremental_over_a_table_is_file_based_for_now(tmp_path):
-    """What docs/how-to/tables.md says of --incremental today: the log's files are kept or read by their footer
-    stamps, so a compaction's new file is read and charged again (conservative: the spend doubles, the rows
-    released are the table's, once each). A release charged from the log (compaction free) is the next step."""
-    path, led = tmp_path / "t", str(tmp_path / "l.sqlite")
-    deltalake.write_deltalake(str(path), _rows(0, 3_000))
-    deltalake.write_deltalake(str(path), _rows(1, 2_000, 3_000), mode="append")
-    kw = dict(seed=3, client="local", ledger=led, incremental=True)
-    first = ldp_dask.privatize(f"delta://{path}", "x", HIST, out=tmp_path / "n1.parquet", **kw)
-    assert first.n == 5_000 and first.receipt.total == 1.0
-    deltalake.DeltaTable(str(path)).optimize.compact()  # 2 files → 1, no data change
-    again = ldp_dask.privatize(f"delta://{path}", "x", HIST, out=tmp_path / "n2.parquet",
-                               since=tmp_path / "n1.parquet", **kw)
-    assert again.n == 5_000 and again.metadata["partitions_read"] == 1 and again.metadata["partitions_reused"] == 0
-    assert again.receipt.total == 2.0

@@ -24,7 +24,7 @@ _PUBLIC = {
     "Summary": "summary", "read_summary": "summary", "verify_summary": "summary",
     "merge_summaries": "partitions", "Plan": "plans", "check_plan": "plans",
     "release_plan": "plans", "PlanRelease": "plans",
-    "Ledger": "ledger", "BudgetExceeded": "ledger",
+    "Ledger": "ledger", "BudgetExceeded": "ledger", "iceberg_catalog": "iceberg",
     "Channel": "channels", "LaplaceHistogram": "channels", "LaplaceMean": "channels", "WaveletLaplace": "channels",
     "HaarLaplace": "channels", "HaarAdaptive": "channels", "HybridMean": "channels", "RandomizedResponse": "channels",
     "HadamardResponse": "channels", "SquareWave": "channels",
@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         square_wave_density,
         wavelet_density,
     )
+    from .iceberg import iceberg_catalog
     from .ledger import BudgetExceeded, Ledger
     from .options import RunKwargs, RunOptions
     from .partitions import merge_summaries
@@ -105,6 +106,7 @@ __all__ = [
     "PlanRelease",
     "Ledger",
     "BudgetExceeded",
+    "iceberg_catalog",
     "Channel",
     "LaplaceHistogram",
     "LaplaceMean",

@@ -69,8 +69,8 @@ def cmd_budget(a: argparse.Namespace) -> int:
         print(f"  {name} {r['root']}: {r['spent']:g} per {r['privacy_unit']}{budget}")
         tables = table_versions(entries, r["root"])
         if tables:
-            print("      " + "; ".join(f"{where}: version(s) {', '.join(map(str, v))} released"
-                                      for where, v in tables.items()))
+            print("      " + "; ".join(f"{where}: {'snapshot' if where.startswith('Iceberg') else 'version'}(s) "
+                                      f"{', '.join(map(str, v))} released" for where, v in tables.items()))
         if r.get("central") is not None and (r["central"]["events"] or r["central"]["budget"]):
             print(f"      central guarantee: {central_spend_line(r['central'])}")
         if r.get("nights_left") is not None:
@@ -92,17 +92,18 @@ def cmd_budget(a: argparse.Namespace) -> int:
     return 0
 
 
-_TABLE_VERSION = re.compile(r"^Delta table (?P<table>.+) at version (?P<version>\d+)$")
+_TABLE_VERSION = re.compile(r"^(?P<format>Delta|Iceberg) table (?P<table>.+) at (?:version|snapshot) "
+                            r"(?P<version>\d+)$")
 
 
 def table_versions(entries: list[dict[str, Any]], root: str) -> dict[str, list[int]]:
-    """The Delta table versions the active releases of ``root`` read, by table (from their entries' sources,
+    """The table versions (Delta) or snapshots (Iceberg) the active releases of ``root`` read, by table (from their entries' sources,
     which :class:`ldp_dask.tables.TableVersion` names)."""
     found: dict[str, set[int]] = {}
     for e in entries:
         m = _TABLE_VERSION.match(str(e.get("source") or ""))
         if m and e.get("root") == root and e.get("status") in ("committed", "publishing", "reserved"):
-            found.setdefault(f"Delta table {m.group('table')}", set()).add(int(m.group("version")))
+            found.setdefault(f"{m.group('format')} table {m.group('table')}", set()).add(int(m.group("version")))
     return {t: sorted(v) for t, v in found.items()}
 
 

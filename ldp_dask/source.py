@@ -393,7 +393,12 @@ def source_root(source: str | os.PathLike[str], storage_options: dict[str, Any] 
     """The ledger root of a Parquet source (which need not exist yet): see :class:`Dataset` ``root``."""
     url = os.fspath(source)
     if is_table_source(url):  # a table's budget is its directory's, whatever version is read
-        url = parse_table_source(url)[1]
+        kind, url, _ = parse_table_source(url)
+        if kind == "iceberg":  # its directory is where its catalog says it lies
+            from .iceberg import load_table
+
+            catalog, _, name = url.partition("/")
+            url = str(load_table(catalog, name).metadata.location)
     try:
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
     except (ValueError, ImportError) as exc:

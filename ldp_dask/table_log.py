@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-__all__ = ["Action", "Component", "read_commits", "follow", "UNTOUCHED", "REWRITTEN", "APPENDED", "CHANGED"]
+__all__ = ["Action", "Component", "read_commits", "relative_to", "follow", "UNTOUCHED", "REWRITTEN", "APPENDED", "CHANGED"]
 
 UNTOUCHED, REWRITTEN, APPENDED, CHANGED = "untouched", "rewritten", "appended", "changed"
 
@@ -58,12 +58,14 @@ class Component:
     before: tuple[str, ...] = ()
 
 
-def _relative(path: str, location: str) -> str | None:
+def relative_to(path: str, location: str) -> str | None:
     """A log path as a name relative to the table (paths in the log are URL-encoded, usually relative)."""
     parsed = urlparse(path)
     if not parsed.scheme:
         return unquote(path)
     full = unquote(parsed.path) if parsed.scheme == "file" else unquote(path)
+    if location.startswith("file://"):
+        location = unquote(urlparse(location).path)
     top = location.rstrip("/") + "/"
     return full[len(top):] if full.startswith(top) else None
 
@@ -93,7 +95,7 @@ def read_commits(fs: Any, location: str, start: int, stop: int) -> list[list[Act
             for kind in ("add", "remove"):
                 if kind in entry:
                     a = entry[kind]
-                    name_ = _relative(str(a.get("path", "")), location)
+                    name_ = relative_to(str(a.get("path", "")), location)
                     if not name_:
                         return f"commit {version} names a file outside the table ({a.get('path')!r})"
                     actions.append(Action(name_, kind == "add", bool(a.get("dataChange", True))))

@@ -71,19 +71,24 @@ def table_night(since: Any, table: dict[str, Any], fs: Any, files: Sequence[Any]
     """Decide a night of a table from its log (module docstring); ``files`` are tonight's (:class:`FilePlan`)."""
     then = since.metadata.get("table") or {}
     if then and then.get("id") != table["id"]:
-        raise LdpDaskError(f"the --since summary read the Delta table {then.get('location')!r} (id {then.get('id')}); "
+        raise LdpDaskError(f"the --since summary read the table {then.get('location')!r} (id {then.get('id')}); "
                            f"this release reads {table['location']!r} (id {table['id']}), another table: start a "
                            "new series (without --since)")
-    if then and int(then["version"]) > int(table["version"]):
+    if then and table["format"] == "delta" and int(then["version"]) > int(table["version"]):
         raise LdpDaskError(f"the --since summary read version {then['version']} of the Delta table "
                            f"{table['location']!r}; tonight's version {table['version']} is older: release a version "
                            f"at or after {then['version']}")
     rows_now = {f.name: f.rows for f in files}
     if not then or "files" not in then:
         why = "the --since summary did not record the table's files" if then else \
-            "the --since summary did not read a Delta table"
+            "the --since summary did not read a table"
         return _unfollowed(why, rows_now)
-    commits = read_commits(fs, table["location"], int(then["version"]), int(table["version"]))
+    if table["format"] == "iceberg":  # snapshots, not commit files
+        from .iceberg import iceberg_commits
+
+        commits = iceberg_commits(table, int(then["version"]), int(table["version"]))
+    else:
+        commits = read_commits(fs, table["location"], int(then["version"]), int(table["version"]))
     if isinstance(commits, str):
         return _unfollowed(commits, rows_now)
     recorded = list(then.get("groups") or ())

@@ -1,4 +1,5 @@
-"""Table formats as sources: a Delta Lake table at a version, read through the files its own log lists.
+"""Table formats as sources: a Delta Lake table at a version (or an Iceberg table at a snapshot,
+:mod:`ldp_dask.iceberg`), read through the files its own log lists.
 
 ``delta://PATH[@VERSION]`` (PATH a directory or an object-storage URL; VERSION a whole number, default the
 newest) names the Parquet files of the table as it was at that version — the files its transaction log adds and
@@ -24,6 +25,7 @@ from ._validation import InputDataError, LdpDaskError
 __all__ = ["DELTA", "TableVersion", "is_table_source", "parse_table_source", "open_table"]
 
 DELTA = "delta://"
+ICEBERG = "iceberg://"
 _VERSION = re.compile(r"^(?P<path>.+?)(?:@(?P<version>[^@/]*))?$")
 
 
@@ -36,23 +38,34 @@ class TableVersion:
     identity: str
     version: int
     files: tuple[str, ...]
+    #: an Iceberg table's catalog and name (``local/shop.events``); empty for a Delta table (its location names it)
+    name: str = ""
 
     def describe(self) -> str:
-        """``Delta table /data/events at version 3``."""
+        """``Delta table /data/events at version 3``, ``Iceberg table local/shop.events at snapshot 305…``."""
+        if self.format == "iceberg":
+            return f"Iceberg table {self.name} at snapshot {self.version}"
         return f"Delta table {self.location} at version {self.version}"
 
     def to_metadata(self) -> dict[str, Any]:
         """What a summary records of the table it read."""
-        return {"format": self.format, "location": self.location, "id": self.identity, "version": self.version}
+        return {"format": self.format, "location": self.location, "id": self.identity, "version": self.version,
+                **({"name": self.name} if self.name else {})}
 
 
 def is_table_source(source: Any) -> bool:
-    """Whether ``source`` names a table format (``delta://…``) rather than Parquet files."""
-    return isinstance(source, str) and source.startswith(DELTA)
+    """Whether ``source`` names a table format (``delta://…``, ``iceberg://…``) rather than Parquet files."""
+    return isinstance(source, str) and source.startswith((DELTA, ICEBERG))
 
 
 def parse_table_source(source: str) -> tuple[str, str, int | None]:
-    """``delta://PATH[@VERSION]`` → ``("delta", PATH, VERSION or None)``, checked."""
+    """``delta://PATH[@VERSION]`` → ``("delta", PATH, VERSION or None)``; ``iceberg://CATALOG/NS.TABLE[@SNAPSHOT]``
+    → ``("iceberg", "CATALOG/NS.TABLE", SNAPSHOT or None)``; checked."""
+    if source.startswith(ICEBERG):
+        from .iceberg import parse_iceberg
+
+        catalog, name, snapshot = parse_iceberg(source)
+        return "iceberg", f"{catalog}/{name}", snapshot
     if not source.startswith(DELTA):
         raise LdpDaskError(f"The 'source' parameter {source!r} is not a table source (delta://PATH[@VERSION]).")
     m = _VERSION.match(source[len(DELTA):])
@@ -67,7 +80,17 @@ def parse_table_source(source: str) -> tuple[str, str, int | None]:
 
 def open_table(source: str, storage_options: dict[str, Any] | None = None) -> TableVersion:
     """The table ``source`` names, at its version: its identity and data files, from its own log."""
-    _, path, version = parse_table_source(source)
+    kind, path, version = parse_table_source(source)
+    if kind == "iceberg":
+        from .iceberg import open_iceberg
+
+        t = open_iceberg(source)
+        if not t["files"]:
+            raise InputDataError(f"the Iceberg table {t['name']!r} has no data files at snapshot {t['version']}")
+        location = t["location"]
+        where = _fsspec_path(location) if location.startswith("file:") else location.rstrip("/")
+        return TableVersion("iceberg", where, t["id"], t["version"], tuple(sorted(_fsspec_path(u) for u in t["files"])),
+                            t["name"])
     try:
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError

@@ -95,8 +95,10 @@ def test_shared_definitions_pool_and_schedules(prefect_yaml):
     nightly = [d for d in prefect_yaml["deployments"] if d.get("schedules")
                and any(s["cron"] == defs["schedules"]["nightly"]["cron"] for s in d["schedules"])]
     assert [d["entrypoint"] for d in nightly] == ["flows/release.py:release_flow", "flows/plan.py:plan_flow",
-                                                  "flows/release.py:release_flow", "flows/release.py:release_flow"]
-    assert [d["name"] for d in nightly] == ["nightly-release", "nightly-plan", "nightly-snapshot", "nightly-delta"]
+                                                  "flows/release.py:release_flow", "flows/release.py:release_flow",
+                                                  "flows/release.py:release_flow"]
+    assert [d["name"] for d in nightly] == ["nightly-release", "nightly-plan", "nightly-snapshot", "nightly-delta",
+                                            "nightly-iceberg"]
     text = (DEPLOY / "prefect.yaml").read_text()
     assert "*process_pool" in text and "*nightly" in text, "deployments must reuse the shared definitions"
 

@@ -337,16 +337,44 @@ def test_a_nightly_plan_artifact_shows_only_possible_numbers_and_one_delta(stack
 
 def test_the_nightly_delta_deployment_reads_the_table_at_its_newest_version(stack):
     """The nightly-delta deployment over a Delta table written by deltalake (two versions): the run reads version
-    1's files, and its artifact and ledger entry name the table's version."""
+    1's files, and its artifact and ledger entry name the table's version. The next night, after an OPTIMIZE and
+    an append, reads the appended file alone (the compacted one is carried from the log) and is charged for it
+    alone."""
     deltalake = pytest.importorskip("deltalake")
     table = stack.workdir / "events"
     rng = np.random.default_rng(5)
     deltalake.write_deltalake(str(table), pa.table({"amount": rng.uniform(0, 1000, 3_000)}))
     deltalake.write_deltalake(str(table), pa.table({"amount": rng.uniform(0, 1000, 2_000)}), mode="append")
-    run = stack.run_deployment("ldp-release", "nightly-delta", {"source": f"delta://{table}",
-                                                                "out_dir": str(stack.workdir / "delta-out"),
-                                                                "date": "2026-03-01"})
+    params = {"source": f"delta://{table}", "out_dir": str(stack.workdir / "delta-out")}
+    run = stack.run_deployment("ldp-release", "nightly-delta", {**params, "date": "2026-03-01"})
     assert run["state_type"] == "COMPLETED", stack.log("prefect-worker", 80)
     md = next(a for a in stack.artifacts(run["id"]) if a["key"] == "ldp-nightly-release")["data"]
     assert f"Delta table {table} at version 1" in md and "| rows (n) | 5,000 |" in md
     assert any(e["source"] == f"Delta table {table} at version 1" for e in Ledger(stack.ledger).entries())
+    deltalake.DeltaTable(str(table)).optimize.compact()  # version 2
+    deltalake.write_deltalake(str(table), pa.table({"amount": rng.uniform(0, 1000, 500)}), mode="append")  # 3
+    run = stack.run_deployment("ldp-release", "nightly-delta", {**params, "date": "2026-03-02"})
+    assert run["state_type"] == "COMPLETED", stack.log("prefect-worker", 80)
+    md = next(a for a in stack.artifacts(run["id"]) if a["key"] == "ldp-nightly-release")["data"]
+    assert f"Delta table {table} at version 3" in md and "| rows (n) | 5,500 |" in md
+    entry = next(e for e in Ledger(stack.ledger).entries() if e["source"] == f"Delta table {table} at version 3")
+    (part,) = json.loads(entry["parts"])  # the appended file alone: the compacted one was not read
+    assert part["epsilon"] == 0.5 and part["root"].endswith(".parquet")
+
+
+def test_the_nightly_iceberg_deployment_reads_the_current_snapshot(stack, monkeypatch):
+    """The nightly-iceberg deployment over a table pyiceberg wrote into the embedded catalog beside the stack's
+    ledger (the worker finds it there through LDP_DASK_LEDGER, as the test does)."""
+    monkeypatch.setenv("LDP_DASK_LEDGER", str(stack.ledger))
+    catalog = ldp_dask.iceberg_catalog()
+    catalog.create_namespace_if_not_exists("shop")
+    rng = np.random.default_rng(6)
+    rows = pa.table({"amount": rng.uniform(0, 1000, 3_000)})
+    table = catalog.create_table("shop.events", schema=rows.schema)
+    table.append(rows)
+    snapshot = catalog.load_table("shop.events").current_snapshot().snapshot_id
+    run = stack.run_deployment("ldp-release", "nightly-iceberg", {"out_dir": str(stack.workdir / "iceberg-out"),
+                                                                  "date": "2026-03-01"})
+    assert run["state_type"] == "COMPLETED", stack.log("prefect-worker", 80)
+    md = next(a for a in stack.artifacts(run["id"]) if a["key"] == "ldp-nightly-release")["data"]
+    assert f"Iceberg table local/shop.events at snapshot {snapshot}" in md and "| rows (n) | 3,000 |" in md

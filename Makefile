@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/means.py
 	$(PY) benchmarks/local_vs_central.py
 	$(PY) benchmarks/quantile_coverage.py
+	$(PY) benchmarks/tables.py
 	$(PY) benchmarks/audit.py
 	$(PY) benchmarks/lattice.py
 	$(PY) benchmarks/units.py

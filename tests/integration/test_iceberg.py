@@ -121,3 +121,32 @@ def test_a_table_whose_columns_were_renamed_is_refused(events):
         update.rename_column("u", "id")
     with pytest.raises(ldp_dask.InputDataError, match="renamed columns"):
         ldp_dask.privatize(TABLE, "x", HIST, seed=1, client="local", ledger=False)
+
+
+@pytest.mark.s3
+def test_a_table_of_a_configured_catalog_on_object_storage(s3, tmp_path, monkeypatch):
+    """A catalog pyiceberg is configured for by environment (an SQL catalog whose warehouse is a bucket of the
+    S3-compatible server): its table is read at each snapshot, the data files through the storage options Parquet
+    sources take, and the summary records the table's location in the bucket."""
+    endpoint, options = s3
+    import fsspec
+
+    fs = fsspec.filesystem("s3", endpoint_url=endpoint)
+    if not fs.exists("ldp-iceberg"):
+        fs.mkdir("ldp-iceberg")
+    for k, v in {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/objects.sqlite", "WAREHOUSE": "s3://ldp-iceberg/wh",
+                 "S3__ENDPOINT": endpoint, "S3__ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+                 "S3__SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"], "S3__REGION": "us-east-1"}.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__OBJECTS__{k}", v)
+    catalog = ldp_dask.iceberg_catalog("objects")
+    catalog.create_namespace_if_not_exists("shop")
+    table = catalog.create_table("shop.events", schema=_rows(0, 1).schema)
+    table.append(_rows(0, 3_000))
+    first = catalog.load_table("shop.events").current_snapshot().snapshot_id
+    catalog.load_table("shop.events").append(_rows(1, 2_000, 3_000))
+    assert all(p.startswith("s3://ldp-iceberg/wh/") for p in _paths(catalog.load_table("shop.events")))
+    for snapshot, rows in ((first, 3_000), (None, 5_000)):
+        at = "" if snapshot is None else f"@{snapshot}"
+        s = ldp_dask.privatize(f"iceberg://objects/shop.events{at}", "x", HIST, seed=3, client="local", ledger=False,
+                               storage_options=options)
+        assert s.n == rows and s.metadata["table"]["location"].startswith("s3://ldp-iceberg/wh/")

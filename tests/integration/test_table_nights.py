@@ -98,6 +98,7 @@ def test_appends_are_charged_alone_a_compaction_is_free_an_update_pays_where_its
     assert plain.receipt.total == pytest.approx(1 + 1 + 0 + 0 + 1 + 1 + 1)
 
 
+@pytest.mark.slow
 def test_a_log_that_cannot_be_followed_falls_back_to_the_files_and_says_so(night, capsys):
     path, led, release = night
     _, out1 = release()
@@ -126,6 +127,7 @@ def test_a_table_from_another_table_or_an_older_version_is_refused(night, tmp_pa
                            since=out1)
 
 
+@pytest.mark.slow
 def test_a_privacy_unit_night_carries_its_nights_through_a_compaction(night):
     path, led, release = night
     unit = dict(privacy_unit="p", max_contributions=2)
@@ -152,6 +154,7 @@ categories = ["a", "b"]
 """
 
 
+@pytest.mark.slow
 def test_a_plans_nights_over_a_table_carry_a_compaction_and_read_a_delete_again(tmp_path):
     """Through a plan (its statistics share the rows): the compaction is free and identical for every statistic,
     and a delete rereads the file it rewrote, though delta-rs wrote its string column as ``string_view``."""

@@ -180,3 +180,27 @@ def test_a_plans_nights_over_a_table_carry_a_compaction_and_read_a_delete_again(
     three = ldp_dask.release_plan(plan, f"delta://{path}", 1.0, out=tmp_path / "n3", since=tmp_path / "n2", **run)
     assert sum(s.summary.n for s in three.statistics) == 4_990 and three.receipt.total == pytest.approx(2.0)
     assert len(_charges(led)) == 3  # the rewritten file, and the two files its rows came from
+
+
+@pytest.mark.slow
+def test_a_log_that_calls_an_append_a_rewrite_is_caught_by_its_row_count(night):
+    """A commit that removes a released file and adds another with ``dataChange: false`` claims the new file
+    holds the old rows; it holds 500 rows where the old one held 3,000, so it is read and charged as a change
+    (on its own location and the removed file's), not carried."""
+    path, led, release = night
+    _, out1 = release()
+    old = _files(path)
+    deltalake.write_deltalake(str(path), _rows(2, 500, 5_000), mode="append")  # version 2, edited below
+    (new,) = _files(path) - old
+    big = next(f for f in old if deltalake.DeltaTable(str(path), version=0).file_uris()[0].endswith(f))
+    log = path / "_delta_log" / f"{2:020d}.json"
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    for x in lines:
+        if "add" in x:
+            x["add"]["dataChange"] = False
+    lines.append({"remove": {"path": big, "dataChange": False, "deletionTimestamp": 0}})
+    log.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    assert _files(path) == (old - {big}) | {new}
+    two, _ = release(out1)
+    assert two.metadata["partitions_read"] == 1 and two.n == 2_500
+    assert sorted(_charges(led)) == sorted([(new, pytest.approx(1.0)), (big, pytest.approx(1.0))])

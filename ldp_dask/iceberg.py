@@ -65,13 +65,15 @@ def iceberg_catalog(name: str = LOCAL_CATALOG) -> Any:
     catalogs = _pyiceberg()
     from pyiceberg.utils.config import Config
 
-    configured = name.lower() in (Config().get_known_catalogs() or [])
+    config = Config()  # read now: pyiceberg's own copy is read once, when it is first imported
+    configured = name.lower() in (config.get_known_catalogs() or [])
     if not configured and name != LOCAL_CATALOG:
         raise InputDataError(f"no Iceberg catalog named {name!r}: define it in ~/.pyiceberg.yaml or with "
                              f"PYICEBERG_CATALOG__{name.upper()}__URI (the catalog {LOCAL_CATALOG!r} is the "
                              "embedded default)")
     try:
-        return catalogs.load_catalog(name, **({} if configured else _embedded()))
+        return catalogs.load_catalog(name, **(dict(config.get_catalog_config(name) or {}) if configured
+                                              else _embedded()))
     except Exception as exc:  # noqa: BLE001 - each catalog kind raises its own errors
         raise InputDataError(f"cannot open the Iceberg catalog {name!r}: {' '.join(str(exc).split())[:300]}") from None
 

@@ -15,6 +15,7 @@ their files would be released), and a table whose columns were renamed (its olde
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from ._validation import InputDataError, LdpDaskError
@@ -145,12 +146,12 @@ def iceberg_commits(meta: dict[str, Any], start: int, stop: int) -> list[list[An
     catalog, _, name = meta["name"].partition("/")
     table = load_table(catalog, name)
     chain = []
-    snap = table.snapshot_by_id(stop)
-    while snap is not None and snap.snapshot_id != start:
+    for snap in _lineage(table, stop):
+        if snap.snapshot_id == start:
+            break
         chain.append(snap)
-        snap = None if snap.parent_snapshot_id is None else table.snapshot_by_id(snap.parent_snapshot_id)
-    if snap is None:
-        if _reaches(table, start, stop):
+    else:
+        if any(s.snapshot_id == stop for s in _lineage(table, start)):
             raise LdpDaskError(f"the --since summary read snapshot {start} of the Iceberg table {name!r}; tonight's "
                                f"snapshot {stop} is older: release a snapshot at or after it")
         return f"snapshot {start} is not an ancestor of snapshot {stop} (expired, rolled back or another branch)"
@@ -173,11 +174,9 @@ def iceberg_commits(meta: dict[str, Any], start: int, stop: int) -> list[list[An
     return out
 
 
-def _reaches(table: Any, start: int, target: int) -> bool:
-    """Whether ``target`` is ``start`` or one of its ancestors."""
+def _lineage(table: Any, start: int) -> Iterator[Any]:
+    """Snapshot ``start`` and its ancestors, newest first, as far as the table still holds them."""
     snap = table.snapshot_by_id(start)
     while snap is not None:
-        if snap.snapshot_id == target:
-            return True
+        yield snap
         snap = None if snap.parent_snapshot_id is None else table.snapshot_by_id(snap.parent_snapshot_id)
-    return False

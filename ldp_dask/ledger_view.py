@@ -97,8 +97,8 @@ _TABLE_VERSION = re.compile(r"^(?P<format>Delta|Iceberg) table (?P<table>.+) at 
 
 
 def table_versions(entries: list[dict[str, Any]], root: str) -> dict[str, list[int]]:
-    """The table versions (Delta) or snapshots (Iceberg) the active releases of ``root`` read, by table (from their entries' sources,
-    which :class:`ldp_dask.tables.TableVersion` names)."""
+    """The table versions (Delta) or snapshots (Iceberg) the active releases of ``root`` read, by table (from
+    their entries' sources, which :class:`ldp_dask.tables.TableVersion` names)."""
     found: dict[str, set[int]] = {}
     for e in entries:
         m = _TABLE_VERSION.match(str(e.get("source") or ""))

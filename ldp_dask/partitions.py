@@ -125,12 +125,12 @@ class PartitionPlan:
     def kept(self, read: Mapping[str, Partition]) -> tuple[Partition, ...]:
         """The summary's partitions: each file's, read tonight (``read``, by name) or reused, then the carried
         ones, each once."""
-        out: list[Partition] = []
+        out: dict[int, Partition] = {}  # by identity: a night's partition serves each of its files
         for p in [*(read.get(f.name) or self.reused.get(f.name) for f in self.files if f.name not in self.covered),
                   *self.carried]:
-            if p is not None and all(p is not q for q in out):
-                out.append(p)
-        return tuple(out)
+            if p is not None:
+                out.setdefault(id(p), p)
+        return tuple(out.values())
 
     def with_table(self, dataset: Dataset) -> Dataset:
         """``dataset`` with what its summaries record of its table tonight (groups, lineage, files, followed)."""

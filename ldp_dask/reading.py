@@ -142,17 +142,20 @@ def _read_columns(reader: Reader, piece: Piece, *columns: str | None, dictionary
         raise
 
 
+#: Arrow's view layouts and the plain layouts with the same values
+_PLAIN = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_dictionary(t) and t.value_type in _PLAIN:
+        return pa.dictionary(t.index_type, _PLAIN[t.value_type])
+    return _PLAIN.get(t, t)
+
+
 def _no_views(table: pa.Table) -> pa.Table:
     """Strings and bytes stored in Arrow's view layouts (as delta-rs writes them) as the plain layouts the channels
     and the person hashing take: the same values."""
-    plain = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
-
-    def fix(t: pa.DataType) -> pa.DataType:
-        if pa.types.is_dictionary(t) and t.value_type in plain:
-            return pa.dictionary(t.index_type, plain[t.value_type])
-        return plain.get(t, t)
-
-    schema = pa.schema([f.with_type(fix(f.type)) for f in table.schema])
+    schema = pa.schema([f.with_type(_plain(f.type)) for f in table.schema])
     return table if schema.equals(table.schema) else table.cast(schema)
 
 

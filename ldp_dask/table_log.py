@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-__all__ = ["Action", "Component", "read_commits", "relative_to", "follow", "UNTOUCHED", "REWRITTEN", "APPENDED", "CHANGED"]
+__all__ = ["Action", "Component", "read_commits", "relative_to", "follow", "since_groups",
+           "UNTOUCHED", "REWRITTEN", "APPENDED", "CHANGED"]
 
 UNTOUCHED, REWRITTEN, APPENDED, CHANGED = "untouched", "rewritten", "appended", "changed"
 
@@ -103,24 +104,13 @@ def read_commits(fs: Any, location: str, start: int, stop: int) -> list[list[Act
     return out
 
 
-class _Sets:
-    """Union-find over names."""
-
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, x: str) -> str:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, items: Iterable[str]) -> None:
-        roots = [self.find(x) for x in items]
-        for r in roots[1:]:
-            if r != roots[0]:
-                self.parent[r] = roots[0]
+def _tie(sets: Any, names: Sequence[str]) -> None:
+    """Tie ``names`` into one set of ``sets`` (a :class:`scipy.cluster.hierarchy.DisjointSet`)."""
+    for n in names:
+        if n not in sets:
+            sets.add(n)
+    for n in names[1:]:
+        sets.merge(names[0], n)
 
 
 def follow(groups: Sequence[tuple[Sequence[str], Sequence[str]]], commits: Sequence[Sequence[Action]],
@@ -138,34 +128,33 @@ def follow(groups: Sequence[tuple[Sequence[str], Sequence[str]]], commits: Seque
     live : iterable of str
         The table's files at tonight's version.
     """
-    sets = _Sets()
-    kept_of: dict[str, list[str]] = {}
+    from scipy.cluster.hierarchy import DisjointSet
+
+    sets = DisjointSet()
     for files, partitions in groups:
-        names = [f"f:{f}" for f in files] + [f"p:{p}" for p in partitions]
-        sets.union(names)
-    touched: set[str] = set()
-    data: set[str] = set()
-    added_new: set[str] = set()
+        _tie(sets, [f"f:{f}" for f in files] + [f"p:{p}" for p in partitions])
+    touched, data = set(), set()
     for actions in commits:
         if not actions:
             continue
         names = [f"f:{a.path}" for a in actions]
-        sets.union(names)  # the rows of a commit's files may have moved between any of them
+        _tie(sets, names)  # the rows of a commit's files may have moved between any of them
         touched.add(names[0])
         if any(a.data for a in actions):
             data.add(names[0])
-        added_new.update(f"f:{a.path}" for a in actions if a.added)
+    kept_of: dict[str, list[str]] = {}
     before_of: dict[str, list[str]] = {}
     for files, partitions in groups:
         for p in partitions:
-            kept_of.setdefault(sets.find(f"p:{p}"), []).append(p)
+            kept_of.setdefault(sets[f"p:{p}"], []).append(p)
         for f in files:
-            before_of.setdefault(sets.find(f"f:{f}"), []).append(f)
+            before_of.setdefault(sets[f"f:{f}"], []).append(f)
     live_of: dict[str, list[str]] = {}
     for f in live:
-        live_of.setdefault(sets.find(f"f:{f}"), []).append(f)
-    touched_roots = {sets.find(x) for x in touched}
-    data_roots = {sets.find(x) for x in data}
+        name = f"f:{f}"
+        live_of.setdefault(sets[name] if name in sets else name, []).append(f)
+    touched_roots = {sets[x] for x in touched}
+    data_roots = {sets[x] for x in data}
     out = []
     for root in sorted(set(live_of) | set(kept_of)):
         now, kept = tuple(sorted(live_of.get(root, ()))), tuple(sorted(kept_of.get(root, ())))

@@ -109,9 +109,9 @@ def table_night(since: Any, table: dict[str, Any], fs: Any, files: Sequence[Any]
             continue  # files as they were: kept or read by their footer stamps
         if kind == REWRITTEN and not c.kept:
             kind = APPENDED  # rows this series never released, rewritten: new to it
-        if kind in (UNTOUCHED, REWRITTEN) and (sum(rows_now[f] for f in c.live) !=
-                                               sum(rows_then.get(f, -1) for f in c.before)):
-            kind = CHANGED  # the log says no data changed, the row counts say otherwise
+        if kind in (UNTOUCHED, REWRITTEN) and (any(f not in rows_then for f in c.before) or
+                                               sum(rows_now[f] for f in c.live) != sum(rows_then[f] for f in c.before)):
+            kind = CHANGED  # the log says no data changed, the row counts say otherwise (or cannot say)
         if kind == APPENDED:
             continue  # new names: read and charged on their own
         handled.update(c.kept)

@@ -201,8 +201,8 @@ class Ledger:
 
     @staticmethod
     def _active(tx: Tx) -> list[dict[str, Any]]:
-        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts, files, key_id, central, table_log FROM releases "
-                      f"WHERE status IN {ACTIVE}")
+        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts, files, key_id, central, table_log "
+                      f"FROM releases WHERE status IN {ACTIVE}")
 
     @staticmethod
     def _follows(declared: Sequence[dict[str, Any]], root: str, rows: Sequence[dict[str, Any]] = ()) -> bool:

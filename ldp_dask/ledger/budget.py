@@ -248,8 +248,8 @@ def check_scope(scope: str) -> None:
 def dataset_summaries(declared: list[dict[str, Any]], rows: list[dict[str, Any]], follows: Any,
                       series: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """What :meth:`ldp_dask.ledger.Ledger.summary` lists, from the declared datasets and the active releases:
-    per dataset its spend per person and the views of it; ``follows(declared, root, rows)`` says whether a root's rows
-    are followed by location. ``series`` are the longitudinal series' states (:func:`.memos.series_states`):
+    per dataset its spend per person and the views of it; ``follows(declared, root, rows)`` says whether a root's
+    rows are followed by location. ``series`` are the longitudinal series' states (:func:`.memos.series_states`):
     each dataset lists those on its rows, with the distribution of spend over their persons."""
     items = [{"dataset": d["name"], "root": d["root"], "budget": float(d["epsilon_limit"]),
               "privacy_unit": d["privacy_unit"], "append_only": bool(d["append_only"]),

@@ -126,6 +126,11 @@ def table_night(since: Any, table: dict[str, Any], fs: Any, files: Sequence[Any]
         carried += [kept[p] for p in c.kept if p in kept]
         if c.live and tuple(c.live) != tuple(c.kept):
             groups.append({"files": list(c.live), "partitions": list(c.kept)})
+    if changed:
+        warn(f"{len(changed)} file(s) of the table were rewritten by a delete, update or merge since the --since "
+             "summary and are read again with fresh noise: each of their rows, changed or copied, pays ε again "
+             "where it came from. A longitudinal release with a privacy unit charges only the persons whose rows "
+             "changed (docs/how-to/tables.md)")
     if skipped:
         warn(f"{len(skipped)} file(s) of the table changed rows since the --since summary and are not released "
              f"again (--skip-changed): {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}; their earlier "

@@ -27,7 +27,7 @@ _PUBLIC = {
     "Ledger": "ledger", "BudgetExceeded": "ledger", "iceberg_catalog": "iceberg",
     "Channel": "channels", "LaplaceHistogram": "channels", "LaplaceMean": "channels", "WaveletLaplace": "channels",
     "HaarLaplace": "channels", "HaarAdaptive": "channels", "HybridMean": "channels", "RandomizedResponse": "channels",
-    "HadamardResponse": "channels", "SquareWave": "channels",
+    "HadamardResponse": "channels", "SubsetSelection": "channels", "SquareWave": "channels",
     "estimate": "estimators", "histogram_density": "estimators", "wavelet_density": "estimators",
     "square_wave_density": "estimators",
     "mean": "estimators", "DensityEstimate": "estimators", "MeanEstimate": "estimators",
@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         LaplaceMean,
         RandomizedResponse,
         SquareWave,
+        SubsetSelection,
         WaveletLaplace,
     )
     from .clusters import connect
@@ -116,6 +117,7 @@ __all__ = [
     "HybridMean",
     "RandomizedResponse",
     "HadamardResponse",
+    "SubsetSelection",
     "SquareWave",
     "estimate",
     "histogram_density",

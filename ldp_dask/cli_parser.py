@@ -416,7 +416,7 @@ def _channel_args(p: argparse.ArgumentParser) -> None:
                            nargs="+" if opt.many else None,
                            default=None, help=text)
         if name == "categories":
-            p.add_argument("--categories-file", default=None, help="rr, hadamard: file with one public category per line")
+            p.add_argument("--categories-file", default=None, help="rr, hadamard, subset: file with one public category per line")
 
 
 def show_progress(a: argparse.Namespace) -> bool:

@@ -76,9 +76,9 @@ def predict(channel: Channel, n: float) -> Prediction | None:
         noise = channel.noise_variance / getattr(channel, "c", 1.0) ** 2  # type: ignore[attr-defined]
         return Prediction("a typical bin's share (before smoothing)", math.sqrt((noise + share * (1 - share)) / n),
                           share, n)
-    if name in ("rr", "hadamard"):
+    if name in ("rr", "hadamard", "subset"):
         d = len(channel.labels)  # type: ignore[attr-defined]
-        if name == "rr":  # a report's indicator of category c: π = p_out + (p_in − p_out)θ, θ = 1/d
+        if name in ("rr", "subset"):  # a report's indicator of category c: π = p_out + (p_in − p_out)θ, θ = 1/d
             p_in, p_out = channel.p_in, channel.p_out  # type: ignore[attr-defined]
             pi = p_out + (p_in - p_out) / d
             n_var = pi * (1 - pi) / (p_in - p_out) ** 2

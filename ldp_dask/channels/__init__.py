@@ -20,6 +20,7 @@ from .memo import MemoFrequencies, MemoHistogram, Memoized, MemoMean
 from .memo_hash import CappedFrequencies, CappedHistogram, CappedMean, memoized
 from .rr import ENCODINGS, RandomizedResponse
 from .square_wave import SquareWave
+from .subset import SubsetSelection
 from .wavelet import CALIBRATIONS, WaveletLaplace, linear_level, wavelet_levels
 from .wavelet_split import WaveletSplit, default_release, split_levels
 
@@ -39,6 +40,7 @@ __all__ = [
     "HaarAdaptive",
     "RandomizedResponse",
     "HadamardResponse",
+    "SubsetSelection",
     "CategoricalChannel",
     "ENCODINGS",
     "haar_level",
@@ -83,6 +85,7 @@ CHANNELS: dict[str, type[Channel]] = {
     HaarAdaptive.name: HaarAdaptive,
     RandomizedResponse.name: RandomizedResponse,
     HadamardResponse.name: HadamardResponse,
+    SubsetSelection.name: SubsetSelection,
 }
 
 

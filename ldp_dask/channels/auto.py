@@ -6,9 +6,13 @@ categories d, the domain), so the choice spends nothing and reveals nothing abou
 
 * categorical columns (frequencies): n·Var θ̂_c for a rare category (θ_c → 0), the regime that decides how many
   categories can be told apart (Wang, Blocki, Li and Jha 2017): k-ary randomized response (e^ε + d − 2)/(e^ε − 1)²,
-  optimized unary encoding 4e^ε/(e^ε − 1)², Hadamard response (e^ε + 1)²/(e^ε − 1)². The last is exactly 1 more than
-  the second ((e^ε + 1)² − 4e^ε = (e^ε − 1)²), so it is chosen only where a row's view must stay small: rows mode
-  with many categories, where it writes one index per row instead of d bits.
+  optimized unary encoding 4e^ε/(e^ε − 1)², subset selection at its best size k (Ye and Barg 2018;
+  :func:`~ldp_dask.channels.subset.subset_variance`), Hadamard response (e^ε + 1)²/(e^ε − 1)². Subset selection is
+  the smallest of all, but draws O(k²) per row where the other two draw O(d) per partition, so it is chosen when it
+  is more than 1% below both (where its best k is small: large ε, or few categories). Hadamard response is exactly
+  1 more than the optimized unary encoding ((e^ε + 1)² − 4e^ε = (e^ε − 1)²), so it is chosen only where a row's view
+  must stay small: rows mode with many categories, where it writes one index per row instead of d bits — unless
+  subset selection, whose view is its k members, is smaller in variance with k ≤ 16.
 * numeric columns, target ``mean``: the worst case over the value of the noise variance of one view, in units of
   the half-width of the domain: the Laplace mean 8/ε² against Piecewise, Duchi's and the Hybrid mechanism
   (:meth:`HybridMean.row_variance`).
@@ -31,6 +35,7 @@ from .hadamard import HadamardResponse
 from .hybrid import MECHANISMS, HybridMean
 from .rr import RandomizedResponse
 from .square_wave import SquareWave
+from .subset import SubsetSelection, optimal_size, subset_variance
 
 __all__ = ["AUTO", "TARGETS", "choose_channel", "frequency_variances", "mean_variances"]
 
@@ -40,12 +45,18 @@ AUTO = "auto"
 TARGETS = ("frequencies", "distribution", "mean")
 #: above this many categories, a rows-mode release uses Hadamard response (one index per row, not d bits)
 ROWS_HADAMARD_CATEGORIES = 64
+#: subset selection is chosen over the O(d) encodings when its variance is below theirs by more than this factor
+SUBSET_GAIN = 1.01
+#: the largest subset a rows-mode release writes per row in place of Hadamard response's one index
+ROWS_SUBSET_SIZE = 16
 
 
 def frequency_variances(epsilon: float, d: int) -> dict[str, float]:
-    """n·Var θ̂_c of a rare category for each frequency channel (k-ary, optimized unary, Hadamard)."""
+    """n·Var θ̂_c of a rare category for each frequency channel (k-ary, optimized unary, subset selection at its best
+    size, Hadamard)."""
     e = math.exp(epsilon)
     return {"rr/kary": (e + d - 2) / (e - 1) ** 2, "rr/oue": 4 * e / (e - 1) ** 2,
+            "subset": subset_variance(epsilon, d, optimal_size(epsilon, d)),
             "hadamard": (e + 1) ** 2 / (e - 1) ** 2}
 
 
@@ -91,13 +102,22 @@ def choose_channel(epsilon: float, domain: Any = None, n: int | None = None, *, 
         cats = check_categories(categories)
         d = len(cats) + bool(other)
         pred = frequency_variances(epsilon, d)
+        size = optimal_size(epsilon, d)
         if mode == "rows" and d > ROWS_HADAMARD_CATEGORIES:
-            best, why = "hadamard", (f"rows mode with {d} categories: one index per row instead of {d} bits, at "
-                                     f"{pred['hadamard'] / min(pred.values()):.2f}× the smallest variance")
+            if size <= ROWS_SUBSET_SIZE and pred["subset"] < pred["hadamard"]:
+                best, why = "subset", (f"rows mode with {d} categories: {size} members per row instead of {d} bits, "
+                                       f"at {pred['subset'] / min(pred.values()):.2f}× the smallest variance")
+            else:
+                best, why = "hadamard", (f"rows mode with {d} categories: one index per row instead of {d} bits, at "
+                                         f"{pred['hadamard'] / min(pred.values()):.2f}× the smallest variance")
         else:
             best = min(("rr/kary", "rr/oue"), key=lambda k: pred[k])
             why = "smallest variance of a rare category's frequency"
+            if pred["subset"] * SUBSET_GAIN < pred[best]:
+                best, why = "subset", (f"smallest variance of a rare category's frequency, {pred[best] / pred['subset']:.3f}× "
+                                       f"below {best}'s")
         ch: Channel = (HadamardResponse(epsilon, cats, other=other) if best == "hadamard" else
+                       SubsetSelection(epsilon, cats, subset_size=size, other=other) if best == "subset" else
                        RandomizedResponse(epsilon, cats, encoding=best.split("/")[1], other=other))
         ch.choice = {"target": "frequencies", "chosen": best, "criterion": why, "categories": d, "n": n,  # type: ignore[attr-defined]
                      "predicted_n_var": pred}

@@ -26,7 +26,8 @@ __all__ = ["CategoricalChannel", "CATEGORIES_OPTION", "OTHER_OPTION", "OTHER", "
 
 #: Label of the extra category of ``other=True``.
 OTHER = "__other__"
-MAX_CATEGORIES = 100_000
+#: Categories a channel takes (2^21: a domain of 2^20 values and '__other__' fit).
+MAX_CATEGORIES = 1 << 21
 
 CATEGORIES_OPTION = Option("categories", "the public categories", many=True)
 OTHER_OPTION = Option("other", "map values outside the categories to '__other__' instead of failing", default=False,
@@ -34,7 +35,7 @@ OTHER_OPTION = Option("other", "map values outside the categories to '__other__'
 
 
 def check_categories(categories: Any) -> list[Any]:
-    """The public category list, validated: strings only or integers only, no duplicates, at most 100,000."""
+    """The public category list, validated: strings only or integers only, no duplicates, at most 2^21."""
     if isinstance(categories, (str, bytes)) or not hasattr(categories, "__iter__"):
         raise LdpDaskError(f"The 'categories' parameter must be a list of category labels. Got {categories!r} instead.")
     cats = list(categories)

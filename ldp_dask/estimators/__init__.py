@@ -32,7 +32,7 @@ __all__ = [
 ESTIMATORS: dict[str, Callable[..., Any]] = {
     "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "wavelet-split": wavelet_density, "mean": mean,
     "hybrid-mean": mean, "square-wave": square_wave_density,
-    "rr": frequencies, "hadamard": frequencies, "group-mean": group_means,
+    "rr": frequencies, "hadamard": frequencies, "subset": frequencies, "group-mean": group_means,
     "group-histogram": group_shares, "memo-histogram": frequencies, "memo-rr": frequencies,
     "capped-histogram": frequencies, "capped-rr": frequencies, "memo-mean": mean, "capped-mean": mean,
 }

@@ -1,10 +1,10 @@
-"""Category frequencies from a categorical summary (randomized response, Hadamard response; docs/estimators.md),
-and the cell shares of a memoized histogram (a night of a longitudinal release, whose reports are a memoized
-optimized unary encoding with the same (p_in, p_out) algebra).
+"""Category frequencies from a categorical summary (randomized response, Hadamard response, subset selection;
+docs/estimators.md), and the cell shares of a memoized histogram (a night of a longitudinal release, whose reports
+are a memoized optimized unary encoding with the same (p_in, p_out) algebra).
 
 With T_j the number of reports supporting category j — reports of j (kary, warner), 1-bits at coordinate j
-(unary, oue), reports in j's half of the Hadamard indices (hadamard) — and (p_in, p_out) = P(support j | true j),
-P(support j | true ≠ j), the support rate is π_j = p_out + (p_in − p_out) θ_j, so
+(unary, oue), reports in j's half of the Hadamard indices (hadamard), reported sets holding j (subset) — and
+(p_in, p_out) = P(support j | true j), P(support j | true ≠ j), the support rate is π_j = p_out + (p_in − p_out) θ_j, so
 
     θ̂_j = (S_j/n − p_out) / (p_in − p_out)
 
@@ -153,8 +153,8 @@ def frequencies(summary: Summary | str, projection: str = "simplex", level: floa
     s = read_summary(summary)
     ch: Any = s.channel  # a randomized-response channel (its encoding)
     if not isinstance(s.channel, (CategoricalChannel, MemoHistogram)):
-        raise LdpDaskError(f"frequencies needs a summary of a categorical channel ('rr', 'hadamard', 'memo-rr', "
-                           f"'capped-rr') or of a memoized histogram ('memo-histogram', 'capped-histogram'); got "
+        raise LdpDaskError(f"frequencies needs a summary of a categorical channel ('rr', 'hadamard', 'subset', "
+                           f"'memo-rr', 'capped-rr') or of a memoized histogram ('memo-histogram', 'capped-histogram'); got "
                            f"{ch.name!r}.")
     if projection not in ("none", "simplex"):
         raise LdpDaskError(f"The 'projection' parameter must be 'none' or 'simplex'. Got {projection!r} instead.")

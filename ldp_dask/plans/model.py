@@ -30,7 +30,7 @@ bin or a category (:attr:`ldp_dask.predict.Prediction.limit`): v_i = (SE_i / lim
   splitting the budget and splitting the users, as in multi-freq-ldpy).
 
 Statistics whose estimate has no closed-form variance (the square wave, wavelets) cannot be planned this way: a plan
-names a channel with one (histogram, mean, hybrid-mean, rr, hadamard) or a target that chooses one.
+names a channel with one (histogram, mean, hybrid-mean, rr, hadamard, subset) or a target that chooses one.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ TARGET_CHANNELS = {"distribution": "histogram", "quantiles": "histogram", "mean"
                    "gof": "haar"}
 #: What each channel a plan may run estimates, when the statistic names the channel rather than a target.
 _CHANNEL_TARGETS = {"histogram": "distribution", "mean": "mean", "hybrid-mean": "mean", "rr": "frequencies",
-                    "hadamard": "frequencies", "haar": "gof"}
+                    "hadamard": "frequencies", "subset": "frequencies", "haar": "gof"}
 #: A statistic's keys that are not its channel's options: what its estimate or test takes, and its null policy.
 NOT_CHANNEL = _NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level", "group_by", "groups", "group_kind")
 #: What a group may be: "private" (the label is privatized with the value) or "public" (declared public by the
@@ -90,7 +90,7 @@ class Statistic:
     column : str
         The column released.
     channel : str
-        A channel name (``histogram``, ``mean``, ``hybrid-mean``, ``rr``, ``hadamard``) or ``"auto"``.
+        A channel name (``histogram``, ``mean``, ``hybrid-mean``, ``rr``, ``hadamard``, ``subset``) or ``"auto"``.
     options : mapping
         The channel's options: ``domain``, ``bins``, ``categories``, ``target`` (for ``auto``), ...
     weight : float
@@ -390,7 +390,7 @@ def _variance(stat: Statistic, epsilon: float, n: float, at: float | None = None
     if p is None:
         raise LdpDaskError(f"statistic {stat.label!r} uses the {ch.name!r} channel, whose estimate has no closed-form "
                            "variance: a plan splits its budget by predicted variances, so name a channel with one "
-                           "(histogram, mean, hybrid-mean, rr, hadamard, haar) or a target that chooses one")
+                           "(histogram, mean, hybrid-mean, rr, hadamard, subset, haar) or a target that chooses one")
     return (p.se / p.limit) ** 2, ch, p.what, p.se
 
 

@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from ldp_dask.audit import audit, audit_channel, miscalibrated, worst_pair
-from ldp_dask.channels import HadamardResponse, HybridMean, LaplaceHistogram, RandomizedResponse, SquareWave
+from ldp_dask.channels import (
+    HadamardResponse,
+    HybridMean,
+    LaplaceHistogram,
+    RandomizedResponse,
+    SquareWave,
+    SubsetSelection,
+)
 
 ALPHA = 1e-3
 CHANNELS = {
@@ -19,6 +26,7 @@ CHANNELS = {
     "rr-oue": lambda: RandomizedResponse(1.0, [1, 2, 3, 4], encoding="oue"),
     "rr-warner": lambda: RandomizedResponse(1.0, ["no", "yes"], encoding="warner"),
     "hadamard": lambda: HadamardResponse(1.0, ["a", "b", "c", "d", "e"]),
+    "subset": lambda: SubsetSelection(1.0, ["a", "b", "c", "d", "e", "f"], subset_size=2),
     "hybrid-mean": lambda: HybridMean(1.0, (0.0, 10.0)),
     "hybrid-mean-piecewise-continuous": lambda: HybridMean(1.0, (0.0, 10.0), "piecewise", "continuous"),
     "hybrid-mean-duchi": lambda: HybridMean(1.0, (-1.0, 1.0), "duchi"),

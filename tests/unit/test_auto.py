@@ -13,27 +13,42 @@ import pytest
 
 import ldp_dask
 from ldp_dask import LdpDaskError
-from ldp_dask.channels import HadamardResponse, HybridMean, RandomizedResponse, build_channel
+from ldp_dask.channels import HadamardResponse, HybridMean, RandomizedResponse, SubsetSelection, build_channel
 from ldp_dask.channels.auto import frequency_variances, mean_variances
 from ldp_dask.estimators import frequencies
 
 
-@pytest.mark.parametrize("eps, d, encoding", [(1.0, 4, "kary"), (1.0, 10, "kary"), (1.0, 11, "oue"),
-                                              (4.0, 165, "kary"), (4.0, 166, "oue"), (0.5, 6, "kary"),
-                                              (0.5, 7, "oue")])
+@pytest.mark.parametrize("eps, d, encoding", [(1.0, 2, "kary"), (1.0, 4, "kary"), (1.0, 300, "oue"),
+                                              (0.5, 500, "oue"), (4.0, 3000, "oue")])
 def test_categorical_choice_follows_the_variances(eps, d, encoding):
-    # k-ary wins below d = 3e^ε + 2 (Wang, Blocki, Li and Jha 2017): 10.2 at ε = 1, 165.8 at ε = 4, 6.9 at ε = 0.5
+    # where subset selection is not 1% better, k-ary wins below d = 3e^ε + 2 (Wang, Blocki, Li and Jha 2017)
     ch = build_channel("auto", eps, categories=list(range(d)))
     assert isinstance(ch, RandomizedResponse) and ch.encoding == encoding
     assert ch.choice["chosen"] == f"rr/{encoding}"
     pred = frequency_variances(eps, d)
     assert pred["hadamard"] >= pred["rr/oue"]  # (e^ε + 1)² − 4e^ε = (e^ε − 1)² ≥ 0
+    assert pred["subset"] * 1.01 >= min(pred["rr/kary"], pred["rr/oue"])
     assert (d < 3 * math.exp(eps) + 2) == (encoding == "kary")
+
+
+@pytest.mark.parametrize("eps, d, k", [(1.0, 10, 2), (0.5, 6, 2), (1.0, 32, 8), (4.0, 165, 2), (4.0, 1000, 18),
+                                       (6.0, 1024, 2)])
+def test_subset_selection_is_chosen_where_it_is_more_than_one_percent_better(eps, d, k):
+    # Ye and Barg's optimum is near k = d/(e^ε + 1); these are 1.03 to 1.33 times below the better of k-ary and OUE
+    ch = build_channel("auto", eps, categories=list(range(d)))
+    assert isinstance(ch, SubsetSelection) and ch.k == k and ch.choice["chosen"] == "subset"
+    pred = frequency_variances(eps, d)
+    assert pred["subset"] * 1.01 < min(pred["rr/kary"], pred["rr/oue"])
+    p, q = ch.report_probabilities
+    assert pred["subset"] == pytest.approx(q * (1 - q) / (p - q) ** 2, rel=1e-9)  # the channel it built
 
 
 def test_rows_mode_with_many_categories_uses_hadamard():
     ch = build_channel("auto", 1.0, categories=[f"c{i}" for i in range(100)], mode="rows")
     assert isinstance(ch, HadamardResponse) and ch.view_dim == 1
+    # at a large ε, subset selection's few members per row have a variance 100 times below Hadamard response's
+    big = build_channel("auto", 6.0, categories=list(range(1024)), mode="rows")
+    assert isinstance(big, SubsetSelection) and big.view_dim == big.k == 2
     small = build_channel("auto", 1.0, categories=list("abc"), mode="rows")
     assert isinstance(small, RandomizedResponse)
 
@@ -47,23 +62,23 @@ def test_mean_choice_is_the_hybrid():
 
 
 def test_predicted_variance_matches_the_measured_one():
-    # the chosen channel's measured n·Var θ̂ over 400 releases (d = 32, ε = 1 → OUE), averaged over the 32
+    # the chosen channel's measured n·Var θ̂ over 400 releases (d = 300, ε = 1 → OUE), averaged over 32 of the
     # categories, agrees with the exact variance at θ = 1/32: each sample variance has relative sd √(2/399) = 7.1%,
     # the mean of 32 nearly independent ones 1.25%; 4.5 sd = 5.6% (false failure < 1e-5)
-    ch = build_channel("auto", 1.0, categories=list(range(32)))
+    ch = build_channel("auto", 1.0, categories=list(range(300)))
     assert ch.choice["chosen"] == "rr/oue"
     rng = np.random.default_rng(1)
-    theta = np.full(32, 1 / 32)
+    theta = np.full(300, 1 / 300)
     n = 20_000
-    est = np.array([frequencies(ldp_dask.Summary(ch, n, ch.stats(rng.choice(32, n, p=theta), rng), {}))
-                    .raw for _ in range(400)])  # the unbiased estimate, whose variance the closed form is
+    est = np.array([frequencies(ldp_dask.Summary(ch, n, ch.stats(rng.choice(300, n, p=theta), rng), {}))
+                    .raw[:32] for _ in range(400)])  # the unbiased estimate, whose variance the closed form is
     measured = n * est.var(axis=0, ddof=1).mean()
     e = math.e
     q = 1 / (e + 1)
-    pi = q + (0.5 - q) / 32  # θ = 1/32 is not yet "rare": the exact variance at θ
+    pi = q + (0.5 - q) / 300  # θ = 1/300 is not quite "rare": the exact variance at θ
     exact = pi * (1 - pi) / (0.5 - q) ** 2
     assert abs(measured / exact - 1) < 4.5 * math.sqrt(2 / 399) / math.sqrt(32), (measured, exact)
-    assert exact == pytest.approx(frequency_variances(1.0, 32)["rr/oue"], rel=0.1)
+    assert exact == pytest.approx(frequency_variances(1.0, 300)["rr/oue"], rel=0.01)
 
 
 def test_cli_records_the_choice(tmp_path, capsys):
@@ -75,7 +90,7 @@ def test_cli_records_the_choice(tmp_path, capsys):
     out = tmp_path / "c.summary.parquet"
     cats = [f"k{i}" for i in range(20)]
     assert main(["privatize", str(tmp_path / "t.parquet"), "--column", "c", "--channel", "auto", "--categories",
-                 *cats, "--epsilon", "1", "--out", str(out), "--local", "--seed", "1", "--json"]) == 0
+                 *cats, *[f"z{i}" for i in range(280)], "--epsilon", "1", "--out", str(out), "--local", "--seed", "1", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["channel"] == "rr" and info["params"]["encoding"] == "oue"
     assert info["choice"]["chosen"] == "rr/oue"

@@ -15,7 +15,7 @@ from numba import njit
 
 __all__ = ["wavelet_accumulate", "fine_histogram", "grid_counts", "lattice_sum", "lookup_codes", "split_to_levels",
            "float_limbs", "joint_exp_transition",
-           "tag_and_bound", "bound_cells", "integer_ids"]
+           "tag_and_bound", "bound_cells", "integer_ids", "floyd_counts"]
 
 _ONE_MINUS = float(np.nextafter(1.0, 0.0))
 
@@ -525,3 +525,23 @@ def _canonical(pos: np.ndarray, rank: np.ndarray, person: np.ndarray, tbits: int
             pos[j + 1] = pos[j]
             j -= 1
         pos[j + 1] = p
+
+
+@njit(cache=True, nogil=True)
+def floyd_counts(picks: np.ndarray, universe: int, own: np.ndarray, counts: np.ndarray) -> None:
+    """Floyd's uniform subsets from their raw draws, counted: row r's draw ``picks[i, r]`` is uniform on
+    {0, …, universe − size + i} (size = picks.shape[0]) and is taken unless an earlier member holds it, when
+    universe − size + i is taken instead; each member m stands for the category m + (m ≥ own[r]) (the row's own
+    category skipped), counted in ``counts``. The same arithmetic as
+    :func:`ldp_dask.channels.subset.resolve_picks` followed by a bincount."""
+    size = picks.shape[0]
+    members = np.empty(size, dtype=np.int64)
+    for r in range(picks.shape[1]):
+        for i in range(size):
+            t = picks[i, r]
+            for m in range(i):
+                if members[m] == t:
+                    t = universe - size + i
+                    break
+            members[i] = t
+            counts[t + (1 if t >= own[r] else 0)] += 1

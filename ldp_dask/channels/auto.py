@@ -8,11 +8,11 @@ categories d, the domain), so the choice spends nothing and reveals nothing abou
   categories can be told apart (Wang, Blocki, Li and Jha 2017): k-ary randomized response (e^ε + d − 2)/(e^ε − 1)²,
   optimized unary encoding 4e^ε/(e^ε − 1)², subset selection at its best size k (Ye and Barg 2018;
   :func:`~ldp_dask.channels.subset.subset_variance`), Hadamard response (e^ε + 1)²/(e^ε − 1)². Subset selection is
-  the smallest of all, but draws O(k²) per row where the other two draw O(d) per partition, so it is chosen when it
-  is more than 1% below both (where its best k is small: large ε, or few categories). Hadamard response is exactly
+  the smallest of all, but draws O(k) integers a row where the other two draw O(d) per partition, so it is chosen
+  at k ≤ 16 when it is more than 1% below both (where its best k is small: large ε, or few categories). Hadamard response is exactly
   1 more than the optimized unary encoding ((e^ε + 1)² − 4e^ε = (e^ε − 1)²), so it is chosen only where a row's view
   must stay small: rows mode with many categories, where it writes one index per row instead of d bits — unless
-  subset selection, whose view is its k members, is smaller in variance with k ≤ 16.
+  subset selection, whose view is its k ≤ 16 members, is smaller in variance.
 * numeric columns, target ``mean``: the worst case over the value of the noise variance of one view, in units of
   the half-width of the domain: the Laplace mean 8/ε² against Piecewise, Duchi's and the Hybrid mechanism
   (:meth:`HybridMean.row_variance`).
@@ -47,16 +47,19 @@ TARGETS = ("frequencies", "distribution", "mean")
 ROWS_HADAMARD_CATEGORIES = 64
 #: subset selection is chosen over the O(d) encodings when its variance is below theirs by more than this factor
 SUBSET_GAIN = 1.01
-#: the largest subset a rows-mode release writes per row in place of Hadamard response's one index
-ROWS_SUBSET_SIZE = 16
+#: the largest subset auto chooses: a summary draws O(k) integers and k²/2 comparisons a row (4·10^6 rows/s a core
+#: at k = 16, benchmarks/huge_domains.py), and with k ≤ 16 the pick stays within 1.05 of the optimum over every
+#: d ≤ 2^16 and ε in [0.1, 10] (docs/channels.md); in rows mode, the most columns it writes in place of Hadamard
+#: response's one
+AUTO_SUBSET_SIZE = 16
 
 
 def frequency_variances(epsilon: float, d: int) -> dict[str, float]:
     """n·Var θ̂_c of a rare category for each frequency channel (k-ary, optimized unary, subset selection at its best
-    size, Hadamard)."""
+    size up to :data:`AUTO_SUBSET_SIZE`, Hadamard)."""
     e = math.exp(epsilon)
     return {"rr/kary": (e + d - 2) / (e - 1) ** 2, "rr/oue": 4 * e / (e - 1) ** 2,
-            "subset": subset_variance(epsilon, d, optimal_size(epsilon, d)),
+            "subset": subset_variance(epsilon, d, optimal_size(epsilon, d, AUTO_SUBSET_SIZE)),
             "hadamard": (e + 1) ** 2 / (e - 1) ** 2}
 
 
@@ -102,9 +105,9 @@ def choose_channel(epsilon: float, domain: Any = None, n: int | None = None, *, 
         cats = check_categories(categories)
         d = len(cats) + bool(other)
         pred = frequency_variances(epsilon, d)
-        size = optimal_size(epsilon, d)
+        size = optimal_size(epsilon, d, AUTO_SUBSET_SIZE)
         if mode == "rows" and d > ROWS_HADAMARD_CATEGORIES:
-            if size <= ROWS_SUBSET_SIZE and pred["subset"] < pred["hadamard"]:
+            if pred["subset"] < pred["hadamard"]:
                 best, why = "subset", (f"rows mode with {d} categories: {size} members per row instead of {d} bits, "
                                        f"at {pred['subset'] / min(pred.values()):.2f}× the smallest variance")
             else:

@@ -23,7 +23,8 @@ categories (``--channel auto`` compares the three; :func:`optimal_size`).
 Released statistic ``sum``: per category, the number of reports whose set holds it (length d). Summary mode draws
 it exactly in law from the exact category counts N: Binomial(N_c, p_in) rows of category c hold c, and each row's
 other members are a uniform subset of the d − 1 other categories, drawn by Floyd's algorithm for all rows at once
-(O(rows · k²) comparisons; k is at most :data:`MAX_SIZE`). Rows mode writes each row's k members (k columns).
+(O(k²) comparisons a row in numpy, O(k) draws and k²/2 comparisons in a fused kernel once a process has done
+enough of them; k is at most :data:`MAX_SIZE`). Rows mode writes each row's k members (k columns).
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from typing import Any
 import numpy as np
 
 from .._validation import LdpDaskError, check_epsilon
-from .base import Option, nudge
+from .base import Option, nudge, use_fused
 from .categorical import CATEGORIES_OPTION, OTHER_OPTION, CategoricalChannel
 
-__all__ = ["SubsetSelection", "subset_variance", "optimal_size", "MAX_SIZE", "uniform_subsets"]
+__all__ = ["SubsetSelection", "subset_variance", "optimal_size", "MAX_SIZE", "uniform_subsets", "floyd_picks",
+           "resolve_picks"]
 
 #: The largest subset size: a report costs O(k²) comparisons to draw, and past about 60 the optimized unary encoding
 #: is within 1% of subset selection's variance anyway.
@@ -55,30 +57,44 @@ def subset_variance(epsilon: float, d: int, k: int) -> float:
     return p_out * (1 - p_out) / (p_in - p_out) ** 2
 
 
-def optimal_size(epsilon: float, d: int) -> int:
-    """The subset size k ≤ min(d − 1, :data:`MAX_SIZE`) with the smallest rare-category variance.
+def optimal_size(epsilon: float, d: int, limit: int = MAX_SIZE) -> int:
+    """The subset size k ≤ min(d − 1, ``limit``) with the smallest rare-category variance.
 
     The variance is unimodal in k with its minimum near d/(e^ε + 1) (Ye and Barg 2018), so the sizes around that
     point are compared exactly."""
-    top = min(d - 1, MAX_SIZE)
+    top = min(d - 1, limit)
     guess = d / (math.exp(min(epsilon, 700.0)) + 1.0)
     lo, hi = max(1, math.floor(guess) - 2), max(1, min(top, math.ceil(guess) + 2))
     candidates = {1, top, *range(min(lo, top), hi + 1)}
     return min(sorted(candidates), key=lambda k: subset_variance(epsilon, d, k))
 
 
+def floyd_picks(count: int, universe: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """The raw draws of Floyd's algorithm for ``count`` rows, one step a row of the result (shape (size, count),
+    each step's draws contiguous): step i uniform on {0, …, universe − size + i}."""
+    out = np.empty((size, count), dtype=np.int64)
+    for i in range(size):
+        out[i] = rng.integers(0, universe - size + i + 1, size=count)
+    return out
+
+
+def resolve_picks(picks: np.ndarray, universe: int) -> np.ndarray:
+    """Floyd's subsets from :func:`floyd_picks`: at step i, the draw t is taken unless an earlier member holds it,
+    when j = universe − size + i is taken instead (in place); returns the members, shape (count, size)."""
+    size = picks.shape[0]
+    for i in range(1, size):
+        taken = (picks[:i] == picks[i]).any(axis=0)
+        picks[i, taken] = universe - size + i
+    return picks.T
+
+
 def uniform_subsets(count: int, universe: int, size: int, rng: np.random.Generator) -> np.ndarray:
     """``count`` independent uniform ``size``-subsets of {0, …, universe − 1}, one per row (shape (count, size)).
 
-    Floyd's algorithm for every row at once: for j = universe − size, …, universe − 1, draw t uniform on {0, …, j}
-    and take t, or j if t is already taken. Each step adds one new member, and every subset comes out with the same
-    probability 1/C(universe, size)."""
-    out = np.empty((count, size), dtype=np.int64)
-    for i, j in enumerate(range(universe - size, universe)):
-        t = rng.integers(0, j + 1, size=count)
-        taken = (out[:, :i] == t[:, None]).any(axis=1) if i else np.zeros(count, dtype=bool)
-        out[:, i] = np.where(taken, j, t)
-    return out
+    Floyd's algorithm (Bentley and Floyd 1987) for every row at once: for j = universe − size, …, universe − 1, draw
+    t uniform on {0, …, j} and take t, or j if t is already taken. Each step adds one new member, and every subset
+    comes out with the same probability 1/C(universe, size)."""
+    return resolve_picks(floyd_picks(count, universe, size, rng), universe)
 
 
 class SubsetSelection(CategoricalChannel):
@@ -172,10 +188,22 @@ class SubsetSelection(CategoricalChannel):
 
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         counts = np.asarray(exact["counts"], dtype=np.int64)
-        out = np.zeros(self.dim, dtype=np.int64)
-        codes = np.repeat(np.arange(self.dim), counts)
+        d, k = self.dim, self.k
+        out = np.zeros(d, dtype=np.int64)
+        codes = np.repeat(np.arange(d), counts)
         for start in range(0, len(codes), CHUNK):
-            out += np.bincount(self._sets(codes[start:start + CHUNK], rng).ravel(), minlength=self.dim)
+            x = codes[start:start + CHUNK]
+            own = rng.random(len(x)) < self.p_in
+            out += np.bincount(x[own], minlength=d)
+            for rows, size in ((x[own], k - 1), (x[~own], k)):
+                picks = floyd_picks(len(rows), d - 1, size, rng)
+                if use_fused(len(rows) * size * size):  # O(size²) a row in numpy's passes, O(size) in the kernel's
+                    from .._kernels import floyd_counts
+
+                    floyd_counts(picks, d - 1, rows, out)
+                else:
+                    members = resolve_picks(picks, d - 1)
+                    out += np.bincount((members + (members >= rows[:, None])).ravel(), minlength=d)
         return {"sum": out.astype(np.float64)}
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -143,10 +143,17 @@ class CategoricalChannel(Channel):
         return len(self.labels)
 
     # --- what the estimator reads ------------------------------------------------------------------------------
+    p_in: float
+    p_out: float
+
     @property
     def report_probabilities(self) -> tuple[float, float]:
         """(p_in, p_out): the probability that a row supports its own category, and another one."""
-        raise NotImplementedError
+        return self.p_in, self.p_out
+
+    def index_columns(self) -> dict[str, dict[str, list[Any]]]:
+        """The released ``sum`` holds one count per label (channels whose sums are indexed otherwise override it)."""
+        return {"sum": {"label": [str(c) for c in self.labels]}}
 
     def support_counts(self, sums: np.ndarray) -> np.ndarray:
         """T_c, the number of reports supporting each category, from the released ``sum`` statistic."""

@@ -106,6 +106,9 @@ class HadamardResponse(CategoricalChannel):
         """(P(report in C_c | c), P(report in C_c | another category)) = (s, 1/2)."""
         return self.inside, 0.5
 
+    def index_columns(self) -> dict[str, dict[str, list[Any]]]:
+        return {}  # the K report counts are indexed by Hadamard index, not by category
+
     def support_counts(self, sums: np.ndarray) -> np.ndarray:
         s = np.asarray(sums, dtype=np.float64)
         return (s.sum() + fwht(s)[1 : len(self.labels) + 1]) / 2.0

@@ -113,14 +113,6 @@ class RandomizedResponse(CategoricalChannel):
         return {"epsilon": self.epsilon, "categories": list(self.categories), "encoding": self.encoding,
                 "other": self.other}
 
-    def index_columns(self) -> dict[str, dict[str, list[Any]]]:
-        return {"sum": {"label": [str(c) for c in self.labels]}}
-
-    @property
-    def report_probabilities(self) -> tuple[float, float]:
-        """(P(report c | true c), P(report c | true ≠ c)) per category or bit."""
-        return self.p_in, self.p_out
-
     def log_likelihood(self, z: np.ndarray, code: int) -> np.ndarray:
         z = np.asarray(z) == 1
         p, q = self.p_in, self.p_out

@@ -149,14 +149,6 @@ class SubsetSelection(CategoricalChannel):
         return {"epsilon": self.epsilon, "categories": list(self.categories), "subset_size": self.k,
                 "other": self.other}
 
-    def index_columns(self) -> dict[str, dict[str, list[Any]]]:
-        return {"sum": {"label": [str(c) for c in self.labels]}}
-
-    @property
-    def report_probabilities(self) -> tuple[float, float]:
-        """(P(c in the set | true c), P(c in the set | true ≠ c))."""
-        return self.p_in, self.p_out
-
     @property
     def view_dim(self) -> int:
         return self.k

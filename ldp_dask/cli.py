@@ -229,7 +229,7 @@ def _estimator_options(a: argparse.Namespace) -> dict[str, Any]:
         opts["projection"] = "none"
     if a.simplex:
         opts["projection"] = "simplex"
-    opts.update({k: getattr(a, k) for k in ("threshold", "gamma") if getattr(a, k) is not None})
+    opts.update({k: getattr(a, k) for k in ("threshold", "gamma", "candidates") if getattr(a, k) is not None})
     return opts
 
 

@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "'unbiased')")
     e.add_argument("--threshold", choices=["hard", "soft", "none"], default=None,
                    help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
+    e.add_argument("--candidates", nargs="+", default=None, metavar="VALUE",
+                   help="sketch: the values whose frequencies to estimate")
     e.add_argument("--gamma", type=number, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
     _confidence_arg(e)
     _key_args(e)

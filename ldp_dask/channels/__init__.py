@@ -19,6 +19,7 @@ from .mean import LaplaceMean
 from .memo import MemoFrequencies, MemoHistogram, Memoized, MemoMean
 from .memo_hash import CappedFrequencies, CappedHistogram, CappedMean, memoized
 from .rr import ENCODINGS, RandomizedResponse
+from .sketch import CountMeanSketch
 from .square_wave import SquareWave
 from .subset import SubsetSelection
 from .wavelet import CALIBRATIONS, WaveletLaplace, linear_level, wavelet_levels
@@ -41,6 +42,7 @@ __all__ = [
     "RandomizedResponse",
     "HadamardResponse",
     "SubsetSelection",
+    "CountMeanSketch",
     "CategoricalChannel",
     "ENCODINGS",
     "haar_level",
@@ -86,6 +88,7 @@ CHANNELS: dict[str, type[Channel]] = {
     RandomizedResponse.name: RandomizedResponse,
     HadamardResponse.name: HadamardResponse,
     SubsetSelection.name: SubsetSelection,
+    CountMeanSketch.name: CountMeanSketch,
 }
 
 

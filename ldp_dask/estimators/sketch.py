@@ -1,0 +1,77 @@
+"""Frequencies of candidate values from a count-mean sketch (docs/estimators.md; the channel:
+:mod:`ldp_dask.channels.sketch`).
+
+For a candidate v and each group j of the sketch (n_j rows, counts T_j at bucket H_j(v)):
+
+    θ̂_j = (T_j/n_j − q)/(p − q),      f̂_j = (m·θ̂_j − 1)/(m − 1),      f̂ = Σ_j (n_j/n) f̂_j,
+
+unbiased over hash functions that behave as random (a collision has probability 1/m). The groups hold disjoint rows
+and independent hash functions, so the f̂_j are independent: the standard error is read from their spread,
+se² = h/(h − 1) · Σ_j (n_j/n)² (f̂_j − f̂)², which counts the privacy noise and the collisions alike, and the
+interval is Student's t on h − 1 degrees of freedom. Shown shares are possible ones: in [0, 1], and summing to at
+most 1 over the (distinct) candidates (projected onto that set when the clipped estimates would sum above 1); the
+interval is clipped to [0, 1] and holds the share shown; the unbiased estimate is kept as ``raw``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from .._validation import LdpDaskError, check_probability
+from ..channels.sketch import CountMeanSketch, value_hashes
+from ..outputs import summary_info
+from ..summary import Summary, read_summary
+from .frequencies import FrequencyEstimate
+from .histogram import project_simplex
+
+__all__ = ["sketch_frequencies", "group_estimates"]
+
+
+def group_estimates(summary: Summary, candidates: Any) -> np.ndarray:
+    """f̂_j of each candidate in each group: shape (candidates, h)."""
+    ch: CountMeanSketch = summary.channel  # type: ignore[assignment]
+    hashes = value_hashes(candidates, ch.salt)
+    h, m = ch.hashes, ch.width
+    groups = np.arange(h)
+    cells = groups[None, :] * m + ch.buckets(np.repeat(hashes, h), np.tile(groups, len(hashes))).reshape(-1, h)
+    counts = np.asarray(summary.sums["sum"], dtype=np.float64)[cells]
+    rows = np.asarray(summary.sums["rows"], dtype=np.float64)
+    p, q = ch.report_probabilities
+    theta = (counts / np.maximum(rows, 1.0) - q) / (p - q)
+    return (m * theta - 1.0) / (m - 1.0)
+
+
+def sketch_frequencies(summary: Summary | str, candidates: Any = None, level: float = 0.95) -> FrequencyEstimate:
+    """Frequencies of ``candidates`` (distinct strings or integers) in a count-mean sketch, with intervals
+    (module docstring)."""
+    s = read_summary(summary)
+    if not isinstance(s.channel, CountMeanSketch):
+        raise LdpDaskError(f"sketch_frequencies needs a summary of the 'sketch' channel; got {s.channel.name!r}.")
+    if candidates is None or isinstance(candidates, (str, bytes)) or not hasattr(candidates, "__len__"):
+        raise LdpDaskError("A sketch estimates the values you ask about: pass candidates=[...] (strings or "
+                           "integers), e.g. ldp_dask.estimate(summary, candidates=['a', 'b']).")
+    labels = list(candidates)
+    if not labels:
+        raise LdpDaskError("The 'candidates' parameter must not be empty.")
+    level = check_probability(level, "level")
+    f_j = group_estimates(s, labels)
+    if len({int(v) for v in value_hashes(labels, s.channel.salt)}) < len(labels):
+        raise LdpDaskError("The 'candidates' parameter has duplicates (values equal as text count as one).")
+    rows = np.asarray(s.sums["rows"], dtype=np.float64)
+    w = rows / rows.sum()
+    raw = f_j @ w
+    h = len(w)
+    se = np.sqrt(h / (h - 1) * ((f_j - raw[:, None]) ** 2 * w[None, :] ** 2).sum(axis=1))
+    half = float(student_t.ppf(0.5 + level / 2, h - 1)) * se
+    est = np.clip(raw, 0.0, 1.0)
+    if est.sum() > 1.0:  # shares of distinct values sum to at most 1
+        est = project_simplex(raw)
+    low = np.minimum(np.clip(raw - half, 0.0, 1.0), est)
+    high = np.maximum(np.clip(raw + half, 0.0, 1.0), est)
+    return FrequencyEstimate(labels=labels, frequencies=est, se=se, ci_low=low, ci_high=high, raw=raw,
+                             method="sketch", n=s.n, epsilon=s.channel.epsilon, level=level,
+                             info={**summary_info(s), "encoding": "sketch", "hashes": h,
+                                   "width": s.channel.width})

@@ -62,9 +62,8 @@ def _values(x: Any) -> pa.Array:
     if isinstance(x, pa.Array):
         arr = x
     else:
-        values = x if isinstance(x, list) else np.asarray(x)
         try:
-            arr = pa.array(values if not isinstance(values, np.ndarray) or values.dtype.kind in "iuUSO" else values)
+            arr = pa.array(x if isinstance(x, list) else np.asarray(x))
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             raise InputDataError("the column cannot be read as strings or integers") from None
     if arr.null_count:

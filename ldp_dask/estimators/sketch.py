@@ -57,6 +57,8 @@ def sketch_frequencies(summary: Summary | str, candidates: Any = None, level: fl
     if not labels:
         raise LdpDaskError("The 'candidates' parameter must not be empty.")
     level = check_probability(level, "level")
+    if s.n == 0:
+        raise LdpDaskError("The sketch holds no rows: no value has a frequency to estimate.")
     f_j = group_estimates(s, labels)
     if len({int(v) for v in value_hashes(labels, s.channel.salt)}) < len(labels):
         raise LdpDaskError("The 'candidates' parameter has duplicates (values equal as text count as one).")

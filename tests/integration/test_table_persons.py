@@ -19,6 +19,7 @@ import ldp_dask
 from ldp_dask.channels import MemoHistogram
 
 deltalake = pytest.importorskip("deltalake")
+pytestmark = pytest.mark.slow  # seconds of real tables and nights: in make test, not test-fast
 
 PERSONS, CELLS = 900, 10
 MEMO = MemoHistogram(1.0, CELLS, (0.0, 100.0))  # uncapped: ε per distinct report, charged person by person

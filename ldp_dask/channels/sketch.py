@@ -31,7 +31,6 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -78,6 +77,8 @@ def value_hashes(x: Any, salt: int) -> np.ndarray:
     """Each value's 64-bit hash (uint64): SipHash-2-4 of its text's UTF-8 bytes keyed by ``salt`` (an integer is
     hashed as its decimal text, so 42 and "42" are one value). The distinct values are found first (pyarrow's
     dictionary encoding) and each is hashed once."""
+    import pandas as pd  # on first use: `ldp-dask --help` builds this channel's options without pandas
+
     arr = _values(x)
     if not pa.types.is_dictionary(arr.type):
         arr = pc.dictionary_encode(arr)

@@ -251,6 +251,19 @@ def content_tag(base_key: bytes, digest: bytes) -> int:
     return int.from_bytes(hmac.new(base_key, b"tag:" + digest, hashlib.sha256).digest(), "big")
 
 
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on uint64 values: a bijection that spreads every input bit over the output (the
+    mixing step of the bucket, rank, pair and sketch hashes)."""
+    z = np.asarray(z, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * _MIX1
+        z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
 def generator(key: int) -> np.random.Generator:
     """A counter-based generator for a 128-bit key (numpy ``Philox``)."""
     return np.random.Generator(np.random.Philox(key=key))

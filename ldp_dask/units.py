@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from ._kernels import bound_cells, integer_ids, tag_and_bound
 from ._validation import InputDataError
+from .noise import mix64
 from .privacy import per_row_channel
 
 __all__ = ["UnitKeys", "unit_keys", "Cells", "plan_cells", "person_ids", "cells_of", "ranks",
@@ -60,7 +61,6 @@ KERNEL_MAX_K = 16
 #: The plan makes cells of about this many rows of the whole input, so that a cell's table of persons stays in the
 #: processor's cache on both sides of the shuffle.
 CELL_ROWS = 8192
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,7 @@ def unit_keys(secret_key: bytes, context: bytes) -> UnitKeys:
 
 def _mix(x: np.ndarray, key: int) -> np.ndarray:
     """A keyed 64-bit mixing bijection (SplitMix64's finalizer on x ⊕ key, twice)."""
-    z = np.asarray(x, dtype=np.uint64) ^ np.uint64(key)
-    with np.errstate(over="ignore"):
-        for _ in range(2):
-            z = (z ^ (z >> np.uint64(30))) * _M1
-            z = (z ^ (z >> np.uint64(27))) * _M2
-            z = z ^ (z >> np.uint64(31))
-    return z
+    return mix64(mix64(np.asarray(x, dtype=np.uint64) ^ np.uint64(key)))
 
 
 #: The id of a row whose unit is null, when such rows are dropped (``unit_nulls="drop"``): it belongs to no person,

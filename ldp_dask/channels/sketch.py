@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._validation import InputDataError, LdpDaskError, check_epsilon
+from ..noise import mix64
 from .base import Channel, Option, nudge
 
 __all__ = ["CountMeanSketch", "value_hashes", "DEFAULT_SALT"]
@@ -42,16 +43,7 @@ __all__ = ["CountMeanSketch", "value_hashes", "DEFAULT_SALT"]
 #: The public salt of the hash functions unless one is given (any value works; the estimate needs the same one).
 DEFAULT_SALT = 0x5EED_C0DE_2026
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _MAX_CELLS = 1 << 24
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer on uint64 values (a bijection that spreads every input bit over the output)."""
-    with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
 
 
 def _values(x: Any) -> pa.Array:
@@ -157,7 +149,7 @@ class CountMeanSketch(Channel):
     def buckets(self, hashes: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """H_j(v) for values of 64-bit hashes ``hashes`` in groups ``groups``: the top 32 bits of a keyed mix,
         scaled to {0, …, m − 1} (multiply-shift: uniform for any m)."""
-        z = _mix(np.asarray(hashes, dtype=np.uint64) ^ self._offsets[np.asarray(groups, dtype=np.int64)])
+        z = mix64(np.asarray(hashes, dtype=np.uint64) ^ self._offsets[np.asarray(groups, dtype=np.int64)])
         return ((z >> np.uint64(32)) * np.uint64(self.width) >> np.uint64(32)).astype(np.int64)
 
     # --- data ------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ..noise import mix64
 from .store import ACTIVE, Tx
 
 __all__ = ["MemoUpdate", "MemoState", "merge", "spend_of", "spend_quantiles", "settle_memos", "settle_series",
@@ -93,16 +94,9 @@ class MemoState:
             return cls(z["pairs"], z["persons"], z["reports"], z["nights"])
 
 
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
 def _pair_hash(pairs: np.ndarray) -> np.ndarray:
     """One 64-bit mix of each (person, report) pair: sorting by it is one key, not two."""
-    z: np.ndarray = pairs[:, 0] ^ ((pairs[:, 1] << np.uint64(17)) | (pairs[:, 1] >> np.uint64(47)))
-    with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
+    return mix64(pairs[:, 0] ^ ((pairs[:, 1] << np.uint64(17)) | (pairs[:, 1] >> np.uint64(47))))
 
 
 def _unique_rows(pairs: np.ndarray) -> np.ndarray:

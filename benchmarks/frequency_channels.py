@@ -1,4 +1,5 @@
-"""Frequencies over many categories: k-ary RR, optimized unary encoding and Hadamard response, beside pure-ldp and
+"""Frequencies over many categories: k-ary RR, optimized unary encoding, subset selection (at the size ``auto`` would
+take) and Hadamard response, beside pure-ldp and
 multi-freq-ldpy on the same data, and summary-mode throughput.
 
 Run: ``python benchmarks/frequency_channels.py`` (``--quick`` for a smoke run; needs the ``bench`` extra).
@@ -29,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_section  # noqa: E402
 
 import ldp_dask  # noqa: E402
-from ldp_dask.channels import HadamardResponse, RandomizedResponse, build_channel  # noqa: E402
+from ldp_dask.channels import HadamardResponse, RandomizedResponse, SubsetSelection, build_channel  # noqa: E402
+from ldp_dask.channels.auto import AUTO_SUBSET_SIZE  # noqa: E402
+from ldp_dask.channels.subset import optimal_size  # noqa: E402
 from ldp_dask.estimators import frequencies  # noqa: E402
 from ldp_dask.summary import Summary  # noqa: E402
 
@@ -45,6 +48,7 @@ def zipf(d: int) -> np.ndarray:
 def channels(eps: float, d: int) -> dict[str, object]:
     cats = list(range(d))
     return {"rr kary": RandomizedResponse(eps, cats), "rr oue": RandomizedResponse(eps, cats, encoding="oue"),
+            "subset": SubsetSelection(eps, cats, subset_size=optimal_size(eps, d, AUTO_SUBSET_SIZE)),
             "hadamard": HadamardResponse(eps, cats)}
 
 
@@ -100,7 +104,7 @@ def main() -> None:
                 errs = []
                 for _ in range(R):
                     counts = np.bincount(rng.choice(d, n, p=theta), minlength=d)
-                    f = frequencies(Summary(ch, n, ch.add_noise({"counts": counts}, n, rng), {})).frequencies
+                    f = frequencies(Summary(ch, n, ch.add_noise({"counts": counts}, n, rng), {})).raw  # the unbiased estimate
                     errs.append(np.sum((f - theta) ** 2))
                 th = theory(ch, theta, n)
                 mark = " (auto)" if name == auto else ""
@@ -114,7 +118,7 @@ def main() -> None:
                     per.setdefault(lib, []).append(float(np.sum((lib_estimate(lib, x, d, eps) - theta) ** 2)))
                 counts = np.bincount(x, minlength=d)
                 for name, ch in chs.items():
-                    f = frequencies(Summary(ch, n_lib, ch.add_noise({"counts": counts}, n_lib, rng), {})).frequencies
+                    f = frequencies(Summary(ch, n_lib, ch.add_noise({"counts": counts}, n_lib, rng), {})).raw
                     per.setdefault(f"ldp_dask {name}", []).append(float(np.sum((f - theta) ** 2)))
             for name, e in per.items():
                 ref = chs[LIBS.get(name, name.replace("ldp_dask ", ""))]
@@ -145,7 +149,8 @@ def main() -> None:
                 ratio = "–" if nm.startswith("ldp_dask") else f"{min(same) / r:,.0f}×"
                 thr_rows.append(f"| {d:,} | {nm} | {r:,.0f} | {ratio} |")
     body = "\n".join([
-        "## Frequencies over many categories: k-ary, optimized unary, Hadamard (`benchmarks/frequency_channels.py`)",
+        "## Frequencies over many categories: k-ary, optimized unary, subset selection, Hadamard "
+        "(`benchmarks/frequency_channels.py`)",
         "",
         f"Machine: {machine()}. Zipf(1.1) over d categories; {R} data sets of n = {n:,} per cell (summary mode). "
         f"Run time {time.perf_counter() - t0:.0f} s. MSE = E‖θ̂ − θ‖² of the unbiased estimate; theory = "

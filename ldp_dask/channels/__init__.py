@@ -13,6 +13,7 @@ from .group_histogram import GroupHistogram
 from .group_mean import GroupMean
 from .haar import ADAPTIVE_SPAN, HaarAdaptive, HaarLaplace, adaptive_levels, haar_level
 from .hadamard import HadamardResponse
+from .heavy_hitters import HeavyHitters
 from .histogram import LaplaceHistogram, default_bins
 from .hybrid import HybridMean
 from .mean import LaplaceMean
@@ -43,6 +44,7 @@ __all__ = [
     "HadamardResponse",
     "SubsetSelection",
     "CountMeanSketch",
+    "HeavyHitters",
     "CategoricalChannel",
     "ENCODINGS",
     "haar_level",
@@ -89,6 +91,7 @@ CHANNELS: dict[str, type[Channel]] = {
     HadamardResponse.name: HadamardResponse,
     SubsetSelection.name: SubsetSelection,
     CountMeanSketch.name: CountMeanSketch,
+    HeavyHitters.name: HeavyHitters,
 }
 
 

@@ -105,7 +105,7 @@ class CountMeanSketch(Channel):
 
     name = "sketch"
     value_kind: ClassVar[str] = "categorical"
-    options = (Option("width", "m, the buckets of each hash function", type=int, default=1024),
+    options: ClassVar[tuple[Option, ...]] = (Option("width", "m, the buckets of each hash function", type=int, default=1024),
                Option("hashes", "h, the hash functions (rows dealt to them in turn)", type=int, default=32),
                Option("salt", "the public salt of the hash functions", type=int, default=DEFAULT_SALT))
 
@@ -121,12 +121,17 @@ class CountMeanSketch(Channel):
         if isinstance(salt, bool) or not isinstance(salt, (int, np.integer)):
             raise LdpDaskError(f"The 'salt' parameter must be an integer. Got {salt!r} instead.")
         self.width, self.hashes, self.salt = int(width), int(hashes), int(salt)
-        self.dim = self.width * self.hashes
+        self._set_groups(self.hashes)
         e = math.exp(self.epsilon)
         self.p_in = 0.5
         self.p_out = nudge(1.0 / (e + 1.0), lambda q: math.log((1 - q) / q), self.epsilon, toward=1.0)
+
+    def _set_groups(self, groups: int) -> None:
+        """The rows are dealt to ``groups`` groups in turn, each with its own hash function (a keyed offset)."""
+        self.groups = int(groups)
+        self.dim = self.width * self.groups
         self._offsets = (np.uint64(self.salt & 0xFFFFFFFFFFFFFFFF)
-                         + _GOLDEN * np.arange(1, self.hashes + 1, dtype=np.uint64))
+                         + _GOLDEN * np.arange(1, self.groups + 1, dtype=np.uint64))
 
     @classmethod
     def build(cls, epsilon: float, domain: Any = None, n: int | None = None, **options: Any) -> Channel:
@@ -162,13 +167,17 @@ class CountMeanSketch(Channel):
         return True
 
     def _groups(self, n: int) -> np.ndarray:
-        return np.arange(n, dtype=np.int64) % self.hashes
+        return np.arange(n, dtype=np.int64) % self.groups
+
+    def _row_buckets(self, x: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """The bucket each prepared row reports in its group (here: of its value's hash)."""
+        return self.buckets(x, groups)
 
     def exact_stats(self, x: np.ndarray) -> dict[str, np.ndarray]:
         groups = self._groups(len(x))
-        cells = groups * self.width + self.buckets(x, groups)
+        cells = groups * self.width + self._row_buckets(x, groups)
         return {"counts": np.bincount(cells, minlength=self.dim).astype(np.int64),
-                "rows": np.bincount(groups, minlength=self.hashes).astype(np.int64)}
+                "rows": np.bincount(groups, minlength=self.groups).astype(np.int64)}
 
     def add_noise(self, exact: dict[str, np.ndarray], m: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         counts = np.asarray(exact["counts"], dtype=np.int64)
@@ -186,7 +195,7 @@ class CountMeanSketch(Channel):
         n = len(x)
         groups = self._groups(n)
         own = np.zeros((n, self.width), dtype=bool)
-        own[np.arange(n), self.buckets(x, groups)] = True
+        own[np.arange(n), self._row_buckets(x, groups)] = True
         u = rng.random((n, self.width))
         bits = np.where(own, u < self.p_in, u >= 1.0 - self.p_out)
         return np.column_stack([groups.astype(np.float64), bits.astype(np.float64)])
@@ -194,17 +203,22 @@ class CountMeanSketch(Channel):
     def row_sums(self, z: np.ndarray) -> dict[str, np.ndarray]:
         z = np.asarray(z, dtype=np.float64)
         groups = z[:, 0].astype(np.int64)
-        sums = np.zeros((self.hashes, self.width))
+        sums = np.zeros((self.groups, self.width))
         np.add.at(sums, groups, z[:, 1:])
-        return {"sum": sums.ravel(), "rows": np.bincount(groups, minlength=self.hashes).astype(np.float64)}
+        return {"sum": sums.ravel(), "rows": np.bincount(groups, minlength=self.groups).astype(np.float64)}
 
-    def log_likelihood(self, z: np.ndarray, hashed: int) -> np.ndarray:
-        """log P(view | a value of 64-bit hash ``hashed``) of each row view ``z`` (the privacy audit's statistic)."""
+    def _repeat(self, value: Any, n: int) -> np.ndarray:
+        """One prepared value (here: a 64-bit hash) as ``n`` prepared rows."""
+        return np.full(n, value, dtype=np.uint64)
+
+    def log_likelihood(self, z: np.ndarray, hashed: Any) -> np.ndarray:
+        """log P(view | a row of prepared value ``hashed``, here a value's 64-bit hash) of each row view ``z`` (the
+        privacy audit's statistic)."""
         z = np.asarray(z)
         groups = z[:, 0].astype(np.int64)
         bits = z[:, 1:] == 1
         p, q = self.p_in, self.p_out
-        own = self.buckets(np.full(len(z), hashed, dtype=np.uint64), groups)
+        own = self._row_buckets(self._repeat(hashed, len(z)), groups)
         base = np.where(bits, math.log(q), math.log1p(-q)).sum(axis=1)
         hit = bits[np.arange(len(z)), own]
         return base + np.where(hit, math.log(p / q), math.log((1 - p) / (1 - q)))

@@ -229,7 +229,8 @@ def _estimator_options(a: argparse.Namespace) -> dict[str, Any]:
         opts["projection"] = "none"
     if a.simplex:
         opts["projection"] = "simplex"
-    opts.update({k: getattr(a, k) for k in ("threshold", "gamma", "candidates") if getattr(a, k) is not None})
+    opts.update({k: getattr(a, k) for k in ("threshold", "gamma", "candidates", "top", "beam",
+                                                     "miss_share") if getattr(a, k) is not None})
     return opts
 
 

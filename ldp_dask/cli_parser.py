@@ -124,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wavelet: hard (the paper's, default), soft, or none (linear estimator)")
     e.add_argument("--candidates", nargs="+", default=None, metavar="VALUE",
                    help="sketch: the values whose frequencies to estimate")
+    e.add_argument("--top", type=int, default=None, metavar="K", help="heavy-hitters: the values listed (default 10)")
+    e.add_argument("--beam", type=int, default=None,
+                   help="heavy-hitters: the candidates kept at each prefix level (default max(32, 4K))")
+    e.add_argument("--miss-share", type=number, default=None, metavar="SHARE",
+                   help="heavy-hitters: state the chance that a value of at least this share is missed")
     e.add_argument("--gamma", type=number, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
     _confidence_arg(e)
     _key_args(e)

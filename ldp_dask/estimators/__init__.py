@@ -11,6 +11,7 @@ from ..channels import Channel
 from ..summary import Summary, read_summary
 from .frequencies import FrequencyEstimate, frequencies
 from .groups import GroupMeansEstimate, GroupSharesEstimate, group_means, group_shares
+from .heavy_hitters import HeavyHittersEstimate, heavy_hitters
 from .histogram import histogram_density, project_simplex
 from .local_quantiles import QuantileEstimate, local_quantiles
 from .mean import mean
@@ -20,7 +21,7 @@ from .square_wave import square_wave_cdf_bounds, square_wave_density
 from .wavelet import DEFAULT_GAMMA, THRESHOLDS, pooled_split, wavelet_density, wavelet_thresholds
 
 __all__ = [
-    "sketch_frequencies",
+    "sketch_frequencies", "heavy_hitters", "HeavyHittersEstimate",
     "estimate", "histogram_density", "wavelet_density", "wavelet_thresholds", "pooled_split", "mean", "project_simplex",
     "DensityEstimate", "MeanEstimate", "DEFAULT_GAMMA", "THRESHOLDS", "frequencies", "FrequencyEstimate",
     "local_quantiles", "QuantileEstimate", "estimator_for", "ESTIMATORS", "square_wave_density",
@@ -34,7 +35,8 @@ __all__ = [
 ESTIMATORS: dict[str, Callable[..., Any]] = {
     "histogram": histogram_density, "haar": histogram_density, "wavelet": wavelet_density, "wavelet-split": wavelet_density, "mean": mean,
     "hybrid-mean": mean, "square-wave": square_wave_density,
-    "rr": frequencies, "hadamard": frequencies, "subset": frequencies, "sketch": sketch_frequencies, "group-mean": group_means,
+    "rr": frequencies, "hadamard": frequencies, "subset": frequencies, "sketch": sketch_frequencies,
+    "heavy-hitters": heavy_hitters, "group-mean": group_means,
     "group-histogram": group_shares, "memo-histogram": frequencies, "memo-rr": frequencies,
     "capped-histogram": frequencies, "capped-rr": frequencies, "memo-mean": mean, "capped-mean": mean,
 }
@@ -76,4 +78,4 @@ def estimate(summary: Summary | str, **kwargs: Any) -> DensityEstimate | MeanEst
 def _target(channel: Channel) -> str:
     """What a channel's natural estimate is: ``"mean"``, ``"frequencies"`` or ``"density"``."""
     fn = estimator_for(channel)
-    return "mean" if fn is mean else "frequencies" if fn in (frequencies, sketch_frequencies) else "density"
+    return "mean" if fn is mean else "frequencies" if fn in (frequencies, sketch_frequencies, heavy_hitters) else "density"

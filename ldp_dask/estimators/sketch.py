@@ -27,20 +27,24 @@ from ..summary import Summary, read_summary
 from .frequencies import FrequencyEstimate
 from .histogram import project_simplex
 
-__all__ = ["sketch_frequencies", "group_estimates"]
+__all__ = ["sketch_frequencies", "group_estimates", "item_estimates", "spread_intervals"]
 
 
 def group_estimates(summary: Summary, candidates: Any) -> np.ndarray:
     """f̂_j of each candidate in each group: shape (candidates, h)."""
     ch: CountMeanSketch = summary.channel  # type: ignore[assignment]
-    hashes = value_hashes(candidates, ch.salt)
-    h, m = ch.hashes, ch.width
-    groups = np.arange(h)
-    cells = groups[None, :] * m + ch.buckets(np.repeat(hashes, h), np.tile(groups, len(hashes))).reshape(-1, h)
+    return item_estimates(summary, value_hashes(candidates, ch.salt), np.arange(ch.groups))
+
+
+def item_estimates(summary: Summary, hashes: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """f̂_j of the items of 64-bit hashes ``hashes`` in each of ``groups``: shape (items, groups)."""
+    ch: CountMeanSketch = summary.channel  # type: ignore[assignment]
+    m, k = ch.width, len(groups)
+    cells = groups[None, :] * m + ch.buckets(np.repeat(hashes, k), np.tile(groups, len(hashes))).reshape(-1, k)
     counts = np.asarray(summary.sums["sum"], dtype=np.float64)[cells]
-    rows = np.asarray(summary.sums["rows"], dtype=np.float64)
+    rows = np.asarray(summary.sums["rows"], dtype=np.float64)[groups]
     p, q = ch.report_probabilities
-    theta = (counts / np.maximum(rows, 1.0) - q) / (p - q)
+    theta = (counts / np.maximum(rows, 1.0)[None, :] - q) / (p - q)
     return (m * theta - 1.0) / (m - 1.0)
 
 
@@ -62,7 +66,18 @@ def sketch_frequencies(summary: Summary | str, candidates: Any = None, level: fl
     f_j = group_estimates(s, labels)
     if len({int(v) for v in value_hashes(labels, s.channel.salt)}) < len(labels):
         raise LdpDaskError("The 'candidates' parameter has duplicates (values equal as text count as one).")
-    rows = np.asarray(s.sums["rows"], dtype=np.float64)
+    raw, se, est, low, high = spread_intervals(f_j, np.asarray(s.sums["rows"], dtype=np.float64), level)
+    return FrequencyEstimate(labels=labels, frequencies=est, se=se, ci_low=low, ci_high=high, raw=raw,
+                             method="sketch", n=s.n, epsilon=s.channel.epsilon, level=level,
+                             info={**summary_info(s), "encoding": "sketch", "hashes": len(f_j[0]),
+                                   "width": s.channel.width})
+
+
+def spread_intervals(f_j: np.ndarray, rows: np.ndarray, level: float) -> tuple[np.ndarray, ...]:
+    """From group estimates ``f_j`` (candidates × groups) over groups of ``rows`` rows: the unbiased estimate
+    (row-weighted mean), its standard error from the groups' spread, the shown shares (clipped to [0, 1],
+    projected onto the simplex when they would sum above 1) and the Student t interval (h − 1 degrees of
+    freedom) clipped to [0, 1] and holding the shown share."""
     w = rows / rows.sum()
     raw = f_j @ w
     h = len(w)
@@ -73,7 +88,4 @@ def sketch_frequencies(summary: Summary | str, candidates: Any = None, level: fl
         est = project_simplex(raw)
     low = np.minimum(np.clip(raw - half, 0.0, 1.0), est)
     high = np.maximum(np.clip(raw + half, 0.0, 1.0), est)
-    return FrequencyEstimate(labels=labels, frequencies=est, se=se, ci_low=low, ci_high=high, raw=raw,
-                             method="sketch", n=s.n, epsilon=s.channel.epsilon, level=level,
-                             info={**summary_info(s), "encoding": "sketch", "hashes": h,
-                                   "width": s.channel.width})
+    return raw, se, est, low, high

@@ -14,7 +14,7 @@ from ldp_dask.estimators import ESTIMATORS, estimate, estimator_for, has_local_q
 
 def _summary(name: str) -> ldp_dask.Summary:
     rng = np.random.default_rng(3)
-    if name == "sketch":  # no category list: any value
+    if name in ("sketch", "heavy-hitters"):  # no category list: any value
         return ldp_dask.privatize(np.array(["a", "b", "c"] * 700, dtype=object), channel=build_channel(name, 1.0),
                                   seed=1)
     if CHANNELS[name].value_kind == "categorical":

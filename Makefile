@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/frequencies.py
 	$(PY) benchmarks/frequency_channels.py
 	$(PY) benchmarks/huge_domains.py
+	$(PY) benchmarks/heavy_hitters.py
 	$(PY) benchmarks/distributions.py
 	$(PY) benchmarks/means.py
 	$(PY) benchmarks/local_vs_central.py

@@ -50,11 +50,11 @@ def item_hashes(x: np.ndarray, cut: np.ndarray, complete: np.ndarray, salt: np.u
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _row_hash(row: np.ndarray, group: int, per_level: int, levels: int, salt: np.uint64) -> np.uint64:
-    """A row's item at its group's level: its first level + 1 bytes, complete when the value has no more."""
-    lev = min(group // per_level, levels - 1)
+def _row_hash(row: np.ndarray, group: int, per_level: int, levels: int, start: int, salt: np.uint64) -> np.uint64:
+    """A row's item at its group's level: its first level + start bytes, complete when the value has no more."""
+    cut = min(group // per_level, levels - 1) + start
     n = int(row[0])
-    return _item_hash(row, min(n, lev + 1), 1 if n <= lev + 1 else 0, salt)
+    return _item_hash(row, min(n, cut), 1 if n <= cut else 0, salt)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -71,21 +71,21 @@ def item_buckets(hashes: np.ndarray, groups: np.ndarray, keys: np.ndarray, width
 
 
 @njit(cache=True, nogil=True)
-def prefix_counts(x: np.ndarray, n_groups: int, per_level: int, levels: int, salt: np.uint64, keys: np.ndarray,
-                  width: int, counts: np.ndarray, rows: np.ndarray) -> None:
+def prefix_counts(x: np.ndarray, n_groups: int, per_level: int, levels: int, start: int, salt: np.uint64,
+                  keys: np.ndarray, width: int, counts: np.ndarray, rows: np.ndarray) -> None:
     """The exact statistics of a block in one pass: row i in group i mod ``n_groups`` adds 1 to the cell of its
     item's bucket (``counts``, group-major) and to its group's rows."""
     for i in range(x.shape[0]):
         g = i % n_groups
-        b = _bucket(_row_hash(x[i], g, per_level, levels, salt), keys[g], width)
+        b = _bucket(_row_hash(x[i], g, per_level, levels, start, salt), keys[g], width)
         counts[g * width + b] += 1
         rows[g] += 1
 
 
 @njit(cache=True, nogil=True)
-def row_item_hashes(x: np.ndarray, groups: np.ndarray, per_level: int, levels: int, salt: np.uint64,
+def row_item_hashes(x: np.ndarray, groups: np.ndarray, per_level: int, levels: int, start: int, salt: np.uint64,
                     out: np.ndarray) -> None:
     """``out[i]``: the hash of row i's item at the level of its group (``min(group // per_level, levels − 1)``):
-    its first level + 1 bytes, complete when the value has no more."""
+    its first level + start bytes, complete when the value has no more."""
     for i in range(x.shape[0]):
-        out[i] = _row_hash(x[i], groups[i], per_level, levels, salt)
+        out[i] = _row_hash(x[i], groups[i], per_level, levels, start, salt)

@@ -230,7 +230,7 @@ def _estimator_options(a: argparse.Namespace) -> dict[str, Any]:
     if a.simplex:
         opts["projection"] = "simplex"
     opts.update({k: getattr(a, k) for k in ("threshold", "gamma", "candidates", "top", "beam",
-                                                     "miss_share") if getattr(a, k) is not None})
+                                                     "miss_share", "alphabet") if getattr(a, k) is not None})
     return opts
 
 

@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="heavy-hitters: the candidates kept at each prefix level (default max(32, 4K))")
     e.add_argument("--miss-share", type=number, default=None, metavar="SHARE",
                    help="heavy-hitters: state the chance that a value of at least this share is missed")
+    e.add_argument("--alphabet", default=None,
+                   help="heavy-hitters: the characters the values are made of, when public (the search extends "
+                        "prefixes by these only: rarer values are found)")
     e.add_argument("--gamma", type=number, default=None, help="wavelet: threshold constant γ (default 4, chosen in benchmarks/wavelet_rates.py)")
     _confidence_arg(e)
     _key_args(e)

@@ -1,11 +1,12 @@
 """Heavy hitters of a column whose values nobody listed: count-mean sketches of the values' prefixes, one per
 level, in one pass (prefix extension in the family of Bassily, Nissim, Stemmer and Thakurta 2017 and Wang, Li,
-Lin and Jha 2019's PEM; docs/channels.md).
+Jha 2021's PEM; docs/channels.md).
 
-A value is the UTF-8 bytes of its text (an integer: its decimal text). Level ℓ = 0..L − 1 sees the *item*
-(first min(len, ℓ + 1) bytes, complete = len ≤ ℓ + 1): a value of k ≤ L bytes is the same complete item at every
-level ℓ ≥ k − 1, and a longer value is, at the last level, the proper prefix of its first L bytes. The rows of a
-block are dealt in turn to G = L·h + h_E groups (row i to group i mod G: positions, never values): group g < L·h
+A value is the UTF-8 bytes of its text (an integer: its decimal text). With B = ``max_bytes`` and s = min(2, B)
+bytes at the first level, level ℓ = 0..L − 1 (L = B − s + 1) sees the *item* (first min(len, ℓ + s) bytes,
+complete = len ≤ ℓ + s): a value of k ≤ B bytes is the same complete item at every level from k − s on, and a
+longer value is, at the last level, the proper prefix of its first B bytes. The rows of a block are dealt in turn
+to G = L·h + h_E groups (row i to group i mod G: positions, never values): group g < L·h
 sketches level ⌊g/h⌋ with its own hash function, and the h_E groups after them (the *estimate* groups, a share
 ``estimate_share`` of the rows) sketch the last level's item. A row reports the m bits of the optimized unary
 encoding of its item's bucket in its group, exactly as the count-mean sketch
@@ -33,8 +34,10 @@ from .sketch import DEFAULT_SALT, CountMeanSketch, _values
 
 __all__ = ["HeavyHitters", "prefix_bytes", "MAX_LEVELS"]
 
-#: The longest prefix found: values of more bytes are found as their first ``levels`` bytes (marked truncated).
+#: The longest prefix found: values of more bytes are found as their first ``max_bytes`` bytes (marked truncated).
 MAX_LEVELS = 128
+#: The bytes of the first level's items (all 2^16 two-byte prefixes are scored there; each later level adds one).
+START_BYTES = 2
 
 
 def prefix_bytes(x: Any, width: int) -> np.ndarray:
@@ -64,8 +67,8 @@ class HeavyHitters(CountMeanSketch):
     epsilon : float
         Privacy parameter α > 0 per row.
     max_bytes : int
-        L, the prefix levels (1 ≤ L ≤ 128): values are found up to L bytes; a longer value is found as its first
-        L bytes, marked truncated.
+        B (1 ≤ B ≤ 128): values are found up to B bytes, by B − 1 prefix levels (the first sees two bytes); a
+        longer value is found as its first B bytes, marked truncated.
     width : int
         m, the buckets of each hash function.
     level_hashes : int
@@ -87,13 +90,14 @@ class HeavyHitters(CountMeanSketch):
 
     name = "heavy-hitters"
     value_kind: ClassVar[str] = "categorical"
-    options: ClassVar[tuple[Option, ...]] = (Option("max_bytes", "L, the prefix levels: values are found up to L bytes of UTF-8", type=int,
-                      default=16),
-               Option("width", "m, the buckets of each hash function", type=int, default=1024),
-               Option("level_hashes", "h, the groups (hash functions) of each prefix level", type=int, default=8),
-               Option("estimate_share", "the share of rows that estimate the found values' frequencies", type=float,
-                      default=0.25),
-               Option("salt", "the public salt of the hash functions", type=int, default=DEFAULT_SALT))
+    options: ClassVar[tuple[Option, ...]] = (
+        Option("max_bytes", "values are found up to this many bytes of UTF-8 (a prefix level a byte, after two)",
+               type=int, default=16),
+        Option("width", "m, the buckets of each hash function", type=int, default=1024),
+        Option("level_hashes", "h, the groups (hash functions) of each prefix level", type=int, default=8),
+        Option("estimate_share", "the share of rows that estimate the found values' frequencies", type=float,
+               default=0.25),
+        Option("salt", "the public salt of the hash functions", type=int, default=DEFAULT_SALT))
 
     def __init__(self, epsilon: float, max_bytes: int = 16, width: int = 1024, level_hashes: int = 8,
                  estimate_share: float = 0.25, salt: int = DEFAULT_SALT) -> None:
@@ -112,7 +116,10 @@ class HeavyHitters(CountMeanSketch):
             raise LdpDaskError(f"The 'estimate_share' parameter must be a number strictly between 0 and 1. Got "
                                f"{estimate_share!r} instead.")
         super().__init__(epsilon, width=width, hashes=hashes, salt=salt)
-        self.levels, self.estimate_share = int(levels), share
+        self.max_bytes, self.estimate_share = int(levels), share
+        #: the first level sees this many bytes (PEM's starting fragment); each later level one more
+        self.start = min(START_BYTES, self.max_bytes)
+        self.levels = self.max_bytes - self.start + 1
         #: groups of the estimate: the share of all G groups nearest ``estimate_share`` (at least 2)
         self.estimate_groups = max(2, round(share / (1.0 - share) * self.levels * self.hashes))
         groups = self.levels * self.hashes + self.estimate_groups
@@ -129,7 +136,7 @@ class HeavyHitters(CountMeanSketch):
         return cls(epsilon=epsilon, **{k: v for k, v in options.items() if k != "categories"})
 
     def params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "max_bytes": self.levels, "width": self.width, "level_hashes": self.hashes,
+        return {"epsilon": self.epsilon, "max_bytes": self.max_bytes, "width": self.width, "level_hashes": self.hashes,
                 "estimate_share": self.estimate_share, "salt": self.salt}
 
     def level_groups(self, level: int) -> np.ndarray:
@@ -143,7 +150,7 @@ class HeavyHitters(CountMeanSketch):
     # --- data ------------------------------------------------------------------------------------------------
     def prepare(self, x: Any, clip: bool = False) -> tuple[np.ndarray, int]:
         """Each value's first L bytes and its length (:func:`prefix_bytes`); nothing else of it is kept."""
-        return prefix_bytes(x, self.levels), 0
+        return prefix_bytes(x, self.max_bytes), 0
 
     def item_hashes(self, x: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """The hash of each prepared row's item at its group's level."""
@@ -151,7 +158,7 @@ class HeavyHitters(CountMeanSketch):
 
         out = np.empty(len(x), dtype=np.uint64)
         row_item_hashes(np.ascontiguousarray(x, dtype=np.uint8), np.asarray(groups, dtype=np.int64), self.hashes,
-                        self.levels, np.uint64(self.salt & 0xFFFFFFFFFFFFFFFF), out)
+                        self.levels, self.start, np.uint64(self.salt & 0xFFFFFFFFFFFFFFFF), out)
         return out
 
     def candidate_hashes(self, x: np.ndarray, cut: np.ndarray, complete: np.ndarray) -> np.ndarray:
@@ -182,7 +189,7 @@ class HeavyHitters(CountMeanSketch):
         counts = np.zeros(self.dim, dtype=np.int64)
         rows = np.zeros(self.groups, dtype=np.int64)
         prefix_counts(np.ascontiguousarray(x, dtype=np.uint8), self.groups, self.hashes, self.levels,
-                      np.uint64(self.salt & 0xFFFFFFFFFFFFFFFF), self._offsets, self.width, counts, rows)
+                      self.start, np.uint64(self.salt & 0xFFFFFFFFFFFFFFFF), self._offsets, self.width, counts, rows)
         return {"counts": counts, "rows": rows}
 
     def _repeat(self, value: Any, n: int) -> np.ndarray:

@@ -1,35 +1,42 @@
 """The most frequent values of a column nobody listed, from a heavy-hitter summary (docs/estimators.md "Heavy
 hitters"; the channel: :mod:`ldp_dask.channels.heavy_hitters`).
 
-**Search.** Level ℓ's candidates are every kept prefix of ℓ bytes extended by each byte b, both as a complete
-value and as a proper prefix (level 0 also has the empty value). A candidate's score is the lower median (the
-⌊h/2⌋-th smallest) of its group estimates f̂_g over the level's h groups, f̂_g = (m·θ̂_g − 1)/(m − 1) with
-θ̂_g = (T_g/n_g − q)/(p − q) as in the count-mean sketch; the median shrugs off a collision with a heavier item
-in a few of the h hash functions. The ``beam`` best candidates are kept: complete ones are found values, proper
-prefixes are extended at the next level (at the last level they are found as truncated values). The found values
-are ranked by their mean group estimate over the levels at which they are complete, and the ``top`` first are
-listed.
+**Search.** Level 0's candidates are every value of at most two bytes (complete), every two-byte prefix and the
+empty value; level ℓ's are every kept prefix of ℓ + 1 bytes extended by each byte (of ``alphabet``, if given), as a complete value and as a
+proper prefix. Each candidate has a group estimate f̂_g in each of the level's h groups, f̂_g = (m·θ̂_g − 1)/(m − 1)
+with θ̂_g = (T_g/n_g − q)/(p − q) as in the count-mean sketch. Its score is the mean of f̂_g over the groups where
+its bucket holds none of the ``beam`` candidates of highest lower median (the ⌊h/2⌋-th smallest f̂_g) but itself,
+so that a collision with a heavier item cannot lift it; the lower median when fewer than five groups are so free.
+The ``beam`` best scores are kept: complete candidates are found values, proper prefixes are extended at the next
+level (at the last level they are found as truncated values). The found values are ranked by the mean over the
+levels at which they are complete of their median group estimate there, less two of its standard errors, and
+the ``top`` first are listed.
 
-**Estimates.** The listed values' frequencies come from the estimate groups alone (Student t from their spread,
-as :func:`~ldp_dask.estimators.sketch_frequencies`): those rows took no part in the search, so the estimate of a
-listed value is unbiased whichever values were listed (no winner's curse) and its interval covers at its level.
+**Estimates.** The listed values' frequencies come from the estimate groups alone: in each estimate group where a
+listed value's bucket holds no other listed value, f̂_g = (m·θ̂_g − 1 + F)/(m − 1), F the other listed values'
+shares (the rest of the mass falls in its bucket with chance 1/m each, so f̂_g is unbiased), averaged with a
+Student t interval from their spread (as :func:`~ldp_dask.estimators.sketch_frequencies`). Those rows took no
+part in the search, so the estimate of a listed value is unbiased whichever values were listed (no winner's
+curse) and its interval covers at its level.
 
 **Misses.** A value of share f ≥ τ is missed only if one of its prefixes scored below its level's cutoff c_ℓ
 (the beam's last kept score), or its ranking score fell below the last listed one. Each group estimate of its
 prefix is at least f − (1 − f)/(m − 1) in mean (collisions only add mass) with standard deviation σ_g(f) from the
-optimized unary encoding (bucket mass θ = f + (1 − f)/m), so a lower median below c needs ⌊h/2⌋ of the h groups
-below it: P ≤ P(Binomial(h, Φ((c − f + (1 − f)/(m − 1))/σ_g(f))) ≥ ⌊h/2⌋). The stated chance is the union bound
-over levels and the ranking, maximized over f ∈ [τ, 1] (normal approximation of each group's count); the share
-``sure_share`` is the smallest τ at which it is at most 5%.
+optimized unary encoding (bucket mass θ = f + (1 − f)/m). Its score is either a mean over j ≥ 5 groups, below c
+with probability at most Φ((c − f + (1 − f)/(m − 1))·√j/σ_g(f)), or the lower median, below c only if ⌊h/2⌋ of the
+h groups are: P(Binomial(h, Φ((c − f + (1 − f)/(m − 1))/σ_g(f))) ≥ ⌊h/2⌋); the worst of these is taken. The
+stated chance is the union bound over levels and the ranking, maximized over f ∈ [τ, 1] (normal approximation of
+each group's count); ``sure_share`` is the smallest τ at which it is at most 5%.
 """
 
 from __future__ import annotations
 
+import codecs
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binom, norm
+from scipy.special import bdtrc, ndtr
 
 from .._validation import LdpDaskError, check_int, check_probability
 from ..channels.heavy_hitters import HeavyHitters
@@ -42,6 +49,11 @@ __all__ = ["heavy_hitters", "HeavyHittersEstimate", "SURE_MISS"]
 
 #: The miss chance at which ``sure_share`` is stated.
 SURE_MISS = 0.05
+#: A candidate's search score is its mean over at least this many groups of its level free of a heavier candidate
+#: (:func:`_clean_mean`); the miss chance is stated for that many.
+CLEAN_MIN = 5
+#: The standard error of a median of h group estimates over that of their mean (√(π/2), normal errors).
+MEDIAN_SE = math.sqrt(math.pi / 2)
 #: The found values are ranked by their search estimate less this many standard errors.
 RANK_Z = 2.0
 
@@ -49,7 +61,7 @@ RANK_Z = 2.0
 @dataclass(frozen=True)
 class HeavyHittersEstimate(FrequencyEstimate):
     """The listed values with their frequencies and intervals; ``info`` adds ``truncated`` (per value: longer
-    than the search's bytes, listed as its first bytes), ``sure_share`` (a value of at least this share is listed
+    than the search's bytes, listed as its first bytes and "…"), ``sure_share`` (a value of at least this share is listed
     with probability ≥ 95%), ``miss_chance`` (share, chance) at a given ``miss_share``, ``found``, ``searched``
     and ``beam``."""
 
@@ -64,8 +76,7 @@ class HeavyHittersEstimate(FrequencyEstimate):
 
     def describe(self) -> Description:
         d = super().describe()
-        rows = tuple((lab + ("…" if cut else ""), *rest) for (lab, *rest), cut in
-                     zip(d.table.rows, self.info["truncated"])) if d.table is not None else ()
+        rows = d.table.rows if d.table is not None else ()
         sure = self.info["sure_share"]
         facts = [("listed", f"{len(self.labels)} of {self.info['found']:,} values found ({self.info['searched']:,} "
                             f"candidates searched, beam {self.info['beam']})"),
@@ -84,35 +95,53 @@ class HeavyHittersEstimate(FrequencyEstimate):
 
 
 def _text(b: bytes, truncated: bool) -> str | None:
-    """A found item's text, or None when it cannot be a value (not UTF-8; a truncated one may end mid-character)."""
-    for cut in range(4 if truncated else 1):
-        try:
-            return b[: len(b) - cut].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return None
+    """A found item's text, or None when it cannot be a value: not UTF-8 (a truncated one may end in the first
+    bytes of a character, which are dropped)."""
+    try:
+        if truncated:
+            return codecs.getincrementaldecoder("utf-8")().decode(b, final=False)
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
-def _search(s: Summary, ch: HeavyHitters, beam: int) -> tuple[list[tuple[bytes, bool, int]], list[float], int]:
+def _search(s: Summary, ch: HeavyHitters, beam: int,
+            alphabet: np.ndarray) -> tuple[list[tuple[bytes, bool, int]], list[float], int]:
     """Prefix extension over the levels: the found items (bytes, truncated, level of completion), each level's
     cutoff (−inf when every candidate was kept) and the candidates scored."""
-    L, h = ch.levels, ch.hashes
+    L, h, B, start = ch.levels, ch.hashes, ch.max_bytes, ch.start
     k = max(1, h // 2)
-    parents = np.zeros((1, L + 1), dtype=np.uint8)  # the empty prefix
+    # level 0: every value of at most `start` bytes (complete), every `start`-byte prefix, the empty value
+    first = [np.zeros((1, B + 1), dtype=np.uint8)]
+    for t in range(1, start + 1):
+        a = len(alphabet)
+        grid = np.zeros((a**t, B + 1), dtype=np.uint8)
+        codes = np.arange(a**t)
+        for j in range(t):
+            grid[:, 1 + j] = alphabet[(codes // a ** (t - 1 - j)) % a]
+        first.append(grid)
     found: list[tuple[bytes, bool, int]] = []
     cutoffs: list[float] = []
     searched = 0
+    parents = np.zeros((0, B + 1), dtype=np.uint8)
     for lev in range(L):
-        kids = np.repeat(parents, 256, axis=0)
-        kids[:, 1 + lev] = np.tile(np.arange(256, dtype=np.uint8), len(parents))
-        cand = np.concatenate([kids, kids] + ([np.zeros((1, L + 1), np.uint8)] if lev == 0 else []))
-        nk = len(kids)
-        cut = np.full(len(cand), lev + 1, dtype=np.int64)
-        complete = np.r_[np.ones(nk, np.int64), np.zeros(nk, np.int64)]
+        width = lev + start
         if lev == 0:
-            cut[-1], complete = 0, np.r_[complete, 1]
-        f = item_estimates(s, ch.candidate_hashes(cand, cut, complete), ch.level_groups(lev))
-        score = np.partition(f, k - 1, axis=1)[:, k - 1]
+            cand = np.concatenate([*first, first[-1]])
+            cut = np.concatenate([np.full(len(g), t) for t, g in enumerate(first)] + [np.full(len(first[-1]), start)])
+            complete = np.r_[np.ones(len(cand) - len(first[-1]), np.int64), np.zeros(len(first[-1]), np.int64)]
+        else:
+            kids = np.repeat(parents, len(alphabet), axis=0)
+            kids[:, width] = np.tile(alphabet, len(parents))
+            cand = np.concatenate([kids, kids])
+            cut = np.full(len(cand), width, dtype=np.int64)
+            complete = np.r_[np.ones(len(kids), np.int64), np.zeros(len(kids), np.int64)]
+        cut = cut.astype(np.int64)
+        groups = ch.level_groups(lev)
+        hashes = ch.candidate_hashes(cand, cut, complete)
+        f = item_estimates(s, hashes, groups)
+        score = _clean_mean(ch, f, ch.buckets(np.repeat(hashes, h), np.tile(groups, len(hashes))).reshape(-1, h),
+                            np.partition(f, k - 1, axis=1)[:, k - 1], beam)
         searched += len(cand)
         if len(cand) > beam:
             keep = np.argpartition(-score, beam - 1)[:beam]
@@ -124,11 +153,26 @@ def _search(s: Summary, ch: HeavyHitters, beam: int) -> tuple[list[tuple[bytes, 
             found.append((bytes(cand[i, 1:1 + cut[i]]), False, lev))
         prefixes = keep[complete[keep] == 0]
         if lev == L - 1:
-            found.extend((bytes(cand[i, 1:1 + L]), True, L - 1) for i in prefixes)
+            found.extend((bytes(cand[i, 1:1 + B]), True, L - 1) for i in prefixes)
         parents = cand[prefixes]
         if not len(parents):
             break
     return found, cutoffs, searched
+
+
+def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np.ndarray, beam: int) -> np.ndarray:
+    """Each candidate's mean group estimate over the groups where its bucket holds none of the ``beam`` candidates
+    of highest lower median but itself (a collision with a heavier item there would lift it); the lower median
+    where every group is so taken."""
+    c, h = f.shape
+    heavy = np.argpartition(-median, min(beam, c) - 1)[:beam] if c > beam else np.arange(c)
+    occupied = np.zeros((h, ch.width), dtype=np.int64)
+    np.add.at(occupied, (np.tile(np.arange(h), len(heavy)), buckets[heavy].ravel()), 1)
+    mine = np.zeros(c, dtype=np.int64)
+    mine[heavy] = 1
+    clean = occupied[np.arange(h)[None, :], buckets] - mine[:, None] == 0
+    kept = clean.sum(axis=1)
+    return np.where(kept >= CLEAN_MIN, (f * clean).sum(axis=1) / np.maximum(kept, 1), median)
 
 
 def _sigma(ch: HeavyHitters, f: np.ndarray, rows: float) -> np.ndarray:
@@ -155,12 +199,15 @@ def _miss_chance(s: Summary, cutoffs: list[float], final: float, tau: float) -> 
         if c == -math.inf:
             continue
         n_g = float(rows[ch.level_groups(lev)].min())
-        below = norm.cdf((c - f + slack) / _sigma(ch, f, n_g))
-        total += float(binom.sf(k - 1, h, below).max())
+        below = ndtr((c - f + slack) / _sigma(ch, f, n_g))
+        worst = bdtrc(k - 1, h, below)  # the score: the lower median, or a mean over CLEAN_MIN..h groups
+        for j in range(min(h, CLEAN_MIN), h + 1):
+            worst = np.maximum(worst, ndtr((c - f + slack) / (_sigma(ch, f, n_g) / math.sqrt(j))))
+        total += float(worst.max())
     if final > -math.inf:  # ranked by a mean over the levels where complete (1 to L levels of h groups) less
         n_g = float(rows[: ch.levels * h].min())  # RANK_Z of its standard errors: the worst number of levels
-        se = [_sigma(ch, f, n_g) / math.sqrt(j * h) for j in range(1, ch.levels + 1)]
-        total += max(float(norm.cdf((final + RANK_Z * e - f + slack) / e).max()) for e in se)
+        se = [MEDIAN_SE * _sigma(ch, f, n_g) / math.sqrt(j * h) for j in range(1, ch.levels + 1)]
+        total += max(float(ndtr((final + RANK_Z * e - f + slack) / e).max()) for e in se)
     return min(1.0, total)
 
 
@@ -175,8 +222,25 @@ def _sure_share(s: Summary, cutoffs: list[float], final: float) -> float:
     return hi
 
 
+def _estimates(s: Summary, ch: HeavyHitters, hashes: np.ndarray, level: float) -> tuple[np.ndarray, ...]:
+    """The listed items' frequencies from the estimate groups (module docstring): in each group where an item's
+    bucket holds no other listed item, f̂_g = (m·θ̂_g − 1 + F)/(m − 1) with F the other listed items' shares (the
+    rest of the mass falls in its bucket with chance 1/m each), averaged with an interval from their spread."""
+    groups = ch.estimate_group_ids()
+    m, k = ch.width, len(groups)
+    rows = np.asarray(s.sums["rows"], dtype=np.float64)[groups]
+    f_g = item_estimates(s, hashes, groups)
+    b = ch.buckets(np.repeat(hashes, k), np.tile(groups, len(hashes))).reshape(-1, k)
+    shared = (b[:, None, :] == b[None, :, :]).sum(axis=1) > 1  # another listed item in its bucket there
+    free = ~shared
+    free[free.sum(axis=1) < 2] = True  # (never in practice: an item needs two groups for a spread)
+    first = np.clip(spread_intervals(f_g, rows, level, free)[0], 0.0, 1.0)
+    others = first.sum() - first
+    return spread_intervals(f_g + others[:, None] / (m - 1), rows, level, free)
+
+
 def heavy_hitters(summary: Summary | str, top: int = 10, level: float = 0.95, beam: int | None = None,
-                  miss_share: float | None = None) -> HeavyHittersEstimate:
+                  miss_share: float | None = None, alphabet: str | None = None) -> HeavyHittersEstimate:
     """The ``top`` most frequent values of a heavy-hitter summary, found without a category list, with
     frequencies, intervals and the chance of a miss (module docstring).
 
@@ -192,6 +256,11 @@ def heavy_hitters(summary: Summary | str, top: int = 10, level: float = 0.95, be
         The candidates kept at each level (default max(32, 4K); at least K).
     miss_share : float, optional
         A share τ in (0, 1]: the result states the chance that a value of share ≥ τ is missed.
+    alphabet : str, optional
+        The characters the values are made of, when that is public (e.g. ``"0123456789"`` for codes): the search
+        extends prefixes by their UTF-8 bytes only. Fewer candidates a level raise fewer by noise, so rarer values
+        are found; a value with another character cannot be. Default: every byte. Post-processing of the
+        summary: it changes nothing in the privacy guarantee.
 
     Returns
     -------
@@ -210,35 +279,39 @@ def heavy_hitters(summary: Summary | str, top: int = 10, level: float = 0.95, be
         raise LdpDaskError(f"The 'miss_share' parameter must be a share in (0, 1]. Got {miss_share!r} instead.")
     if s.n == 0:
         raise LdpDaskError("The summary holds no rows: no value has a frequency to estimate.")
-    found, cutoffs, searched = _search(s, ch, beam)
+    if alphabet is not None and (not isinstance(alphabet, str) or not alphabet):
+        raise LdpDaskError(f"The 'alphabet' parameter must be a non-empty string of characters. Got {alphabet!r} "
+                           "instead.")
+    symbols = np.arange(256, dtype=np.uint8) if alphabet is None else np.unique(
+        np.frombuffer(alphabet.encode("utf-8"), dtype=np.uint8))
+    found, cutoffs, searched = _search(s, ch, beam, symbols)
     items = [(t, trunc, lev, b) for b, trunc, lev in found if (t := _text(b, trunc)) is not None]
     if not items:
         raise LdpDaskError("The search found no value (every candidate scored below the noise): more rows or ε.")
     L, h = ch.levels, ch.hashes
-    cand = np.zeros((len(items), L + 1), dtype=np.uint8)
+    cand = np.zeros((len(items), ch.max_bytes + 1), dtype=np.uint8)
     for i, (_, _, _, b) in enumerate(items):
         cand[i, 1:1 + len(b)] = np.frombuffer(b, dtype=np.uint8)
     cut = np.array([len(b) for *_, b in items], dtype=np.int64)
     hashes = ch.candidate_hashes(cand, cut, np.array([0 if t else 1 for _, t, _, _ in items], dtype=np.int64))
-    # rank by a lower bound: the mean group estimate over the search levels where each item is complete, less
-    # RANK_Z of its standard errors (an item complete only at the last levels is pooled over few groups)
-    f_search = item_estimates(s, hashes, np.arange(L * h))
+    # rank by a lower bound: the mean over the search levels where each item is complete of its median group
+    # estimate there (a collision in a few of a level's groups cannot lift it), less RANK_Z standard errors
     rows = np.asarray(s.sums["rows"], dtype=np.float64)
-    first = np.array([lev * h for _, _, lev, _ in items])
-    w = rows[None, : L * h] * (np.arange(L * h)[None, :] >= first[:, None])
-    mean = (f_search * w).sum(axis=1) / np.maximum(w.sum(axis=1), 1.0)
+    first = np.array([lev for _, _, lev, _ in items])
+    medians = np.median(item_estimates(s, hashes, np.arange(L * h)).reshape(len(items), L, h), axis=2)
+    levels_in = np.arange(L)[None, :] >= first[:, None]
+    mean = (medians * levels_in).sum(axis=1) / levels_in.sum(axis=1)
     n_g = float(rows[: L * h].min())
-    rank = mean - RANK_Z * _sigma(ch, np.clip(mean, 0.0, 1.0), n_g) / np.sqrt(L * h - first)
+    rank = mean - RANK_Z * MEDIAN_SE * _sigma(ch, np.clip(mean, 0.0, 1.0), n_g) / np.sqrt(h * levels_in.sum(axis=1))
     order = np.argsort(-rank, kind="stable")
     listed = order[:top]
     final = float(rank[listed[-1]]) if len(items) > top else -math.inf
-    groups = ch.estimate_group_ids()
-    raw, se, est, low, high = spread_intervals(item_estimates(s, hashes[listed], groups), rows[groups], level)
+    raw, se, est, low, high = _estimates(s, ch, hashes[listed], level)
     show = np.argsort(-raw, kind="stable")
-    labels = [items[listed[i]][0] for i in show]
+    labels = [items[listed[i]][0] + ("…" if items[listed[i]][1] else "") for i in show]
     info = {**summary_info(s), "encoding": "heavy-hitters", "truncated": [bool(items[listed[i]][1]) for i in show],
             "sure_share": _sure_share(s, cutoffs, final), "found": len(items), "searched": searched, "beam": beam,
-            "max_bytes": L, "estimate_rows": int(rows[groups].sum()),
+            "max_bytes": ch.max_bytes, "estimate_rows": int(rows[ch.estimate_group_ids()].sum()),
             "miss_chance": None if miss_share is None else (float(miss_share),
                                                             _miss_chance(s, cutoffs, final, float(miss_share)))}
     return HeavyHittersEstimate(labels=labels, frequencies=est[show], se=se[show], ci_low=low[show],

@@ -73,16 +73,20 @@ def sketch_frequencies(summary: Summary | str, candidates: Any = None, level: fl
                                    "width": s.channel.width})
 
 
-def spread_intervals(f_j: np.ndarray, rows: np.ndarray, level: float) -> tuple[np.ndarray, ...]:
-    """From group estimates ``f_j`` (candidates × groups) over groups of ``rows`` rows: the unbiased estimate
-    (row-weighted mean), its standard error from the groups' spread, the shown shares (clipped to [0, 1],
-    projected onto the simplex when they would sum above 1) and the Student t interval (h − 1 degrees of
-    freedom) clipped to [0, 1] and holding the shown share."""
-    w = rows / rows.sum()
-    raw = f_j @ w
-    h = len(w)
-    se = np.sqrt(h / (h - 1) * ((f_j - raw[:, None]) ** 2 * w[None, :] ** 2).sum(axis=1))
-    half = float(student_t.ppf(0.5 + level / 2, h - 1)) * se
+def spread_intervals(f_j: np.ndarray, rows: np.ndarray, level: float,
+                     use: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """From group estimates ``f_j`` (candidates × groups) over groups of ``rows`` rows (those marked in ``use``,
+    candidates × groups, when given): the unbiased estimate (row-weighted mean), its standard error from the
+    groups' spread, the shown shares (clipped to [0, 1], projected onto the simplex when they would sum above 1)
+    and the Student t interval (h − 1 degrees of freedom for h groups used) clipped to [0, 1] and holding the shown
+    share."""
+    mask = np.ones(f_j.shape, dtype=bool) if use is None else np.asarray(use, dtype=bool)
+    wr = rows[None, :] * mask
+    w = wr / wr.sum(axis=1, keepdims=True)
+    raw = (f_j * w).sum(axis=1)
+    h = mask.sum(axis=1)
+    se = np.sqrt(h / (h - 1) * ((f_j - raw[:, None]) ** 2 * w**2).sum(axis=1))
+    half = student_t.ppf(0.5 + level / 2, h - 1) * se
     est = np.clip(raw, 0.0, 1.0)
     if est.sum() > 1.0:  # shares of distinct values sum to at most 1
         est = project_simplex(raw)

@@ -42,14 +42,14 @@ def _reference_hash(value: bytes, cut: int, complete: int, salt: int) -> int:
 def test_row_and_candidate_hashes_agree_with_the_reference():
     ch = HeavyHitters(1.0, max_bytes=12, level_hashes=2, salt=123456789)
     words = ["", "a", "ab", "héllo wörld", "exactly12byt", "thirteen byte", "ü" * 9, "42"]
-    x = prefix_bytes(pa.array(words), ch.levels)
+    x = prefix_bytes(pa.array(words), ch.max_bytes)
     groups = np.arange(ch.groups) % ch.groups
     for g in groups:  # every group's level: each word's item there
-        lev = min(g // ch.hashes, ch.levels - 1)
+        cut = min(g // ch.hashes, ch.levels - 1) + 2  # the first level sees two bytes, each later one more
         got = ch.item_hashes(x, np.full(len(words), g))
         for w, hv in zip(words, got):
             b = w.encode()
-            want = _reference_hash(b[: min(len(b), lev + 1)], min(len(b), lev + 1), int(len(b) <= lev + 1), ch.salt)
+            want = _reference_hash(b[: min(len(b), cut)], min(len(b), cut), int(len(b) <= cut), ch.salt)
             assert int(hv) == want, (w, g)
     cut = np.array([min(len(w.encode()), 5) for w in words])
     comp = np.array([int(len(w.encode()) <= 5) for w in words])
@@ -84,7 +84,7 @@ def test_summary_law_equals_rows_law(m):
 
 def _audit(ch: HeavyHitters, a: str, b: str, rows: int, rng: np.random.Generator) -> float:
     """A lower bound on the loss between the views of value a and of value b: every event {LLR ≥ t}."""
-    xa, xb = prefix_bytes(pa.array([a]), ch.levels)[0], prefix_bytes(pa.array([b]), ch.levels)[0]
+    xa, xb = prefix_bytes(pa.array([a]), ch.max_bytes)[0], prefix_bytes(pa.array([b]), ch.max_bytes)[0]
     za, zb = ch.privatize(ch._repeat(xa, rows), rng), ch.privatize(ch._repeat(xb, rows), rng)
     llr_a = ch.log_likelihood(za, xa) - ch.log_likelihood(za, xb)
     llr_b = ch.log_likelihood(zb, xa) - ch.log_likelihood(zb, xb)
@@ -161,7 +161,7 @@ def test_truncated_and_integer_values(tmp_path):
     ch = HeavyHitters(4.0, max_bytes=8, width=512)
     s = Summary(ch, len(x), ch.stats(ch.prepare(pa.array(x.tolist()))[0], rng), {})
     r = heavy_hitters(s, top=3)
-    assert r.labels[0] == "https://" and r.info["truncated"][0]  # every long value starts so: share 0.3
+    assert r.labels[0] == "https://…" and r.info["truncated"][0]  # every long value starts so: share 0.3
     assert abs(r.raw[0] - 0.3) <= 4.5 * r.se[0]
     assert set(r.labels[1:]) == {"short", "x"} and not any(r.info["truncated"][1:])
     text = r.describe().table.rows[0][0]
@@ -187,7 +187,7 @@ def test_a_release_end_to_end_and_the_command_line(tmp_path, capsys):
     assert main(["privatize", str(d), "--column", "term", "--channel", "heavy-hitters", "--max-bytes", "9",
                  "--epsilon", "3", "--seed", "1", "--local", "--no-ledger", "--out", str(out)]) == 0
     s = ldp_dask.read_summary(str(out))
-    assert s.channel.name == "heavy-hitters" and s.n == 90_000 and s.channel.levels == 9
+    assert s.channel.name == "heavy-hitters" and s.n == 90_000 and s.channel.max_bytes == 9
     r = ldp_dask.estimate(s, top=5, miss_share=0.1)
     head = np.sort(truth)[::-1]
     assert set(r.labels[:3]) == set(vocab[np.argsort(-truth)[:3]])
@@ -212,6 +212,7 @@ def test_bad_estimator_options_are_refused_naming_them():
     ch = HeavyHitters(1.0, max_bytes=3, width=64)
     x = ch.prepare(pa.array(["ab"] * 500))[0]
     s = Summary(ch, 500, ch.stats(x, np.random.default_rng(0)), {})
-    for kwargs, match in (({"top": 0}, "top"), ({"top": 5, "beam": 2}, "beam"), ({"miss_share": 0}, "miss_share")):
+    for kwargs, match in (({"top": 0}, "top"), ({"top": 5, "beam": 2}, "beam"), ({"miss_share": 0}, "miss_share"),
+                          ({"alphabet": ""}, "alphabet")):
         with pytest.raises(LdpDaskError, match=match):
             heavy_hitters(s, **kwargs)

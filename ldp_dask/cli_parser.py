@@ -34,6 +34,15 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+
+def _ledger_path(text: str) -> str:
+    """A --ledger value: a file or URL. Words that mean "no ledger" are refused (they would name a file in the
+    working directory) and pointed to --no-ledger."""
+    if text.strip().lower() in ("off", "none", "no", "false", "0", ""):
+        raise argparse.ArgumentTypeError(f"--ledger takes a ledger file or postgresql:// URL, not {text!r}; to record "
+                                         "nothing, give --no-ledger")
+    return text
+
 def number(text: str) -> float:
     """A number as the command line takes it: plain decimal or scientific notation, never Python's ``1_0`` (read as
     10, silently: the ε a typo would spend)."""
@@ -323,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "ε), composed with a privacy-loss-distribution accountant")
     b.add_argument("--entries", action="store_true", help="list: every release, not only the totals")
     b.add_argument("--json", action="store_true", help="print as JSON")
-    b.add_argument("--ledger", default=None,
+    b.add_argument("--ledger", default=None, type=lambda text: _ledger_path(text),
                    help="ledger file or postgresql:// URL (default $LDP_DASK_LEDGER or ~/.ldp_dask/ledger.sqlite)")
     for name, command in sub.choices.items():
         command.add_argument("--level", action=_Refused, nargs="?", help=argparse.SUPPRESS,
@@ -447,7 +456,7 @@ _FLAG_SPECS: dict[str, dict[str, Any]] = {
     "--split-every": {"type": int, "default": DEFAULT_SPLIT_EVERY},
     "--retries": {"type": int, "default": DEFAULT_RETRIES},
     "--progress": {"action": argparse.BooleanOptionalAction, "default": None},
-    "--ledger": {"default": None},
+    "--ledger": {"default": None, "type": lambda text: _ledger_path(text)},
     "--no-ledger": {"action": "store_true", "help": "do not record the release (no budget enforced)"},
     "--privacy-unit": {"default": None, "metavar": "COLUMN",
                        "help": "column naming the person each row belongs to: ε is then per person (default: per "

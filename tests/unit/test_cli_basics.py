@@ -66,3 +66,17 @@ def test_privatize_and_estimate_state_the_central_guarantee(tmp_path, capsys, mo
                  "--channel", "histogram", "--bins", "16", "--out", str(tmp_path / "no.parquet"), "--seed", "1",
                  "--no-ledger", "--central-delta", "0.5"]) != 0
     assert "'central_delta' parameter must be a number in [1e-15, 0.001]. Got 0.5" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("word", ["off", "none", "False"])
+def test_a_ledger_word_meaning_none_is_refused_not_made_a_file(word, tmp_path, monkeypatch, capsys):
+    """`--ledger off` once wrote a SQLite ledger named `off` in the working directory: it is refused, naming
+    --no-ledger, and no file appears."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (["budget", "--ledger", word],
+                 ["privatize", "x.parquet", "--column", "x", "--epsilon", "1", "--ledger", word]):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 2
+        assert "--no-ledger" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

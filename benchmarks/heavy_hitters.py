@@ -20,7 +20,6 @@ Rewrites the "heavy-hitters" section of RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import string
 import sys
@@ -139,7 +138,6 @@ def main() -> None:
     n = 20_000 if a.quick else 100_000
     rng = np.random.default_rng(2029)
     t0 = time.perf_counter()
-    load = os.getloadavg()[0]
     rows = []
     speed = []
     for label, make, L in (("Zipf(1.1), 10^6 strings", zipf_strings, 6), ("English words", english_words, 10)):
@@ -171,7 +169,7 @@ def main() -> None:
     body = "\n".join([
         "## Heavy hitters of an unlisted column beside pure-ldp's PEM and TreeHist (`benchmarks/heavy_hitters.py`)",
         "",
-        f"Machine: {machine()}; load {load:.2f} at the start. n = {n:,} rows, the same rows for every method; top "
+        f"Machine: {machine()}. n = {n:,} rows, the same rows for every method; top "
         f"K = {K}; each figure the mean of {REPS} runs (fresh randomness). pure-ldp 1.2.0's PEM and TreeHist run "
         "with its count-mean-sketch oracle (32 × 1,024; its "
         "local-hashing oracle loops over the whole domain for every row). Recall: of the true top 10, the share "

@@ -9,7 +9,8 @@ estimate can mean:
 
 * a mean (``mean``, ``hybrid-mean``): its 95% interval, ±1.96 SE, wider than the domain;
 * a share (a ``histogram`` bin, an ``rr`` or ``hadamard`` category): ±1.96 SE wider than the typical share 1/K
-  (K bins or categories), so a typical bin cannot be told from an empty one.
+  (K bins or categories), so a typical bin cannot be told from an empty one;
+* a heavy hitter's share (``heavy-hitters``): ±1.96 SE wider than 1%, a share the release should resolve.
 
 Channels without a closed form (wavelets, square wave: smoothed estimates) get no prediction.
 """
@@ -22,7 +23,10 @@ from dataclasses import dataclass
 from .channels import Channel
 from .channels.auto import frequency_variances
 
-__all__ = ["Prediction", "predict", "unit_warning"]
+__all__ = ["Prediction", "predict", "unit_warning", "HEAVY_SHARE"]
+
+#: The share at which a heavy-hitter release's error is predicted (and beyond use when its 95% half-width passes it).
+HEAVY_SHARE = 0.01
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,12 @@ def predict(channel: Channel, n: float) -> Prediction | None:
         else:  # a ±1 indicator of variance at most 1, over (p − q)²: the rare category's
             n_var = frequency_variances(channel.epsilon, d)["hadamard"]
         return Prediction("a typical category's share", math.sqrt(n_var / n), 1 / d, n)
+    if name == "heavy-hitters":  # a listed value's share, from the estimate groups' reports, at a share of 1%
+        p_in, p_out = channel.report_probabilities  # type: ignore[attr-defined]
+        m, share = channel.width, channel.estimate_groups / channel.groups  # type: ignore[attr-defined]
+        pi = p_out + (p_in - p_out) * (HEAVY_SHARE + (1 - HEAVY_SHARE) / m)
+        se = m / (m - 1) * math.sqrt(pi * (1 - pi) / (n * share)) / (p_in - p_out)
+        return Prediction(f"a listed value's share (at {HEAVY_SHARE:.0%})", se, HEAVY_SHARE, n)
     if name in ("memo-histogram", "memo-rr", "capped-histogram", "capped-rr"):  # one night, at the typical share 1/d
         d = channel.dim
         p_in, p_out = channel.report_probabilities  # type: ignore[attr-defined]

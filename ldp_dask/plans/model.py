@@ -55,18 +55,21 @@ __all__ = ["Statistic", "Plan", "PlannedStatistic", "PlanCheck", "check", "check
 
 #: What a statistic may say besides its column, channel or target, and weight.
 _KEYS = {"column", "channel", "target", "weight", "name", "domain", "bins", "categories", "other", "noise",
-         "mechanism", "encoding", "group_by", "q", "null", "alpha", "haar_level", "nulls", "groups", "group_kind"}
+         "mechanism", "encoding", "group_by", "q", "null", "alpha", "haar_level", "nulls", "groups", "group_kind",
+         "top", "alphabet", "max_bytes"}
 #: The channel a plan runs for each target: one whose estimate has a closed-form variance (``auto`` chooses among
 #: several by their predicted errors, :func:`ldp_dask.channels.choose_channel`). A distribution and its quantiles
 #: come from the Laplace histogram (the square wave, ``auto``'s choice for a distribution alone, has no closed form);
 #: a goodness-of-fit test from the Haar channel it is calibrated for.
 TARGET_CHANNELS = {"distribution": "histogram", "quantiles": "histogram", "mean": "auto", "frequencies": "auto",
-                   "gof": "haar"}
+                   "gof": "haar", "heavy_hitters": "heavy-hitters"}
 #: What each channel a plan may run estimates, when the statistic names the channel rather than a target.
 _CHANNEL_TARGETS = {"histogram": "distribution", "mean": "mean", "hybrid-mean": "mean", "rr": "frequencies",
-                    "hadamard": "frequencies", "subset": "frequencies", "haar": "gof"}
+                    "hadamard": "frequencies", "subset": "frequencies", "haar": "gof",
+                    "heavy-hitters": "heavy_hitters"}
 #: A statistic's keys that are not its channel's options: what its estimate or test takes, and its null policy.
-NOT_CHANNEL = _NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level", "group_by", "groups", "group_kind")
+NOT_CHANNEL = _NOT_CHANNEL = ("q", "null", "alpha", "nulls", "target", "haar_level", "group_by", "groups", "group_kind",
+                              "top", "alphabet")
 #: What a group may be: "private" (the label is privatized with the value) or "public" (declared public by the
 #: operator: each group released on its own rows, group sizes released).
 GROUP_KINDS = ("private", "public")
@@ -122,6 +125,9 @@ class Statistic:
             check_probability(self.options.get("alpha", 0.05), "alpha")
         elif "null" in self.options or "alpha" in self.options:
             raise LdpDaskError(f"statistic {self.label!r} gives 'null' or 'alpha', which only a 'gof' target takes")
+        if self.target != "heavy_hitters" and ("top" in self.options or "alphabet" in self.options):
+            raise LdpDaskError(f"statistic {self.label!r} gives 'top' or 'alphabet', which only a 'heavy_hitters' "
+                               "target takes")
         self._check_group()
         if not (isinstance(self.weight, (int, float)) and not isinstance(self.weight, bool)
                 and 0 < self.weight < math.inf):
@@ -186,7 +192,8 @@ class Statistic:
 
     @property
     def target(self) -> str:
-        """What the statistic estimates: ``distribution``, ``quantiles``, ``mean``, ``frequencies`` or ``gof``."""
+        """What the statistic estimates: ``distribution``, ``quantiles``, ``mean``, ``frequencies``, ``gof`` or
+        ``heavy_hitters``."""
         return str(self.options.get("target") or _CHANNEL_TARGETS.get(self.channel, "distribution"))
 
     @property
@@ -390,7 +397,8 @@ def _variance(stat: Statistic, epsilon: float, n: float, at: float | None = None
     if p is None:
         raise LdpDaskError(f"statistic {stat.label!r} uses the {ch.name!r} channel, whose estimate has no closed-form "
                            "variance: a plan splits its budget by predicted variances, so name a channel with one "
-                           "(histogram, mean, hybrid-mean, rr, hadamard, subset, haar) or a target that chooses one")
+                           "(histogram, mean, hybrid-mean, rr, hadamard, subset, haar, heavy-hitters) or a target that "
+                           "chooses one")
     return (p.se / p.limit) ** 2, ch, p.what, p.se
 
 

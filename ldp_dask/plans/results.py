@@ -313,6 +313,9 @@ def _post_process(s: Statistic, summary: Summary, epsilon: float, share: float |
         from ..gof import test
 
         result = test(summary, s.options["null"], level=float(s.options.get("alpha", 0.05)))
+    elif s.target == "heavy_hitters" and summary.n > 0:
+        result = estimate(summary, level=level, top=int(s.options.get("top", 10)),
+                          **({"alphabet": s.options["alphabet"]} if "alphabet" in s.options else {}))
     else:
         result = estimate(summary, level=level)
         if s.target == "quantiles":

@@ -124,6 +124,7 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
     cutoffs: list[float] = []
     searched = 0
     parents = np.zeros((0, B + 1), dtype=np.uint8)
+    done_hashes: list[np.uint64] = []
     for lev in range(L):
         width = lev + start
         if lev == 0:
@@ -140,8 +141,10 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
         groups = ch.level_groups(lev)
         hashes = ch.candidate_hashes(cand, cut, complete)
         f = item_estimates(s, hashes, groups)
-        score = _clean_mean(ch, f, ch.buckets(np.repeat(hashes, h), np.tile(groups, len(hashes))).reshape(-1, h),
-                            np.partition(f, k - 1, axis=1)[:, k - 1], beam)
+        # the values found complete at earlier levels are the same items here: their mass lies in these groups too
+        done = np.asarray(done_hashes, dtype=np.uint64)
+        score = _clean_mean(ch, f, _buckets(ch, hashes, groups), np.partition(f, k - 1, axis=1)[:, k - 1], beam,
+                            _buckets(ch, done, groups))
         searched += len(cand)
         if len(cand) > beam:
             keep = np.argpartition(-score, beam - 1)[:beam]
@@ -151,6 +154,7 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
             cutoffs.append(-math.inf)
         for i in keep[complete[keep] == 1]:
             found.append((bytes(cand[i, 1:1 + cut[i]]), False, lev))
+            done_hashes.append(hashes[i])
         prefixes = keep[complete[keep] == 0]
         if lev == L - 1:
             found.extend((bytes(cand[i, 1:1 + B]), True, L - 1) for i in prefixes)
@@ -160,14 +164,23 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
     return found, cutoffs, searched
 
 
-def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np.ndarray, beam: int) -> np.ndarray:
-    """Each candidate's mean group estimate over the groups where its bucket holds none of the ``beam`` candidates
-    of highest lower median but itself (a collision with a heavier item there would lift it); the lower median
-    where every group is so taken."""
+def _buckets(ch: HeavyHitters, hashes: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The bucket of each item in each of ``groups``: shape (items, groups)."""
+    k = len(groups)
+    return ch.buckets(np.repeat(hashes, k), np.tile(groups, len(hashes))).reshape(-1, k)
+
+
+def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np.ndarray, beam: int,
+                found: np.ndarray) -> np.ndarray:
+    """Each candidate's mean group estimate over the groups where its bucket holds neither one of the ``beam``
+    candidates of highest lower median but itself nor a value found complete at an earlier level (``found``: their
+    buckets here), where a collision with a heavier item would lift it; the lower median where fewer than
+    :data:`CLEAN_MIN` groups are so free."""
     c, h = f.shape
     heavy = np.argpartition(-median, min(beam, c) - 1)[:beam] if c > beam else np.arange(c)
     occupied = np.zeros((h, ch.width), dtype=np.int64)
     np.add.at(occupied, (np.tile(np.arange(h), len(heavy)), buckets[heavy].ravel()), 1)
+    np.add.at(occupied, (np.tile(np.arange(h), len(found)), found.ravel()), 1)
     mine = np.zeros(c, dtype=np.int64)
     mine[heavy] = 1
     clean = occupied[np.arange(h)[None, :], buckets] - mine[:, None] == 0

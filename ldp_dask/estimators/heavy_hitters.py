@@ -5,8 +5,9 @@ hitters"; the channel: :mod:`ldp_dask.channels.heavy_hitters`).
 empty value; level ℓ's are every kept prefix of ℓ + 1 bytes extended by each byte (of ``alphabet``, if given), as a complete value and as a
 proper prefix. Each candidate has a group estimate f̂_g in each of the level's h groups, f̂_g = (m·θ̂_g − 1)/(m − 1)
 with θ̂_g = (T_g/n_g − q)/(p − q) as in the count-mean sketch. Its score is the mean of f̂_g over the groups where
-its bucket holds none of the ``beam`` candidates of highest lower median (the ⌊h/2⌋-th smallest f̂_g) but itself,
-so that a collision with a heavier item cannot lift it; the lower median when fewer than five groups are so free.
+its bucket holds neither one of the ``beam`` candidates of highest lower median (the ⌊h/2⌋-th smallest f̂_g) but
+itself nor a value found complete at an earlier level (the same item here), so that a collision with a heavier
+item cannot lift it; the lower median when fewer than five groups are so free.
 The ``beam`` best scores are kept: complete candidates are found values, proper prefixes are extended at the next
 level (at the last level they are found as truncated values). The found values are ranked by the mean over the
 levels at which they are complete of their median group estimate there, less two of its standard errors, and

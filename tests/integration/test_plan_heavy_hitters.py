@@ -41,6 +41,7 @@ def _day(path, rng, rows=40_000, persons=None):
     pq.write_table(pa.table(t), path)
 
 
+@pytest.mark.slow  # two nights and a reference release: seconds, in make test
 def test_a_plan_finds_heavy_hitters_beside_a_mean_and_nightly(tmp_path, capsys):
     rng = np.random.default_rng(21)
     data = tmp_path / "events"
@@ -75,6 +76,7 @@ def test_a_plan_finds_heavy_hitters_beside_a_mean_and_nightly(tmp_path, capsys):
     assert set(r.labels[:4]) == {"rain", "sunshine", "fog", "snowfall"}
 
 
+@pytest.mark.slow  # in make test
 def test_a_plan_with_a_privacy_unit_finds_heavy_hitters_once_per_person(tmp_path, capsys):
     rng = np.random.default_rng(22)
     data = tmp_path / "events"

@@ -1,7 +1,8 @@
 """Plans: many statistics of one table as one release (docs/how-to/plans.md).
 
-* :mod:`.model` — a plan's statistics (:class:`Plan`, from TOML), each statistic's predicted error and the checks
-  (:func:`check`, :func:`check_plan`), the datasets a plan reads;
+* :mod:`.model` — a plan's statistics (:class:`Plan`, from TOML): targets, channels, groups, output names;
+* :mod:`.budget` — each statistic's predicted error, the budget split and the checks (:func:`check`,
+  :func:`check_plan`), the datasets a plan reads;
 * :mod:`.split` — how ε (or the rows) is shared among the statistics;
 * :mod:`.tasks` — what one task of a plan does on a worker: read its pieces' columns once, feed every statistic;
 * :mod:`.run` — :func:`release_plan`: the plan as one release, per row, per person, longitudinal or a night of a
@@ -15,11 +16,9 @@
 
 from __future__ import annotations
 
-from .model import (
-    Plan,
+from .budget import (
     PlanCheck,
     PlannedStatistic,
-    Statistic,
     check,
     check_plan,
     check_unit_plan,
@@ -28,6 +27,7 @@ from .model import (
     split_epsilon,
     split_rows,
 )
+from .model import Plan, Statistic
 from .results import PlanRelease, StatisticRelease
 from .run import release_plan
 

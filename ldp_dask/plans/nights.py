@@ -35,7 +35,8 @@ from ..release import Charge, release
 from ..source import Dataset
 from ..summary import Summary, sum_partitions, summary_of
 from .bounded import plan_person_sums
-from .model import Plan, check_units
+from .budget import check_units
+from .model import Plan
 from .results import PlanRelease, plan_content_tag, statistic_metadata, statistic_release
 from .series import check_unedited, previous_summaries, published_by
 

@@ -40,7 +40,8 @@ from ..release import Charge, Outputs, release
 from ..source import Dataset
 from ..summary import Summary, summary_mac_key, summary_of
 from .bounded import plan_person_sums
-from .model import Plan, check, check_unit_plan, plan_datasets
+from .budget import check, check_unit_plan, plan_datasets
+from .model import Plan
 from .results import (
     PlanRelease,
     StatisticRelease,
@@ -272,7 +273,7 @@ def _per_person(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], op
     from ..pipeline import release_metadata, with_key
     from ..predict import predict
     from ..privacy import per_row_channel
-    from .model import check_units
+    from .budget import check_units
 
     k = opts.max_contributions
     persons = count_persons(datasets[0], opts)

@@ -36,7 +36,8 @@ from ..release import Charge, release
 from ..source import Dataset
 from ..summary import Partition, Summary, read_summary, sum_partitions
 from ..tasks import ByFile, combine_files, file_sums
-from .model import NOT_CHANNEL, Plan, Statistic, check
+from .budget import check
+from .model import NOT_CHANNEL, Plan, Statistic
 from .results import PlanRelease, cells_of, group_keys, group_metadata, plan_content_tag, statistic_metadata
 from .tasks import ASSIGN_BITS, Grouping, PlanJob, combine_plan, plan_sums, row_lots
 

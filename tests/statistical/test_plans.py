@@ -72,7 +72,7 @@ def test_the_epsilon_split_is_the_best_on_a_grid():
         {"column": "x", "channel": "mean", "domain": [0, 1], "weight": 4},
         {"column": "c", "channel": "rr", "categories": ["a", "b", "c", "d"], "weight": 0.5}]})
     n, eps = 50_000, 3.0
-    from ldp_dask.plans.model import _variance
+    from ldp_dask.plans.budget import _variance
 
     def objective(x):
         return sum(s.weight * _variance(s, e, n)[0] for s, e in zip(plan.statistics, x))
@@ -107,7 +107,7 @@ def test_the_linear_split_of_many_statistics_is_as_good_as_slsqp():
     """Above SLSQP_CLASSES distinct statistics the split is the Lagrangian of local power laws (linear in the
     statistics; SLSQP's numerical gradient is quadratic: 50 s for 100 statistics): on 15 mixed statistics, where
     SLSQP still runs, its objective must be within 10⁻⁶ of SLSQP's, and the split must add up to ε."""
-    from ldp_dask.plans.model import _variance
+    from ldp_dask.plans.budget import _variance
     from ldp_dask.plans.split import _split_by_power_laws
 
     plan = _mixed(15)

@@ -44,7 +44,7 @@ from ..channels.heavy_hitters import HeavyHitters
 from ..outputs import Description, Table, summary_info
 from ..summary import Summary, read_summary
 from .frequencies import FrequencyEstimate
-from .sketch import item_estimates, spread_intervals
+from .sketch import item_buckets, item_estimates, spread_intervals
 
 __all__ = ["heavy_hitters", "HeavyHittersEstimate", "SURE_MISS"]
 
@@ -141,11 +141,12 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
         cut = cut.astype(np.int64)
         groups = ch.level_groups(lev)
         hashes = ch.candidate_hashes(cand, cut, complete)
-        f = item_estimates(s, hashes, groups)
+        buckets = item_buckets(ch, hashes, groups)
+        f = item_estimates(s, hashes, groups, buckets)
         # the values found complete at earlier levels are the same items here: their mass lies in these groups too
         done = np.asarray(done_hashes, dtype=np.uint64)
-        score = _clean_mean(ch, f, _buckets(ch, hashes, groups), np.partition(f, k - 1, axis=1)[:, k - 1], beam,
-                            _buckets(ch, done, groups))
+        score = _clean_mean(ch, f, buckets, np.partition(f, k - 1, axis=1)[:, k - 1], beam,
+                            item_buckets(ch, done, groups))
         searched += len(cand)
         if len(cand) > beam:
             keep = np.argpartition(-score, beam - 1)[:beam]
@@ -163,12 +164,6 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
         if not len(parents):
             break
     return found, cutoffs, searched
-
-
-def _buckets(ch: HeavyHitters, hashes: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """The bucket of each item in each of ``groups``: shape (items, groups)."""
-    k = len(groups)
-    return ch.buckets(np.repeat(hashes, k), np.tile(groups, len(hashes))).reshape(-1, k)
 
 
 def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np.ndarray, beam: int,
@@ -241,16 +236,15 @@ def _estimates(s: Summary, ch: HeavyHitters, hashes: np.ndarray, level: float) -
     bucket holds no other listed item, f̂_g = (m·θ̂_g − 1 + F)/(m − 1) with F the other listed items' shares (the
     rest of the mass falls in its bucket with chance 1/m each), averaged with an interval from their spread."""
     groups = ch.estimate_group_ids()
-    m, k = ch.width, len(groups)
     rows = np.asarray(s.sums["rows"], dtype=np.float64)[groups]
-    f_g = item_estimates(s, hashes, groups)
-    b = ch.buckets(np.repeat(hashes, k), np.tile(groups, len(hashes))).reshape(-1, k)
+    b = item_buckets(ch, hashes, groups)
+    f_g = item_estimates(s, hashes, groups, b)
     shared = (b[:, None, :] == b[None, :, :]).sum(axis=1) > 1  # another listed item in its bucket there
     free = ~shared
     free[free.sum(axis=1) < 2] = True  # (never in practice: an item needs two groups for a spread)
     first = np.clip(spread_intervals(f_g, rows, level, free)[0], 0.0, 1.0)
     others = first.sum() - first
-    return spread_intervals(f_g + others[:, None] / (m - 1), rows, level, free)
+    return spread_intervals(f_g + others[:, None] / (ch.width - 1), rows, level, free)
 
 
 def heavy_hitters(summary: Summary | str, top: int = 10, level: float = 0.95, beam: int | None = None,

@@ -27,7 +27,7 @@ from ..summary import Summary, read_summary
 from .frequencies import FrequencyEstimate
 from .histogram import project_simplex
 
-__all__ = ["sketch_frequencies", "group_estimates", "item_estimates", "spread_intervals"]
+__all__ = ["sketch_frequencies", "group_estimates", "item_estimates", "item_buckets", "spread_intervals"]
 
 
 def group_estimates(summary: Summary, candidates: Any) -> np.ndarray:
@@ -36,11 +36,21 @@ def group_estimates(summary: Summary, candidates: Any) -> np.ndarray:
     return item_estimates(summary, value_hashes(candidates, ch.salt), np.arange(ch.groups))
 
 
-def item_estimates(summary: Summary, hashes: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """f̂_j of the items of 64-bit hashes ``hashes`` in each of ``groups``: shape (items, groups)."""
+def item_buckets(ch: CountMeanSketch, hashes: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The bucket of each item (64-bit hash) in each of ``groups``: shape (items, groups)."""
+    k = len(groups)
+    return ch.buckets(np.repeat(hashes, k), np.tile(groups, len(hashes))).reshape(-1, k)
+
+
+def item_estimates(summary: Summary, hashes: np.ndarray, groups: np.ndarray,
+                   buckets: np.ndarray | None = None) -> np.ndarray:
+    """f̂_j of the items of 64-bit hashes ``hashes`` in each of ``groups``: shape (items, groups) (``buckets``: their
+    :func:`item_buckets`, when the caller has them)."""
     ch: CountMeanSketch = summary.channel  # type: ignore[assignment]
-    m, k = ch.width, len(groups)
-    cells = groups[None, :] * m + ch.buckets(np.repeat(hashes, k), np.tile(groups, len(hashes))).reshape(-1, k)
+    m = ch.width
+    if buckets is None:
+        buckets = item_buckets(ch, hashes, groups)
+    cells = groups[None, :] * m + buckets
     counts = np.asarray(summary.sums["sum"], dtype=np.float64)[cells]
     rows = np.asarray(summary.sums["rows"], dtype=np.float64)[groups]
     p, q = ch.report_probabilities

@@ -85,12 +85,16 @@ def plan_flow(
         result = ldp_dask.release_plan(plan, source, epsilon, out=folder, level=confidence, design=design,
                                        incremental=incremental, since=since, skip_changed=skip_changed,
                                        longitudinal=longitudinal, options=run_options(run, str(flow_run.get_id())))
-    for s in result.statistics:
+    found = result.discovery.statistics if result.discovery is not None else ()
+    for s in (*found, *result.statistics):  # a plan with groups found privately: the release that found them first
         publish_statistic(s)
         logger.info("%s: ε %.4g per %s, %d reports", s.label, s.epsilon, result.unit, s.n)
+    for column, keys in result.found.items():
+        logger.info("keys of %s found privately: %d (%s)", column, len(keys), ", ".join(map(str, keys[:20])))
     publish_markdown(result, "ldp-plan", "The night's report: every statistic of the plan from one release",
                      ("report", result.written["index"]), ("estimates", result.written["estimates"]),
                      title=f"Plan of {len(result.statistics)} statistics for {day}")
     logger.info("Wrote %s; %s", result.written["index"], result.receipt.line() if result.receipt else "")
     return {"date": day, "reused": False, "folder": folder, "design": result.design, "charged": result.charged,
-            "written": dict(result.written), "statistics": [s.label for s in result.statistics]}
+            "written": dict(result.written), "statistics": [s.label for s in result.statistics],
+            **({"found": result.found, "found_charged": result.discovery.charged} if result.discovery else {})}

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -68,8 +69,10 @@ def new_axes(ax: Any, figsize: tuple[float, float]) -> tuple[Any, bool]:
 def figure_png(ax: Any, dpi: int | None = None, close: bool = True) -> bytes:
     """The Axes' figure as PNG bytes (files, artifacts, HTML pages); closes the figure when ``close``."""
     buf = io.BytesIO()
-    ax.figure.tight_layout()
-    ax.figure.savefig(buf, format="png", dpi=dpi or "figure")
+    with warnings.catch_warnings():  # a label (data) in a script the font lacks is drawn as a box: not the user's fault
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
+        ax.figure.tight_layout()
+        ax.figure.savefig(buf, format="png", dpi=dpi or "figure")
     if close:
         import matplotlib.pyplot as plt
 

@@ -138,13 +138,19 @@ class FrequencyEstimate(Described):
         if truth is not None:
             ax.plot(xs, np.asarray(truth)[order], "o", color="tab:red", ms=4, label="truth")
         ax.set_xticks(xs)
-        ax.set_xticklabels([str(self.labels[i]) for i in order], rotation=60 if len(order) > 8 else 0,
+        ax.set_xticklabels([shown(self.labels[i]) for i in order], rotation=60 if len(order) > 8 else 0,
                            ha="right" if len(order) > 8 else "center", fontsize=8,
                            parse_math=False)  # labels are data: '$a^$' is text, not mathtext
         ax.set_ylabel("frequency")
         ax.set_title(f"Locally private frequencies: n = {self.n:,}, ε = {self.epsilon:g}")
         ax.legend(fontsize=8)
         return finish_plot(ax, path, own, overwrite)
+
+
+def shown(label: Any) -> str:
+    """A label as a plot shows it: characters no font draws (controls, unassigned) as their escapes (``\\t``)."""
+    text = str(label)
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def frequencies(summary: Summary | str, projection: str = "simplex", level: float = 0.95) -> FrequencyEstimate:

@@ -5,6 +5,7 @@
   :func:`check_plan`), the datasets a plan reads;
 * :mod:`.split` — how ε (or the rows) is shared among the statistics;
 * :mod:`.tasks` — what one task of a plan does on a worker: read its pieces' columns once, feed every statistic;
+* :mod:`.discover` — a plan whose groups' keys are found privately first (``groups = "discover"``);
 * :mod:`.run` — :func:`release_plan`: the plan as one release, per row, per person, longitudinal or a night of a
   series;
 * :mod:`.bounded` — a plan's statistics over persons bounded once (with a unit, whole or a night);
@@ -27,10 +28,10 @@ from .budget import (
     split_epsilon,
     split_rows,
 )
-from .model import Plan, Statistic
+from .model import Discovery, Plan, Statistic
 from .results import PlanRelease, StatisticRelease
 from .run import release_plan
 
-__all__ = ["Plan", "Statistic", "PlannedStatistic", "PlanCheck", "check", "check_plan", "check_units",
+__all__ = ["Plan", "Statistic", "Discovery", "PlannedStatistic", "PlanCheck", "check", "check_plan", "check_units",
            "check_unit_plan", "plan_datasets", "split_epsilon", "split_rows", "release_plan", "PlanRelease",
            "StatisticRelease"]

@@ -65,8 +65,17 @@ class PlanCheck:
     unit: str = "row"
     k: int = 1
     persons: int | None = None
+    #: a plan with groups found privately: the ε (per row or person) spent finding them first, and their columns
+    #: (:class:`~ldp_dask.plans.model.Discovery`); ``epsilon`` is then what the statistics share
+    found: tuple[float, tuple[str, ...]] | None = None
 
     def lines(self) -> list[str]:
+        return ([] if self.found is None else [
+            f"keys of {', '.join(self.found[1])} found first, at ε {self.found[0]:.4g} per {self.unit} (a "
+            f"heavy-hitters release); the statistics below share the rest, over the keys found (the predictions "
+            "assume each statistic's 'top' keys)"]) + self._lines()
+
+    def _lines(self) -> list[str]:
         if self.unit != "row":
             out = [f"plan: ε {self.epsilon:g} per {self.unit}; about {self.persons:,} persons (a sketch of the unit "
                    f"column), each making {self.k} report{'s' if self.k > 1 else ''} to every statistic at the ε "
@@ -238,10 +247,10 @@ def _plan_datasets(plan_: Plan, source: Any, options: Any) -> tuple[list[Any], d
         options_ = dict(s.options)
         if "categories" in options_:
             options_["categories"] = typed_categories(list(options_["categories"]), d)
-        if s.group is not None:
+        if s.group is not None and not s.discovers:
             options_["groups"] = typed_categories(list(options_["groups"]), by[s.group[0]])
         typed.append(dataclasses.replace(s, options=options_))
-    return out, by, Plan(tuple(typed))
+    return out, by, Plan(tuple(typed), plan_.discovery)
 
 
 def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None, design: str | None = None) -> PlanCheck:
@@ -256,6 +265,11 @@ def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None, des
     opts = RunOptions.of(options)
     if opts.privacy_unit is not None:
         check_unit_plan(plan, design)
+    found = None
+    if plan.discovery is not None:  # the keys are found first, at a share of ε; the statistics share the rest
+        epsilon = check_epsilon(epsilon)
+        found = (epsilon * plan.discovery.share, tuple(plan.discovered))
+        epsilon -= found[0]
     datasets, _, plan = plan_datasets(plan, source, opts)  # each column (and group column) from the footers
     if opts.privacy_unit is not None:  # persons counted from a sketch of the unit column (one pass, nothing spent)
         from ..persons import count_persons
@@ -273,4 +287,4 @@ def check_plan(plan: Plan, source: Any, epsilon: float, options: Any = None, des
             d.check_range(tuple(domain), opts.clip)
     for p in checked.statistics:
         warn_cells(p.channel, max(1, int(p.rows)))
-    return checked
+    return checked if found is None else dataclasses.replace(checked, found=found)

@@ -20,17 +20,18 @@ before anything is read. How its budget is shared and each statistic's error pre
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._validation import LdpDaskError, check_probability, check_q
 from ..channels import Channel, build_channel
 
-__all__ = ["Statistic", "Plan", "TARGET_CHANNELS", "NOT_CHANNEL", "MIN_SPLIT_ROWS"]
+__all__ = ["Statistic", "Plan", "Discovery", "TARGET_CHANNELS", "NOT_CHANNEL", "MIN_SPLIT_ROWS"]
 
 #: What a statistic may say besides its column, channel or target, and weight.
 _KEYS = {"column", "channel", "target", "weight", "name", "domain", "bins", "categories", "other", "noise",
@@ -57,6 +58,10 @@ GROUP_KINDS = ("private", "public")
 PRIVATE_TARGETS = ("mean", "frequencies", "distribution")
 #: The most keys a group may declare (besides "other").
 MAX_GROUP_KEYS = 4095
+#: What a statistic's ``groups`` says when its keys are found privately (:class:`Discovery`), and how many of the
+#: found keys it takes by default (``top``)
+DISCOVER = "discover"
+DISCOVER_TOP = 10
 #: A row split is offered only when every statistic expects at least this many rows (P(none) ≤ e^-30).
 MIN_SPLIT_ROWS = 30
 #: The largest plan file read (10^4 statistics take about 1 MiB).
@@ -104,9 +109,10 @@ class Statistic:
             check_probability(self.options.get("alpha", 0.05), "alpha")
         elif "null" in self.options or "alpha" in self.options:
             raise LdpDaskError(f"statistic {self.label!r} gives 'null' or 'alpha', which only a 'gof' target takes")
-        if self.target != "heavy_hitters" and ("top" in self.options or "alphabet" in self.options):
+        if self.target != "heavy_hitters" and ("alphabet" in self.options or (
+                "top" in self.options and self.options.get("groups") != DISCOVER)):
             raise LdpDaskError(f"statistic {self.label!r} gives 'top' or 'alphabet', which only a 'heavy_hitters' "
-                               "target takes")
+                               "target takes ('top' also: the number of keys of groups = \"discover\")")
         self._check_group()
         if not (isinstance(self.weight, (int, float)) and not isinstance(self.weight, bool)
                 and 0 < self.weight < math.inf):
@@ -123,10 +129,14 @@ class Statistic:
             raise LdpDaskError(f"the 'group_by' of statistic {self.label!r} must be a column name. Got "
                                f"{o['group_by']!r} instead.")
         keys = o.get("groups")
-        if not (isinstance(keys, list) and 1 <= len(keys) <= MAX_GROUP_KEYS and len(set(map(str, keys))) == len(keys)):
+        if keys == DISCOVER:
+            self._check_discover()
+        elif not (isinstance(keys, list) and 1 <= len(keys) <= MAX_GROUP_KEYS
+                  and len(set(map(str, keys))) == len(keys)):
             raise LdpDaskError(f"statistic {self.label!r} groups by {o['group_by']!r}: it needs 'groups', the list of "
                                f"its keys (1 to {MAX_GROUP_KEYS}, distinct), declared in the plan and never read from "
-                               "the data; rows with any other label, or none, form the group 'other'")
+                               "the data, or \"discover\" (found privately, with a share of ε); rows with any other "
+                               "label, or none, form the group 'other'")
         kind = o.get("group_kind", "private")
         if kind not in GROUP_KINDS:
             raise LdpDaskError(f"the 'group_kind' of statistic {self.label!r} must be one of {', '.join(GROUP_KINDS)}."
@@ -139,13 +149,37 @@ class Statistic:
         if kind == "private" and self.target == "frequencies" and "categories" not in o:
             raise LdpDaskError(f"statistic {self.label!r}: frequencies per private group need their 'categories'")
 
+    def _check_discover(self) -> None:
+        o = self.options
+        if o.get("group_kind", "private") != "private":
+            raise LdpDaskError(f"statistic {self.label!r}: groups found privately are private groups (the label "
+                               "column is not public: its keys are found under ε, and no group's size may be released "
+                               "exactly); leave out group_kind = \"public\", or declare the public keys")
+        top = o.get("top", DISCOVER_TOP)
+        if not (isinstance(top, int) and not isinstance(top, bool) and 1 <= top <= MAX_GROUP_KEYS):
+            raise LdpDaskError(f"the 'top' of statistic {self.label!r} (how many found keys it groups by) must be an "
+                               f"integer in [1, {MAX_GROUP_KEYS}]. Got {top!r} instead.")
+
+    @property
+    def discovers(self) -> bool:
+        """Whether the statistic's group keys are found privately (``groups = "discover"``, :class:`Discovery`)."""
+        return self.options.get("groups") == DISCOVER and "group_by" in self.options
+
+    @property
+    def top(self) -> int:
+        """How many found keys a statistic with ``groups = "discover"`` groups by (at most)."""
+        return int(self.options.get("top", DISCOVER_TOP))
+
     @property
     def group(self) -> tuple[str, tuple[Any, ...], bool] | None:
-        """``(column, keys, public)`` of a grouped statistic, or None."""
+        """``(column, keys, public)`` of a grouped statistic, or None. Keys still to be found (``"discover"``)
+        stand as ``top`` placeholders, for predicting the error before anything is spent (:func:`check`): a release
+        groups by the keys found (:meth:`Plan.with_found`)."""
         if "group_by" not in self.options:
             return None
-        return (self.options["group_by"], tuple(self.options["groups"]),
-                self.options.get("group_kind", "private") == "public")
+        keys = (tuple(f"(found key {i + 1})" for i in range(self.top)) if self.discovers
+                else tuple(self.options["groups"]))
+        return (self.options["group_by"], keys, self.options.get("group_kind", "private") == "public")
 
     def cells(self, epsilon: float, n: int) -> int:
         """A private group's cells: its categories (and "other" when asked), or its distribution's bins (as the
@@ -215,14 +249,60 @@ MAX_FILE_NAME = 255
 
 
 @dataclass(frozen=True)
+class Discovery:
+    """How a plan finds the keys of its ``groups = "discover"`` columns before releasing them (a ``[discover]``
+    table in its TOML file).
+
+    Each such column's most frequent values are found by a heavy-hitters release (:class:`ldp_dask.HeavyHitters`,
+    Bassily, Nissim, Stemmer & Thakurta 2017) at ``share``·ε; the statistics are then released over the keys found,
+    as private groups (every row reports its (group, value) pair), at the remaining (1 − share)·ε. By basic
+    composition a row (a person) spends ε in all, wherever its label falls; the keys are post-processing of the first
+    release.
+
+    Parameters
+    ----------
+    share : float
+        The share of the plan's ε spent on finding keys, in (0, 1) (default 0.25).
+    max_bytes : int
+        The longest key found whole, in UTF-8 bytes (the heavy-hitters channel's ``max_bytes``; default 16): a
+        longer value is found only as its prefix and cannot be a key.
+    alphabet : str, optional
+        The characters a key may hold (public; narrows the search, spends nothing).
+    """
+
+    share: float = 0.25
+    max_bytes: int = 16
+    alphabet: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.share, (int, float)) and not isinstance(self.share, bool) and 0 < self.share < 1):
+            raise LdpDaskError(f"The 'share' of a plan's [discover] table (the share of ε that finds group keys) must "
+                               f"be a number in (0, 1). Got {self.share!r} instead.")
+        if self.alphabet is not None and not (isinstance(self.alphabet, str) and self.alphabet):
+            raise LdpDaskError(f"The 'alphabet' of a plan's [discover] table must be a non-empty string. Got "
+                               f"{self.alphabet!r} instead.")
+        build_channel("heavy-hitters", 1.0, max_bytes=self.max_bytes)  # its own validation of max_bytes
+
+
+#: what a [discover] table may say
+_DISCOVER_KEYS = {"share", "max_bytes", "alphabet"}
+
+
+@dataclass(frozen=True)
 class Plan:
-    """The statistics of a report (:func:`Plan.from_toml`, :func:`Plan.from_dict`)."""
+    """The statistics of a report (:func:`Plan.from_toml`, :func:`Plan.from_dict`), and how the keys of groups
+    declared ``"discover"`` are found (:class:`Discovery`; its defaults when such a group has no ``[discover]``)."""
 
     statistics: tuple[Statistic, ...]
+    discovery: Discovery | None = None
 
     def __post_init__(self) -> None:
         if not self.statistics:
             raise LdpDaskError("A plan needs at least one statistic ([[statistic]] tables in its TOML file).")
+        if self.discovery is not None and not self.discovered:
+            raise LdpDaskError("The plan has a [discover] table but no statistic with groups = \"discover\".")
+        if self.discovered and self.discovery is None:
+            object.__setattr__(self, "discovery", Discovery())
         seen: dict[str, int] = {}
         for s in self.statistics:
             seen[s.label] = seen.get(s.label, 0) + 1
@@ -263,6 +343,41 @@ class Plan:
                                    "system allows; give it a shorter 'name'")
         return summaries, pages
 
+    def targets(self, out: str | os.PathLike[str] | None) -> dict[str, str | None]:
+        """Where a release of the plan into ``out`` writes, by output label (none without ``out``)."""
+        if out is None:
+            return {}
+        d = os.fspath(out).rstrip("/")
+        targets: dict[str, str | None] = {"index": f"{d}/index.html", "estimates": f"{d}/estimates.json"}
+        summaries, pages = self.output_stems()
+        for label, suffix, stem in summaries:
+            targets[f"summary:{label}{suffix}"] = f"{d}/{stem}.summary.parquet"
+        for label, stem in pages:
+            targets[f"page:{label}"] = f"{d}/{stem}.html"
+        return targets
+
+    @property
+    def discovered(self) -> dict[str, int]:
+        """The group columns whose keys are found privately, and the most keys a statistic takes from each."""
+        out: dict[str, int] = {}
+        for s in self.statistics:
+            if s.discovers:
+                column = s.options["group_by"]
+                out[column] = max(out.get(column, 0), s.top)
+        return out
+
+    def with_found(self, found: Mapping[str, Sequence[Any]]) -> Plan:
+        """The plan grouped by the keys found (``found[column]``, most frequent first): each discovering statistic
+        takes its first ``top``."""
+        stats = []
+        for s in self.statistics:
+            if s.discovers:
+                opts = {k: v for k, v in s.options.items() if k != "top"}
+                opts["groups"] = list(found[s.options["group_by"]])[:s.top]
+                s = dataclasses.replace(s, options=opts)
+            stats.append(s)
+        return Plan(tuple(stats))
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "the plan") -> Plan:
         items = data.get("statistic")
@@ -283,7 +398,15 @@ class Plan:
             channel = item.get("channel") or TARGET_CHANNELS[target]
             opts = {k: v for k, v in item.items() if k not in ("column", "channel", "weight", "name")}
             out.append(Statistic(item.get("column", ""), channel, opts, item.get("weight", 1.0), item.get("name")))
-        return cls(tuple(out))
+        found = data.get("discover")
+        if found is not None and not isinstance(found, dict):
+            raise LdpDaskError(f"the 'discover' of {where} must be a table ([discover] with share, max_bytes, "
+                               "alphabet).")
+        unknown = sorted(set(found or {}) - _DISCOVER_KEYS)
+        if unknown:
+            raise LdpDaskError(f"the [discover] table of {where} has unknown key(s) {', '.join(map(repr, unknown))}; "
+                               f"its keys are {', '.join(sorted(_DISCOVER_KEYS))}.")
+        return cls(tuple(out), None if found is None else Discovery(**found))
 
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str]) -> Plan:

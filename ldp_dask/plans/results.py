@@ -152,6 +152,9 @@ class PlanRelease(Described, Receipted):
     statistics: tuple[StatisticRelease, ...]
     level: float
     reading: tuple[float, str] | None = field(default=None, compare=False, repr=False, kw_only=True)
+    #: the release that found the keys of its ``groups = "discover"`` columns (:mod:`ldp_dask.plans.discover`),
+    #: charged apart, before this one
+    discovery: PlanRelease | None = field(default=None, compare=False, repr=False, kw_only=True)
 
     def __getitem__(self, label: str) -> StatisticRelease:
         for s in self.statistics:
@@ -173,7 +176,16 @@ class PlanRelease(Described, Receipted):
         r = self.receipt
         return {"design": self.design, "epsilon": self.epsilon, "charged": self.charged, "level": self.level,
                 "statistics": [s.to_dict() for s in self.statistics],
-                "receipt": None if r is None else dataclasses.asdict(r), "written": dict(self.written)}
+                "receipt": None if r is None else dataclasses.asdict(r), "written": dict(self.written),
+                **({} if self.discovery is None else {"discovery": self.discovery.to_dict(),
+                                                      "found": self.found})}
+
+    @property
+    def found(self) -> dict[str, list[Any]]:
+        """The keys of each group column found privately (none without a discovery)."""
+        return {s.statistic.options["group_by"]: list(s.statistic.group[1]) for s in self.statistics
+                if self.discovery is not None and s.statistic.group is not None
+                and s.statistic.options["group_by"] in {x.statistic.column for x in self.discovery.statistics}}
 
     @property
     def unit(self) -> str:
@@ -199,9 +211,16 @@ class PlanRelease(Described, Receipted):
         rows = tuple((s.label, s.channel_name, f"{s.epsilon:.4g}", f"{s.n:,}", headline(s.result))
                      for s in self.statistics)
         rate = f"ε {self.charged:g} per {unit}" + (" a night" if nights else "")
-        return Description(f"Plan of {len(self.statistics)} statistics", f"{rate}; {how}",
-                           (("design", self.design), ("confidence", f"{self.level:g}"),
-                            ("central guarantee", self.central_line())),
+        facts: tuple[tuple[str, str], ...] = (("design", self.design), ("confidence", f"{self.level:g}"),
+                                              ("central guarantee", self.central_line()))
+        if self.discovery is not None:
+            d = self.discovery
+            rate = f"{rate} (and ε {d.charged:g} before, finding its groups' keys: ε {d.charged + self.charged:g} in all)"
+            facts += tuple((f"keys of {column}", f"{len(keys)} found privately at ε {d.charged:g} per {unit} "
+                            f"(heavy hitters; the report in discover/): {', '.join(map(str, keys[:20]))}"
+                            + (" …" if len(keys) > 20 else ""))
+                           for column, keys in self.found.items())
+        return Description(f"Plan of {len(self.statistics)} statistics", f"{rate}; {how}", facts,
                            Table(("statistic", "channel", "ε", "reports", "result"), rows))
 
     def reading_delta(self) -> tuple[float, str]:

@@ -62,7 +62,8 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
                  design: str | None = None, incremental: bool = False, since: str | os.PathLike[str] | None = None,
                  skip_changed: bool = False, longitudinal: bool = False, options: RunOptions | None = None,
                  **run_options: Unpack[RunKwargs]) -> PlanRelease:
-    """Release every statistic of a plan from one pass over ``source``, as one release.
+    """Release every statistic of a plan from one pass over ``source``, as one release (a plan whose groups are
+    found privately, ``groups = "discover"``: as two, :mod:`ldp_dask.plans.discover`).
 
     Parameters
     ----------
@@ -117,12 +118,33 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
     BudgetExceeded
         The ledger's budget would be exceeded by the plan's total; nothing is read.
     """
-    from ..pipeline import release_metadata, with_key
-
     if not isinstance(plan_, Plan):
         plan_ = Plan.from_toml(plan_)
     level = check_probability(level, "level")
     opts = RunOptions.of(options, **run_options)
+    if plan_.discovery is None:
+        return _release_plan(plan_, source, epsilon, out=out, overwrite=overwrite, level=level, design=design,
+                             incremental=incremental, since=since, skip_changed=skip_changed,
+                             longitudinal=longitudinal, options=opts)
+    if incremental or since is not None or longitudinal:
+        raise LdpDaskError("a plan whose groups are found privately (groups = \"discover\") is released whole each "
+                           "time: the keys found would change from night to night, and with them the groups a series "
+                           "adds up; find the keys once (ldp-dask estimate --top over a heavy-hitters release) and "
+                           "declare them, or leave out incremental, since and longitudinal")
+    from .discover import release_discovered
+
+    return release_discovered(plan_, source, epsilon, out, overwrite, level, design, opts, _release_plan)
+
+
+def _release_plan(plan_: Plan, source: Any, epsilon: float, *, out: str | os.PathLike[str] | None,
+                  overwrite: bool, level: float, design: str | None = None, incremental: bool = False,
+                  since: str | os.PathLike[str] | None = None, skip_changed: bool = False, longitudinal: bool = False,
+                  options: RunOptions, discovery: PlanRelease | None = None) -> PlanRelease:
+    """:func:`release_plan` of a plan with its keys declared; ``discovery``: the release that found them (shown in
+    the report)."""
+    from ..pipeline import release_metadata, with_key
+
+    opts = options
     if opts.privacy_unit is not None and not longitudinal:
         check_unit_plan(plan_, design)
     if longitudinal and (incremental or since is not None):
@@ -130,14 +152,15 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
                            "themselves): it is not incremental; leave out incremental and since")
     datasets, by, plan_ = plan_datasets(plan_, source, opts)
     if longitudinal:
-        return _longitudinal(plan_, datasets, opts, epsilon, design, out, overwrite, level)
+        return _longitudinal(plan_, datasets, opts, epsilon, design, out, overwrite, level)  # never discovered
     if opts.privacy_unit is not None and (incremental or since is not None):
         from .nights import release_nights
 
-        return release_nights(plan_, datasets, by, opts, epsilon, since, skip_changed, _targets(plan_, out), _writer,
+        return release_nights(plan_, datasets, by, opts, epsilon, since, skip_changed, plan_.targets(out), _writer,
                               overwrite, level, lambda label: f"{file_stem(label)}.summary.parquet")
     if opts.privacy_unit is not None:
-        return _per_person(plan_, datasets, by, opts, epsilon, out, overwrite, level)
+        return _found_by(_per_person(plan_, datasets, by, opts, epsilon, out, overwrite, level, discovery),
+                         discovery)
     if incremental or since is not None:
         return _series(plan_, datasets, by, opts, epsilon, design, since, skip_changed, out, overwrite, level)
     rows = {s.column: d.n for s, d in zip(plan_.statistics, datasets)}
@@ -193,10 +216,15 @@ def release_plan(plan_: Plan | str | os.PathLike[str], source: Any, epsilon: flo
             released.append(statistic_release(s, made, e, r, p.se, level))
         return PlanRelease(checked.design, float(epsilon), charged, tuple(released), level)
 
-    targets = _targets(plan_, out)
-    done = release(whole, charge, compute, opts, targets=targets, write=_writer(secret), overwrite=overwrite,
-                   content_tag=plan_content_tag, central=PlanRelease.central_events)
-    return done.attach()
+    targets = plan_.targets(out)
+    done = release(whole, charge, compute, opts, targets=targets, write=_writer(secret, discovery),
+                   overwrite=overwrite, content_tag=plan_content_tag, central=PlanRelease.central_events)
+    return _found_by(done.attach(), discovery)
+
+
+def _found_by(result: PlanRelease, discovery: PlanRelease | None) -> PlanRelease:
+    """A released plan with the release that found its groups' keys, if any."""
+    return result if discovery is None else dataclasses.replace(result, discovery=discovery)
 
 
 def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilon: float, design: str | None,
@@ -255,13 +283,13 @@ def _longitudinal(plan_: Plan, datasets: list[Dataset], opts: RunOptions, epsilo
         updates[0] = found  # one release, one result (the release path may replace the object)
         return result
 
-    done = release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
+    done = release(whole, charge, compute, opts, targets=plan_.targets(out), write=_writer(secret),
                    overwrite=overwrite, content_tag=plan_content_tag, memos=lambda r: updates.pop(0))
     return done.attach()
 
 
 def _per_person(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: RunOptions, epsilon: float,
-                out: Any, overwrite: bool, level: float) -> PlanRelease:
+                out: Any, overwrite: bool, level: float, discovery: PlanRelease | None = None) -> PlanRelease:
     """A plan with a privacy unit: ε per person split among the statistics (:func:`ldp_dask.plans.check_units`).
     Every person's rows are bounded **once** for the whole plan — k rows chosen by keyed randomness, padded when a
     person has fewer (:func:`ldp_dask.persons.map_units` over every statistic's column and every group column at
@@ -305,7 +333,7 @@ def _per_person(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], op
                                               level))
         return PlanRelease("split-epsilon", float(epsilon), sum(spent), tuple(released), level)
 
-    return release(whole, charge, compute, opts, targets=_targets(plan_, out), write=_writer(secret),
+    return release(whole, charge, compute, opts, targets=plan_.targets(out), write=_writer(secret, discovery),
                    overwrite=overwrite, content_tag=plan_content_tag, central=PlanRelease.central_events).attach()
 
 
@@ -331,30 +359,19 @@ def _series(plan_: Plan, datasets: list[Dataset], by: dict[str, Dataset], opts: 
         return PlanRelease(chosen, float(epsilon), charged, tuple(released), level)
 
     return release_series(plan_, datasets, labels, opts, secret, epsilon, design, since, skip_changed,
-                          _targets(plan_, out), _writer(secret), overwrite, finish,
+                          plan_.targets(out), _writer(secret), overwrite, finish,
                           lambda label: f"{file_stem(label)}.summary.parquet")
 
 
-def _targets(plan_: Plan, out: str | os.PathLike[str] | None) -> dict[str, str | None]:
-    if out is None:
-        return {}
-    d = os.fspath(out).rstrip("/")
-    targets: dict[str, str | None] = {"index": f"{d}/index.html", "estimates": f"{d}/estimates.json"}
-    summaries, pages = plan_.output_stems()
-    for label, suffix, stem in summaries:
-        targets[f"summary:{label}{suffix}"] = f"{d}/{stem}.summary.parquet"
-    for label, stem in pages:
-        targets[f"page:{label}"] = f"{d}/{stem}.html"
-    return targets
 
 
 def _summary_bytes(summary: Summary, mac: bytes) -> Any:
     return lambda fh: summary.write_parquet(fh, mac)
 
 
-def _writer(secret: Secret) -> Any:
+def _writer(secret: Secret, discovery: PlanRelease | None = None) -> Any:
     """What stages a plan's outputs: every summary (signed as a single release's is), a page per statistic, the
-    index page and the estimates as JSON."""
+    index page and the estimates as JSON (with ``discovery``, the release that found its groups' keys)."""
     from ..report import plan_pages
 
     mac = summary_mac_key(secret)
@@ -362,6 +379,7 @@ def _writer(secret: Secret) -> Any:
     def write(result: PlanRelease, outputs: Outputs) -> None:
         if "index" not in outputs:
             return
+        result = _found_by(result, discovery)
         for s in result.statistics:
             for suffix, summary in s.summaries:
                 outputs.write(f"summary:{s.label}{suffix}", _summary_bytes(summary, mac))

@@ -447,6 +447,47 @@ nulls = 0
     assert (folder / "index.html").exists() and json.loads((folder / "estimates.json").read_text())["statistics"]
 
 
+def test_the_plan_flow_finds_group_keys_privately(prefect_harness, cluster, tmp_path):
+    """A plan with ``groups = "discover"`` from the Prefect flow on the cluster: the keys' release and the plan's,
+    two ledger entries adding up to ε, the found keys in the flow's result and an artifact for the keys; the same
+    day again spends nothing."""
+    import anyio
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from prefect.client.orchestration import get_client
+
+    from ldp_dask.flows import plan_flow
+    from ldp_dask.ledger import open_ledger
+
+    table, led = tmp_path / "flights", str(tmp_path / "ledger.sqlite")
+    table.mkdir()
+    rng = np.random.default_rng(12)
+    carrier = rng.choice(["AA", "DL", "UA", "WN"] + [f"X{i}" for i in range(300)], 60_000,
+                         p=[0.35, 0.25, 0.15, 0.1] + [0.15 / 300] * 300)
+    pq.write_table(pa.table({"carrier": carrier, "distance": rng.gamma(2.0, 500.0, 60_000).clip(0, 5000)}),
+                   table / "day-1.parquet")
+    plan = tmp_path / "report.toml"
+    plan.write_text("[discover]\nshare = 0.5\nmax_bytes = 4\nalphabet = \"ADLNUWX0123456789\"\n\n"
+                    "[[statistic]]\ncolumn = \"distance\"\ntarget = \"mean\"\ndomain = [0, 5000]\n"
+                    "group_by = \"carrier\"\ngroups = \"discover\"\ntop = 5\n")
+    common = dict(plan=str(plan), source=str(table), out_dir=str(tmp_path / "reports"), epsilon=4.0, ledger=led,
+                  scheduler=cluster.scheduler.address, seed=3)
+    first = plan_flow(date="2026-11-25", **common)
+    assert {"AA", "DL", "UA"} <= set(first["found"]["carrier"]) and first["found_charged"] == 2.0
+    assert [e["epsilon"] for e in open_ledger(led).entries()] == [2.0, 2.0]
+
+    async def keys() -> list[str]:
+        async with get_client() as client:
+            r = await client._client.post("/artifacts/filter", json={"limit": 100, "offset": 0,
+                                                                      "sort": "CREATED_DESC"})
+            return [a["key"] for a in r.json()]
+
+    assert {"ldp-plan-carrier-keys", "ldp-plan-distance-mean"} <= set(anyio.run(keys))
+    assert (tmp_path / "reports" / "2026-11-25" / "discover" / "index.html").exists()
+    again = plan_flow(date="2026-11-25", **common)
+    assert again["reused"] and len(open_ledger(led).entries()) == 2
+
+
 def test_the_nightly_flow_releases_a_snapshot_longitudinally(prefect_harness, cluster, tmp_path, capsys):
     """The nightly release flow with ``longitudinal=True, capped=False``: three nights of the same 3,000 persons,
     100 of whom change cell on night 3; the artifact and ``ldp-dask budget`` show the spend's percentiles over

@@ -106,8 +106,7 @@ def _summed_pieces(task: Any, job: ChannelJob) -> dict[str, Any] | TaskError:
     """:func:`noisy_sums` of a channel with integer sums: exact statistics piece by piece, added, then noise once."""
 
     def piece_stats(p: Piece) -> tuple[int, int, dict[str, np.ndarray]]:
-        x, clipped = job.channel.prepare(read_piece(job.reader, p), clip=job.clip)
-        return len(x), clipped, job.channel.exact_stats(x)
+        return job.channel.counted(read_piece(job.reader, p), clip=job.clip)
 
     parts = each_piece(job.pieces, task, piece_stats)
     if isinstance(parts, TaskError):

@@ -281,6 +281,12 @@ class Channel(ABC):
         """Summary mode for one block: ``add_noise(exact_stats(x), len(x), rng)``."""
         return self.add_noise(self.exact_stats(x), len(x), rng)
 
+    def counted(self, x: Any, clip: bool = False) -> tuple[int, int, dict[str, np.ndarray]]:
+        """A piece's rows, values clipped and exact statistics: ``prepare`` then :meth:`exact_stats` (a channel may
+        fuse the two, as the heavy-hitters channel does, when they are integer sums)."""
+        prepared, clipped = self.prepare(x, clip=clip)
+        return len(prepared), clipped, self.exact_stats(prepared)
+
     @property
     def integer_sums(self) -> bool:
         """True when :meth:`exact_stats` are integers (below 2^53): partial sums of a partition's blocks then add

@@ -45,18 +45,26 @@ def prefix_bytes(x: Any, width: int) -> np.ndarray:
     width + 1 (width + 1: longer), then the first ``width`` bytes, zero-padded."""
     from .._prefix_kernels import fixed_width
 
+    offsets, raw = string_buffers(x)
+    out = np.zeros((len(offsets) - 1, width + 1), dtype=np.uint8)
+    if len(out):
+        fixed_width(offsets, raw, width, out)
+    return out
+
+
+def string_buffers(x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Values (strings or integers) as Arrow lays out UTF-8 text: the n + 1 offsets (int64) and the bytes."""
     arr = _values(x)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if not pa.types.is_string(arr.type):
         arr = pc.cast(arr, pa.string())
-    out = np.zeros((len(arr), width + 1), dtype=np.uint8)
-    if len(arr):
-        _, off, data = arr.buffers()
-        offsets = np.frombuffer(off, dtype=np.int32, count=len(arr) + 1 + arr.offset)[arr.offset:]
-        raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(1, np.uint8)
-        fixed_width(offsets.astype(np.int64), raw, width, out)
-    return out
+    if not len(arr):
+        return np.zeros(1, np.int64), np.zeros(1, np.uint8)
+    _, off, data = arr.buffers()
+    offsets = np.frombuffer(off, dtype=np.int32, count=len(arr) + 1 + arr.offset)[arr.offset:]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(1, np.uint8)
+    return offsets.astype(np.int64), raw
 
 
 class HeavyHitters(CountMeanSketch):
@@ -191,6 +199,17 @@ class HeavyHitters(CountMeanSketch):
         prefix_counts(np.ascontiguousarray(x, dtype=np.uint8), self.groups, self.hashes, self.levels,
                       self.start, np.uint64(self.salt & 0xFFFFFFFFFFFFFFFF), self._offsets, self.width, counts, rows)
         return {"counts": counts, "rows": rows}
+
+    def counted(self, x: Any, clip: bool = False) -> tuple[int, int, dict[str, np.ndarray]]:
+        """:meth:`exact_stats` of ``prepare(x)`` in one pass over the Arrow strings, with no fixed-width copy."""
+        from .._prefix_kernels import arrow_prefix_counts
+
+        offsets, raw = string_buffers(x)
+        counts = np.zeros(self.dim, dtype=np.int64)
+        rows = np.zeros(self.groups, dtype=np.int64)
+        arrow_prefix_counts(offsets, raw, self.groups, self.hashes, self.levels, self.start,
+                            np.uint64(self.salt & 0xFFFFFFFFFFFFFFFF), self._offsets, self.width, counts, rows)
+        return len(offsets) - 1, 0, {"counts": counts, "rows": rows}
 
     def _repeat(self, value: Any, n: int) -> np.ndarray:
         return np.repeat(np.asarray(value, dtype=np.uint8).reshape(1, -1), n, axis=0)

@@ -356,9 +356,16 @@ def _open_parquet(url: str, column: str | None, target: int, storage_options: di
 def typed_categories(labels: list[Any], dataset: Dataset) -> list[Any]:
     """Categories given as text, typed as the column: integers on an integer column, else as given
     (``01 02 10`` matches the strings "01", "02", "10" of a string column)."""
-    if dataset.kind != "parquet" or not dataset.pieces or not all(isinstance(x, str) for x in labels):
+    if not all(isinstance(x, str) for x in labels):
         return labels
-    t = pq.read_schema(dataset.pieces[0].path, filesystem=dataset.fs).field(dataset.column).type
+    if dataset.kind == "memory" and dataset.values is not None:  # an in-memory column: its own type
+        v = dataset.values
+        t = v.type if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.from_numpy_dtype(np.asarray(v).dtype) \
+            if np.asarray(v).dtype.kind in "iu" else pa.string()
+    elif dataset.kind != "parquet" or not dataset.pieces:
+        return labels
+    else:
+        t = pq.read_schema(dataset.pieces[0].path, filesystem=dataset.fs).field(dataset.column).type
     t = t.value_type if pa.types.is_dictionary(t) else t
     if not pa.types.is_integer(t):
         return labels

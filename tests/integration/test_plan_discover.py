@@ -147,3 +147,20 @@ def test_a_discovering_plan_is_refused_before_anything_is_spent(tmp_path):
 def _write(path, text):
     path.write_text(text)
     return path
+
+
+def test_keys_found_in_an_integer_column_in_memory_are_integers():
+    """Found keys are text (a value's UTF-8 bytes); on an integer column held in memory they are typed as the
+    column, or every row would fall in "other"."""
+    import pandas as pd
+
+    rng = np.random.default_rng(1)
+    g = rng.choice([7, 42, 1000], 30_000, p=[0.5, 0.3, 0.2])
+    df = pd.DataFrame({"g": g, "x": rng.uniform(0, 10, 30_000)})
+    plan = ldp_dask.Plan.from_dict({"discover": {"share": 0.5, "max_bytes": 4},
+                                    "statistic": [{"column": "x", "target": "mean", "domain": [0, 10],
+                                                   "group_by": "g", "groups": "discover", "top": 3}]})
+    r = ldp_dask.release_plan(plan, df, 4.0, seed=1, ledger=False, client="local")
+    assert sorted(r.found["g"]) == [7, 42, 1000] and all(isinstance(k, int) for k in r.found["g"])
+    rows = r["x.mean"].result.rows  # estimated rows per group: "other" holds nobody
+    assert rows[-1] < 0.1 * len(df) and rows[:-1].sum() > 0.8 * len(df)

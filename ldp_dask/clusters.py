@@ -99,6 +99,20 @@ LOCAL_CLUSTER: dict[str, Any] = {"threads_per_worker": 1, "processes": True, "da
                                  "silence_logs": logging.ERROR}
 
 
+def _refuse_key_in(raw: str) -> None:
+    """Refuse cluster options that would hand the key to the workers: its variables' names (Coiled's ``environ``,
+    a Kubernetes ``env``, a job script's ``job_script_prologue``) or its bytes. The message quotes neither."""
+    from .noise import SECRET_ENV, SECRET_FILE_ENV, key_material
+
+    named = [v for v in (SECRET_ENV, SECRET_FILE_ENV) if v in raw]
+    material = key_material()
+    if named or (material is not None and material in raw.encode()):
+        raise LdpDaskError("LDP_DASK_CLUSTER_OPTIONS would hand the noise key to the workers (it names "
+                           f"{' and '.join(named) if named else 'the key itself'}): the key stays on the driver, "
+                           "which derives each task's keys from it; leave it out of the cluster's environment, "
+                           "secrets and job scripts (docs/how-to/dask-cluster.md)")
+
+
 @contextmanager
 def _cluster_from_env() -> Iterator[Any]:
     """The cluster named by ``LDP_DASK_CLUSTER`` (see :func:`connect`), scaled and closed at the end."""
@@ -120,6 +134,7 @@ def _cluster_from_env() -> Iterator[Any]:
         options = None
     if not isinstance(options, dict):
         raise LdpDaskError(f"LDP_DASK_CLUSTER_OPTIONS must be a JSON object of keyword arguments. Got {raw!r}.")
+    _refuse_key_in(raw)
     workers = os.environ.get("LDP_DASK_CLUSTER_WORKERS", "2")
     if not workers.isdigit() or int(workers) < 1:
         raise LdpDaskError(f"LDP_DASK_CLUSTER_WORKERS must be a positive integer. Got {workers!r} instead.")

@@ -97,6 +97,20 @@ def _env(name: str) -> str | None:
     return os.environ.get(name) or _HIDDEN.get(name)
 
 
+def key_material() -> bytes | None:
+    """The environment's key bytes (``$LDP_DASK_SECRET``, else the file ``$LDP_DASK_SECRET_FILE`` names), or None:
+    for refusing configuration that would copy the key somewhere (it is never logged)."""
+    env = _env(SECRET_ENV)
+    if env:
+        return env.strip().encode()
+    name = _env(SECRET_FILE_ENV)
+    try:
+        key = Path(name).read_bytes().strip() if name else b""
+    except OSError:
+        return None
+    return key if len(key) >= 16 else None
+
+
 @dataclass(frozen=True)
 class Secret:
     """The run's secret key. ``repr`` never shows the key material.

@@ -45,6 +45,77 @@ def test_local_cluster_workers_cannot_read_the_key(tmp_path, monkeypatch):
     assert os.environ["LDP_DASK_SECRET"] == KEY  # the driver's environment is back as it was
 
 
+@pytest.mark.cluster
+def test_a_jobqueue_cluster_keeps_the_key_home_and_releases_bit_identically(tmp_path, monkeypatch):
+    """``LDP_DASK_CLUSTER`` naming dask-jobqueue's cluster class (its local job queue: the same job scripts and
+    machinery as SLURM or PBS, the jobs run as local processes on 127.0.0.1): the release equals the in-process
+    one under the same key, and neither the workers' environment, nor the job script, nor the workers' logs hold
+    the key (a job queue exports the submitting environment to the job by default, as ``sbatch`` does)."""
+    import json
+    import os
+
+    import ldp_dask
+    from ldp_dask import LaplaceMean
+    from ldp_dask.pipeline import connect
+
+    rng = np.random.default_rng(3)
+    (tmp_path / "data").mkdir()
+    for i in range(2):
+        pq.write_table(pa.table({"x": rng.uniform(0, 1, 30_000)}), tmp_path / "data" / f"part-{i}.parquet")
+    logs = tmp_path / "logs"
+    monkeypatch.setenv("LDP_DASK_CLUSTER", "dask_jobqueue.local.LocalCluster")
+    monkeypatch.setenv("LDP_DASK_CLUSTER_OPTIONS", json.dumps({
+        "cores": 1, "processes": 1, "memory": "1GiB", "interface": "lo", "local_directory": str(tmp_path / "w"),
+        "log_directory": str(logs)}))
+    monkeypatch.setenv("LDP_DASK_CLUSTER_WORKERS", "2")
+    monkeypatch.setenv("LDP_DASK_SECRET", KEY)
+    channel = LaplaceMean(1.0, (0.0, 1.0))
+    far = ldp_dask.privatize(str(tmp_path / "data"), column="x", channel=channel, ledger=False, partition_rows=10_000)
+    here = ldp_dask.privatize(str(tmp_path / "data"), column="x", channel=channel, ledger=False, client="local",
+                              partition_rows=10_000)
+    assert far.same_release(here) and far.metadata["key_id"] == here.metadata["key_id"]
+    import sys
+
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the job's Python has no tests/ on its path
+    try:
+        with connect() as client:
+            client.wait_for_workers(2, timeout=120)
+            seen = client.run(_worker_environment)
+            script = client.cluster.job_script()
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert all(w.startswith("tcp://127.0.0.1:") for w in seen), seen
+    assert len(seen) == 2 and all(env == {} for env in seen.values()), seen
+    assert KEY not in script and "LDP_DASK_SECRET" not in script
+    for f in logs.rglob("*"):
+        if f.is_file():
+            assert KEY not in f.read_text(errors="replace"), f
+    assert os.environ["LDP_DASK_SECRET"] == KEY
+
+
+@pytest.mark.parametrize("options", [
+    {"environ": {"LDP_DASK_SECRET": KEY}},  # Coiled's habit: environment variables shipped to every worker
+    {"env": {"KEY_FOR_WORKERS": KEY}},  # the key's bytes under another name
+    {"job_script_prologue": ["export LDP_DASK_SECRET_FILE=/home/me/.ldp_key"]},  # a job script naming the file
+])
+def test_cluster_options_that_would_hand_the_key_to_workers_are_refused(options, tmp_path, monkeypatch, capfd):
+    """Before any cluster exists, and without quoting the key."""
+    import json
+
+    from ldp_dask import LdpDaskError
+    from ldp_dask.pipeline import connect
+
+    monkeypatch.setenv("LDP_DASK_SECRET", KEY)
+    monkeypatch.setenv("LDP_DASK_CLUSTER", "distributed.LocalCluster")
+    monkeypatch.setenv("LDP_DASK_CLUSTER_OPTIONS", json.dumps(options))
+    with pytest.raises(LdpDaskError, match="would hand the noise key to the workers") as err:
+        with connect():
+            pass
+    assert KEY not in str(err.value) and KEY not in "".join(capfd.readouterr())
+
+
 def test_no_build_context_contains_a_key(tmp_path):
     from docker.utils.build import exclude_paths
 

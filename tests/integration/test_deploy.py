@@ -208,3 +208,62 @@ def test_dockerfile():
         assert any(op == "COPY" and path.startswith(rest.split()[0].rstrip("/")) for op, rest in ins), path
         assert ldp_dask.Plan.from_toml(ROOT / path).statistics
     assert ops.index("USER") > max(i for i, o in enumerate(ops) if o == "RUN"), "drop root after installing"
+
+
+def _pods(resource: dict) -> list[tuple[str, dict]]:
+    """The pod specs of a DaskCluster (its workers' and its scheduler's) or of a Deployment."""
+    if resource["kind"] == "DaskCluster":
+        return [(part, resource["spec"][part]["spec"]) for part in ("worker", "scheduler")]
+    return [("pod", resource["spec"]["template"]["spec"])]
+
+
+def _reads_a_secret(pod: dict) -> list[str]:
+    """What in a pod spec hands it a Secret or the key's variables."""
+    found = [v["name"] for v in pod.get("volumes", []) if "secret" in v]
+    for c in pod["containers"]:
+        found += [e["name"] for e in c.get("env", []) if "LDP_DASK_SECRET" in e["name"] or "valueFrom" in e
+                  and "secretKeyRef" in e["valueFrom"] and "ldp-dask-secret" in str(e["valueFrom"])]
+        found += [str(e) for e in c.get("envFrom", []) if "secretRef" in e]
+    return found
+
+
+def test_kubernetes_manifests_keep_the_key_in_the_prefect_worker():
+    """docs/how-to/kubernetes.md: the DaskCluster's pods mount no Secret and name no key variable, and run as
+    another user; the Prefect worker mounts the key's Secret where LDP_DASK_SECRET_FILE points, read-only."""
+    docs = {p.name: list(yaml.safe_load_all(p.read_text())) for p in (DEPLOY / "kubernetes").glob("*.yaml")}
+    assert set(docs) == {"daskcluster.yaml", "prefect-worker.yaml"}
+    dask, = docs["daskcluster.yaml"]
+    worker, = docs["prefect-worker.yaml"]
+    assert dask["apiVersion"] == "kubernetes.dask.org/v1" and dask["kind"] == "DaskCluster"
+    for part, pod in _pods(dask):
+        assert _reads_a_secret(pod) == [], (part, _reads_a_secret(pod))
+    (_, pod), = _pods(worker)
+    mounts = {m["name"]: m for c in pod["containers"] for m in c.get("volumeMounts", [])}
+    key = next(v for v in pod["volumes"] if v["secret"]["secretName"] == "ldp-dask-secret")
+    env = {e["name"]: e.get("value") for c in pod["containers"] for e in c["env"]}
+    assert env["LDP_DASK_SECRET_FILE"] == mounts[key["name"]]["mountPath"] and mounts[key["name"]]["readOnly"]
+    assert key["secret"]["defaultMode"] == 0o400 and "LDP_DASK_SECRET" not in env
+    users = {pod["securityContext"]["runAsUser"] for _, pod in _pods(dask)}
+    assert pod["securityContext"]["runAsUser"] not in users
+    assert env["DASK_SCHEDULER_ADDRESS"] == f"tcp://{dask['metadata']['name']}-scheduler.{dask['metadata']['namespace']}:8786"
+
+
+def test_cluster_recipes_name_a_class_and_options_that_keep_the_key_home(monkeypatch):
+    """deploy/clusters/*.env (docs/how-to/jobqueue.md, dask-gateway.md, coiled.md): each names a cluster class as
+    module.Class and options that are a JSON object the driver accepts with a key configured, and the key as a
+    file (never its bytes in an environment file)."""
+    import json
+
+    from ldp_dask.clusters import _refuse_key_in
+
+    monkeypatch.setenv("LDP_DASK_SECRET", "a-key-of-at-least-sixteen-bytes")
+    files = sorted((DEPLOY / "clusters").glob("*.env"))
+    assert [f.stem for f in files] == ["coiled", "gateway", "slurm"]
+    for f in files:
+        env = dict(line.split("=", 1) for line in f.read_text().splitlines() if line and not line.startswith("#"))
+        assert set(env) == {"LDP_DASK_SECRET_FILE", "LDP_DASK_CLUSTER", "LDP_DASK_CLUSTER_OPTIONS",
+                            "LDP_DASK_CLUSTER_WORKERS"}, f
+        assert re.fullmatch(r"[a-z_]+(\.[a-z_]+)*\.[A-Z]\w+", env["LDP_DASK_CLUSTER"]), f
+        assert isinstance(json.loads(env["LDP_DASK_CLUSTER_OPTIONS"]), dict) and env["LDP_DASK_CLUSTER_WORKERS"].isdigit()
+        _refuse_key_in(env["LDP_DASK_CLUSTER_OPTIONS"])
+        assert f"deploy/clusters/{f.name}" in " ".join(p.read_text() for p in (ROOT / "docs" / "how-to").glob("*.md"))

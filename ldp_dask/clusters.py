@@ -138,6 +138,15 @@ def _cluster_from_env() -> Iterator[Any]:
     workers = os.environ.get("LDP_DASK_CLUSTER_WORKERS", "2")
     if not workers.isdigit() or int(workers) < 1:
         raise LdpDaskError(f"LDP_DASK_CLUSTER_WORKERS must be a positive integer. Got {workers!r} instead.")
-    with hidden_from_children(), cls(**options) as cluster:
-        cluster.scale(int(workers))
-        yield cluster
+    cluster = None
+    try:
+        with hidden_from_children(), cls(**options) as cluster:
+            cluster.scale(int(workers))
+            yield cluster
+    finally:
+        # a cluster manager's helpers may be finalized later, at any allocation: dask-gateway's client closes its
+        # event loop on close and again, raising, in __del__; collected here, not inside whatever runs next
+        import gc
+
+        cluster = None
+        gc.collect()

@@ -80,8 +80,8 @@ def _worker_python(where: Path) -> Path:
     """A virtual environment of the system interpreter (runnable by ``nobody``) that sees this environment's
     packages and the project."""
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
-    if os.geteuid() != 0:
-        pytest.skip("starting the gateway's workers as another user needs root")
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        pytest.skip("starting the gateway's workers as another user needs root (and runuser, to check it can)")
     if not system.exists() or subprocess.run(["runuser", "-u", USER, "--", str(system), "-c", "pass"],
                                              capture_output=True).returncode != 0:
         pytest.skip(f"no Python {sys.version_info.major}.{sys.version_info.minor} that user {USER!r} may run")
@@ -89,7 +89,13 @@ def _worker_python(where: Path) -> Path:
     site = next((where / "lib").glob("python*/site-packages"))
     ours = [p for p in sys.path if p.endswith("site-packages")]
     (site / "ldp_dask_test.pth").write_text("\n".join([str(ROOT), *ours]) + "\n")
-    return where / "bin" / "python"
+    python = where / "bin" / "python"
+    tried = subprocess.run(["runuser", "-u", USER, "--", str(python), "-c", "import ldp_dask, distributed, dask_gateway"],
+                           capture_output=True, text=True, cwd="/")
+    if tried.returncode != 0:
+        pytest.skip(f"user {USER!r} cannot import the project from {ROOT} and this environment: "
+                    f"{tried.stderr.strip().splitlines()[-1] if tried.stderr.strip() else tried.returncode}")
+    return python
 
 
 @pytest.fixture(scope="module")

@@ -59,33 +59,23 @@ from typing import Any
 
 from .._validation import LdpDaskError
 from ..privacy import ROW_UNIT
-from .budget import (
-    SCOPES,
-    BudgetExceeded,
-    Part,
-    charges_of,
-    check_scope,
-    dataset_summaries,
-    log_followed,
-    over_budget,
-    overlaps,
-    spent_per_person,
-)
+from .budget import SCOPES, BudgetExceeded, Part, check_scope, over_budget, overlaps, spent_per_person
 from .central import (
     central_budget,
-    central_spend,
     check_central_budget,
-    dataset_events,
+    counts,
     delta_label,
     encode_events,
     over_central_budgets,
     report_delta,
 )
+from .index import drop_release, recorded_parts, relevant, tag_parts
 from .memos import MemoUpdate, series_states, settle_series
 from .recovery import recover
-from .reserve import PENDING, Request, Reservation, recorded_parts, reserve_in, touching
+from .reserve import PENDING, Request, Reservation, reserve_in, touching
 from .sqlite import SQLiteStore
-from .store import ACTIVE, LedgerError, Store, Tx
+from .standing import View, summaries
+from .store import LedgerError, Store, Tx
 
 __all__ = ["Ledger", "Reservation", "BudgetExceeded", "LedgerError", "default_ledger_path", "SCOPES",
            "open_ledger", "DEFAULT_LEASE_SECONDS", "ROW_UNIT", "overlaps", "Part", "spent_per_person",
@@ -176,7 +166,7 @@ class Ledger:
             other = tx.one("SELECT name FROM datasets WHERE root=? AND name<>?", (root, name))
             if other:
                 raise LdpDaskError(f"the root {root!r} is already declared as dataset {other['name']!r}")
-            for r in self._active(tx):
+            for r in relevant(tx, [root]):
                 if overlaps(r["root"], root) and r["privacy_unit"] != unit:
                     raise LdpDaskError(
                         f"releases of {r['root']!r} were made with privacy unit {r['privacy_unit']!r}; a dataset "
@@ -200,32 +190,15 @@ class Ledger:
                           "central_delta FROM datasets ORDER BY name")
 
     @staticmethod
-    def _active(tx: Tx) -> list[dict[str, Any]]:
-        return tx.all(f"SELECT id, root, epsilon, privacy_unit, parts, files, key_id, central, table_log "
-                      f"FROM releases WHERE status IN {ACTIVE}")
-
-    @staticmethod
-    def _follows(declared: Sequence[dict[str, Any]], root: str, rows: Sequence[dict[str, Any]] = ()) -> bool:
-        """Whether ε per row on ``root`` follows locations: ``root`` lies in a dataset declared append-only
-        whose checks still hold, or every release on it followed one table's log (:func:`log_followed`)."""
-        return log_followed(rows, root) or any(
-            d["append_only"] and not d["fallback"] and d["privacy_unit"] == ROW_UNIT and
-            (root.rstrip("/") + "/").startswith(d["root"].rstrip("/") + "/") for d in declared)
-
-    @classmethod
-    def _spent_on(cls, active: list[dict[str, Any]], root: str, declared: Sequence[dict[str, Any]] = (),
-                  new: dict[str, Any] | None = None, charges: list[tuple[str, float, Any]] | None = None) -> float:
-        """ε per person on ``root`` from the active releases (``new``: one not recorded yet; ``charges``: theirs)."""
-        rows = [*active, new] if new is not None else active
-        unit = next((r["privacy_unit"] for r in rows if overlaps(r["root"], root)), ROW_UNIT)
-        return spent_per_person(charges_of(rows) if charges is None else charges, root, unit,
-                                cls._follows(declared, root, rows))
+    def _view(tx: Tx) -> View:
+        """The releases as this transaction sees them, per root (:class:`.standing.View`)."""
+        return View(tx, tx.all("SELECT * FROM datasets"))
 
     def spent(self, root: str) -> float:
         """ε per person spent on ``root``: the most any one person in it has spent (:func:`spent_per_person`)."""
         with self.store.transaction() as tx:
             self._recover(tx)
-            return self._spent_on(self._active(tx), root, tx.all("SELECT * FROM datasets"))
+            return self._view(tx).spent(root)
 
     # --- releases -----------------------------------------------------------------------------------------
     def reserve(self, *, root: str, column: str, scope: str, channel: str, params: Mapping[str, Any],
@@ -349,8 +322,8 @@ class Ledger:
     def _settle_parts(self, tx: Tx, reservation: Reservation, row: dict[str, Any], content_tag: str | None,
                       reproducible: bool, part_tags: Mapping[str, str], central: str | None) -> Reservation:
         """Each part free when a committed part has its key and content tag, else charged its ε."""
-        recorded = recorded_parts(tx, exclude=reservation.id)
         parts = json.loads(row["parts"])
+        recorded = recorded_parts(tx, [p["key"] for p in parts], exclude=reservation.id)
         for p in parts:
             p["tag"] = part_tags.get(p["key"])
             same = reproducible and p["tag"] is not None and p["tag"] in recorded.get(p["key"], ())
@@ -363,23 +336,23 @@ class Ledger:
         tx.run("UPDATE releases SET status='publishing', epsilon=?, content_tag=?, parts=?, note=?, central=? "
                "WHERE id=?", (charged, content_tag, json.dumps(parts), f"{fresh} of {len(parts)} partitions "
                               "released anew", central, reservation.id))
+        tag_parts(tx, reservation.id, parts)
         return dataclasses.replace(reservation, epsilon=charged, reused=fresh == 0 and bool(parts), tentative=False,
                                    parts=fresh)
 
     def _as_charged(self, tx: Tx, reservation: Reservation, charges: list[tuple[str, float]],
-                    central: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-        """The release as it would be charged (``charges``: per part, or one on its root; ``central``: its events),
-        the other active releases and the declared datasets."""
-        mine = tx.one("SELECT id, root, privacy_unit, files, parts, epsilon FROM releases WHERE id=?",
-                      (reservation.id,))
+                    central: str | None = None) -> tuple[dict[str, Any], View]:
+        """The release as it would be charged (``charges``: per part, or one on its root; ``central``: its events)
+        and the view of the others."""
+        mine = tx.one("SELECT id, root, privacy_unit, files, parts, epsilon, table_log, column_name, scope "
+                      "FROM releases WHERE id=?", (reservation.id,))
         assert mine is not None
         if mine["parts"] is not None:
             mine["parts"] = json.dumps([{"root": loc, "epsilon": e} for loc, e in charges])
         else:
             mine["epsilon"] = max((e for _, e in charges), default=0.0)
         mine["id"], mine["central"] = PENDING, central
-        active = [r for r in self._active(tx) if r["id"] != reservation.id]
-        return mine, active, tx.all("SELECT * FROM datasets")
+        return mine, self._view(tx)
 
     def _check_central(self, tx: Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]],
                        central: str | None) -> None:
@@ -387,19 +360,20 @@ class Ledger:
         if not any(e > 0 for _, e in charges) or not tx.one("SELECT name FROM datasets WHERE central_epsilon IS NOT "
                                                             "NULL LIMIT 1"):
             return
-        mine, active, everything = self._as_charged(tx, reservation, charges, central)
-        why = over_central_budgets([*active, mine], touching(active, mine, root, everything))
+        mine, view = self._as_charged(tx, reservation, charges, central)
+        why = over_central_budgets(lambda r: view.events(r, mine, reservation.id), touching(view, mine, root),
+                                   composed=view.composed)
         if why:
-            tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
+            drop_release(tx, reservation.id)
             raise BudgetExceeded(f"{why}; nothing was published")
 
     def _check_fits(self, tx: Tx, reservation: Reservation, root: str, charges: list[tuple[str, float]]) -> None:
         """A tentative release turned out to be charged: it must still fit every budget it overlaps."""
-        mine, active, everything = self._as_charged(tx, reservation, charges)
-        for d in touching(active, mine, root, everything):
-            s = self._spent_on(active, d["root"], everything)
-            if over_budget(self._spent_on(active, d["root"], everything, mine), float(d["epsilon_limit"])):
-                tx.run("DELETE FROM releases WHERE id=?", (reservation.id,))
+        mine, view = self._as_charged(tx, reservation, charges)
+        for d in touching(view, mine, root):
+            s = view.spent(d["root"], exclude=reservation.id)
+            if over_budget(view.spent(d["root"], mine, reservation.id), float(d["epsilon_limit"])):
+                drop_release(tx, reservation.id)
                 raise BudgetExceeded(
                     f"the data changed since the recorded release, so this is a new release needing "
                     f"ε = {reservation.requested:g}, but the dataset {d['name']!r} has spent {s:g} of its "
@@ -414,7 +388,7 @@ class Ledger:
     def abort(self, reservation: Reservation) -> None:
         """Nothing left the process (the caller removed every staged output): remove the reservation."""
         with self.store.transaction() as tx:
-            tx.run("DELETE FROM releases WHERE id=? AND status IN ('reserved', 'publishing')", (reservation.id,))
+            drop_release(tx, reservation.id, "AND status IN ('reserved', 'publishing')")
 
     def renew(self, reservation: Reservation) -> None:
         with self.store.transaction() as tx:
@@ -464,14 +438,11 @@ class Ledger:
         rows are followed its person ``groups``: ε per row at each charged location inside it (a partition)."""
         with self.store.transaction() as tx:
             self._recover(tx)
-            declared = tx.all("SELECT * FROM datasets ORDER BY name")
-            rows = tx.all(f"SELECT id, root, column_name, scope, privacy_unit, epsilon, parts, files, key_id, "
-                          f"central, table_log FROM releases WHERE status IN {ACTIVE}")
-            series = series_states(tx)
-        items = dataset_summaries(declared, rows, self._follows, series)
-        budgets, charges = {d["root"]: central_budget(d) for d in declared}, charges_of(rows)
-        for item in items:  # the composed central guarantee, beside the local spend
-            item["central"] = central_spend(rows, item["root"], budgets.get(item["root"]), charges)
+            view = self._view(tx)
+            items = summaries(view, series_states(tx))
+            budgets = {d["root"]: central_budget(d) for d in view.datasets}
+            for item in items:  # the composed central guarantee, beside the local spend
+                item["central"] = view.central(item["root"], budgets.get(item["root"]))
         return items
 
     def standing(self, root: str) -> tuple[float, dict[str, Any]]:
@@ -479,11 +450,9 @@ class Ledger:
         (:func:`.central.central_spend`, at the δ of the central budget declared there, if any)."""
         with self.store.transaction() as tx:
             self._recover(tx)
-            active, everything = self._active(tx), tx.all("SELECT * FROM datasets")
-        declared, charges = next((d for d in everything if d["root"] == root), None), charges_of(active)
-        return (self._spent_on(active, root, everything, charges=charges),
-                central_spend(active, root, central_budget(declared) if declared else None, charges))
-
+            view = self._view(tx)
+            declared = next((d for d in view.datasets if d["root"] == root), None)
+            return view.spent(root), view.central(root, central_budget(declared) if declared else None)
 
     def sequence(self) -> tuple[str, int]:
         """This ledger's identity (a random id made with it, kept in the ledger: a copy shares it) and the number
@@ -523,10 +492,10 @@ class Ledger:
         will compose the dataset at (:func:`.central.report_delta` of the dataset's events and ``extra``, this
         release's), so that its pages, written before the charge, state the same δ as its receipt."""
         with self.store.transaction() as tx:
-            active, everything = self._active(tx), tx.all("SELECT * FROM datasets")
-        declared = next((d for d in everything if d["root"] == root), None)
+            view = self._view(tx)
+            declared = next((d for d in view.datasets if d["root"] == root), None)
+            events = view.events(root) + counts(extra)
         budget = central_budget(declared) if declared else None
-        events = [*dataset_events(active, root, charges_of(active)), *extra]
         return report_delta(events, budget[1] if budget else None), delta_label(budget is not None)
 
 

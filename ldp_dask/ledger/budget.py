@@ -10,6 +10,7 @@ the other, by path components.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from ..privacy import ROW_UNIT
 
 __all__ = ["SCOPES", "ROW_UNIT", "BudgetExceeded", "Part", "overlaps", "spent_per_person", "charges_of", "release_of", "nights_left",
            "BUDGET_RTOL", "over_budget", "remaining",
-           "person_groups", "spent_view", "check_scope", "dataset_summaries"]
+           "person_groups", "spent_view", "check_scope", "dataset_summaries", "summarize", "finish"]
 
 SCOPES = ("local", "central")
 
@@ -159,8 +160,9 @@ def spent_per_person(charges: Sequence[Charge], root: str, unit: str = ROW_UNIT,
     """
     top = root.rstrip("/")
     if unit != ROW_UNIT or not follow_locations:
-        return float(sum(max((e for loc, e in mine if overlaps(loc, top)), default=0.0)
-                         for mine in _by_release(charges).values()))
+        # summed exactly (math.fsum): the ledger keeps this sum as it grows, in another order (:mod:`.standing`)
+        return float(math.fsum(max((e for loc, e in mine if overlaps(loc, top)), default=0.0)
+                               for mine in _by_release(charges).values()))
     by_root = _increments(charges)
     points = {top} | {r for r in by_root if r.startswith(top + "/")}
     return max((sum(by_root.get(a, 0.0) for a in _ancestors(c)) for c in points), default=0.0)
@@ -264,23 +266,35 @@ def dataset_summaries(declared: list[dict[str, Any]], rows: list[dict[str, Any]]
             items.append({"dataset": None, "root": r["root"], "budget": None, "privacy_unit": r["privacy_unit"],
                           "append_only": False, "fallback": None})
     for item in items:
-        mine = [r for r in rows if any(overlaps(loc, item["root"]) for loc in touches.get(r["id"], {r["root"]}))]
-        unit = item["privacy_unit"] or ROW_UNIT
-        follow = follows(declared, item["root"], rows)
-        item["follows_locations"] = follow
-        item["table_log"] = log_followed(rows, item["root"])
-        ids = {r["id"] for r in mine}
-        own = [c for c in charges if release_of(c[2]) in ids]
-        item["spent"] = spent_per_person(own, item["root"], unit, follow)
-        item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow, own)
-        item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow, own)
-        item["groups"] = person_groups(own, item["root"]) if follow else {}
-        # a nightly series: the newest partitioned release's charge here is the rate at which nights are spent
-        night = max((r["id"] for r in mine if r.get("parts")), default=None)
-        rate = 0.0 if night is None else spent_per_person([c for c in own if release_of(c[2]) == night],
-                                                             item["root"], unit, follow)
-        item["night_rate"] = rate if rate > 0 else None
-        item["nights_left"] = (nights_left(remaining(item["budget"], item["spent"]), rate)
-                               if rate > 0 and item["budget"] is not None else None)
-        item["longitudinal"] = [dict(m) for m in series if overlaps(m["root"], item["root"])]
+        summarize(item, rows, charges, touches, follows(declared, item["root"], rows), series)
     return items
+
+
+def summarize(item: dict[str, Any], rows: list[dict[str, Any]], charges: Sequence[tuple[str, float, Any]],
+              touches: Mapping[Any, set[str]], follow: bool, series: Sequence[dict[str, Any]] = ()) -> None:
+    """Fill one item of :func:`dataset_summaries` (``dataset``, ``root``, ``budget``, ``privacy_unit``) from the
+    active releases ``rows``, their ``charges`` and the locations each touches; ``follow``: whether its rows are
+    followed by location."""
+    mine = [r for r in rows if any(overlaps(loc, item["root"]) for loc in touches.get(r["id"], {r["root"]}))]
+    unit = item["privacy_unit"] or ROW_UNIT
+    item["follows_locations"] = follow
+    item["table_log"] = log_followed(rows, item["root"])
+    ids = {r["id"] for r in mine}
+    own = [c for c in charges if release_of(c[2]) in ids]
+    item["spent"] = spent_per_person(own, item["root"], unit, follow)
+    item["by_column"] = spent_view(mine, "column_name", item["root"], unit, follow, own)
+    item["by_scope"] = spent_view(mine, "scope", item["root"], unit, follow, own)
+    item["groups"] = person_groups(own, item["root"]) if follow else {}
+    # a nightly series: the newest partitioned release's charge here is the rate at which nights are spent
+    night = max((r["id"] for r in mine if r.get("parts")), default=None)
+    rate = 0.0 if night is None else spent_per_person([c for c in own if release_of(c[2]) == night],
+                                                         item["root"], unit, follow)
+    finish(item, rate, series)
+
+
+def finish(item: dict[str, Any], rate: float, series: Sequence[dict[str, Any]]) -> None:
+    """The night rate, the nights left and the longitudinal series of a summary item whose spend is known."""
+    item["night_rate"] = rate if rate > 0 else None
+    item["nights_left"] = (nights_left(remaining(item["budget"], item["spent"]), rate)
+                           if rate > 0 and item["budget"] is not None else None)
+    item["longitudinal"] = [dict(m) for m in series if overlaps(m["root"], item["root"])]

@@ -30,7 +30,8 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 from .._validation import LdpDaskError
@@ -38,7 +39,7 @@ from ..amplification import homogeneous
 from .budget import charges_of, over_budget, overlaps, release_of
 
 __all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "delta_label", "encode_events",
-           "central_budget", "check_central_budget", "over_central_budgets", "LONGITUDINAL", "DEFAULT_REPORT_DELTA"]
+           "central_budget", "check_central_budget", "over_central_budgets", "counts", "spend_of_events", "LONGITUDINAL", "DEFAULT_REPORT_DELTA"]
 
 #: what a longitudinal release records in place of its events
 LONGITUDINAL = {"longitudinal": True}
@@ -101,14 +102,21 @@ def dataset_events(rows: Sequence[Mapping[str, Any]], root: str,
     return events
 
 
-def report_delta(events: Sequence[tuple[float, float]], declared: float | None = None) -> float:
+def counts(events: Sequence[tuple[float, float]] | Mapping[tuple[float, float], int]) -> Counter[tuple[float, float]]:
+    """Events as counts of each (ε, δ): what every function here reads, whatever order they were listed in."""
+    return Counter(events) if not isinstance(events, Mapping) else Counter(dict(events))
+
+
+def report_delta(events: Sequence[tuple[float, float]] | Mapping[tuple[float, float], int],
+                 declared: float | None = None) -> float:
     """The δ a dataset's composed ε is stated at, and every central statement of a reading of the dataset (a
     release's receipt, a plan's pages and artifacts): its central budget's δ, else :data:`DEFAULT_REPORT_DELTA` or
     ten times the sum of its events' δ, the larger. (Not the δ each summary states alone: m mechanisms stated at
-    δ each compose only at a δ above m·δ.)"""
+    δ each compose only at a δ above m·δ.) ``events``: a list, or counts of each."""
     if declared is not None:
         return float(declared)
-    return max(DEFAULT_REPORT_DELTA, 10.0 * sum(d for _, d in events))
+    total = sum((Fraction(d) * n for (_, d), n in counts(events).items()), Fraction(0))
+    return max(DEFAULT_REPORT_DELTA, 10.0 * float(total))
 
 
 def delta_label(declared: bool, of: str = "the dataset") -> str:
@@ -117,7 +125,7 @@ def delta_label(declared: bool, of: str = "the dataset") -> str:
     return f"{of}'s δ, its central budget's" if declared else f"{of}'s δ"
 
 
-def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
+def compose(events: Sequence[tuple[float, float]] | Mapping[tuple[float, float], int], delta: float) -> float:
     """The smallest ε at which the adaptive composition of ``events`` ((ε, δ)-DP mechanisms) is (ε, ``delta``)-DP.
 
     By the privacy-loss-distribution accountant of ``dp-accounting`` (each event's pessimistic distribution, on a
@@ -127,14 +135,14 @@ def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
     hair less: not worth the accountant); copies of one mechanism are composed exactly (:func:`homogeneous`), since
     a receipt composes its dataset's releases on every release.
     """
-    live = [(e, d) for e, d in events if e > 0 or d > 0]
+    live = {ev: n for ev, n in counts(events).items() if (ev[0] > 0 or ev[1] > 0) and n > 0}
     if not live:
         return 0.0
-    if len(live) == 1 and live[0][1] <= delta:  # one mechanism: its own ε (the accountant's import costs 0.8 s)
-        return float(live[0][0])
-    groups = Counter((_round_up(e), _round_up(d, 2)) for e, d in live)
-    total = sum(e * c for (e, _), c in groups.items())
-    basic = total if sum(d * c for (_, d), c in groups.items()) <= delta else math.inf
+    if sum(live.values()) == 1 and next(iter(live))[1] <= delta:  # one mechanism: its own ε (the accountant's
+        return float(next(iter(live))[0])  # import costs 0.8 s)
+    groups = _groups(live)
+    total = math.fsum(e * c for (e, _), c in sorted(groups.items()))
+    basic = total if math.fsum(d * c for (_, d), c in sorted(groups.items())) <= delta else math.inf
     if len(groups) == 1:  # k copies of one mechanism: exact, in O(k) (the accountant took 60 ms per receipt)
         ((e, d), count), = groups.items()
         return float(min(homogeneous(e, d, count, delta), basic))
@@ -154,13 +162,38 @@ def compose(events: Sequence[tuple[float, float]], delta: float) -> float:
     return float(min(composed.get_epsilon_for_delta(delta), basic))
 
 
+def basic_composition(events: Mapping[tuple[float, float], int], delta: float) -> float:
+    """The sum of the events' ε where their δ's add up to at most ``delta`` (else ``inf``): :func:`compose` never
+    states more (it takes the smaller), so a budget this fits needs no accountant."""
+    groups = _groups(events)
+    if math.fsum(d * c for (_, d), c in sorted(groups.items())) > delta:
+        return math.inf
+    return math.fsum(e * c for (e, _), c in sorted(groups.items()))
+
+
+def _groups(events: Sequence[tuple[float, float]] | Mapping[tuple[float, float], int]) -> Counter[tuple[float, float]]:
+    """The events that count (ε or δ above 0), rounded up as :func:`compose` groups them: ε to 4 significant
+    digits, δ to 2."""
+    groups: Counter[tuple[float, float]] = Counter()
+    for (e, d), n in counts(events).items():
+        if (e > 0 or d > 0) and n > 0:
+            groups[(_round_up(e), _round_up(d, 2))] += n
+    return groups
+
+
 def central_spend(rows: Sequence[Mapping[str, Any]], root: str, budget: tuple[float, float] | None = None,
                   charges: Sequence[tuple[str, float, Any]] | None = None) -> dict[str, Any]:
     """A dataset's composed central spend: ``epsilon`` at ``delta`` (:func:`report_delta`) over its ``releases``
     events, beside its central ``budget`` (ε, δ) if declared."""
-    events = dataset_events(rows, root, charges)
+    return spend_of_events(counts(dataset_events(rows, root, charges)), budget)
+
+
+def spend_of_events(events: Mapping[tuple[float, float], int], budget: tuple[float, float] | None,
+                    composed: Callable[[Mapping[tuple[float, float], int], float], float] = compose) -> dict[str, Any]:
+    """:func:`central_spend` of a dataset's events, as counts of each (ε, δ) (``composed``: :func:`compose`, or a
+    memo of it)."""
     delta = report_delta(events, budget[1] if budget else None)
-    return {"epsilon": compose(events, delta), "delta": delta, "events": len(events),
+    return {"epsilon": composed(events, delta), "delta": delta, "events": int(sum(events.values())),
             "whose": delta_label(budget is not None),
             "budget": None if budget is None else {"epsilon": float(budget[0]), "delta": float(budget[1])}}
 
@@ -186,15 +219,20 @@ def central_budget(dataset: Mapping[str, Any]) -> tuple[float, float] | None:
     return float(dataset["central_epsilon"]), float(dataset["central_delta"])
 
 
-def over_central_budgets(rows: Sequence[Mapping[str, Any]], datasets: Sequence[Mapping[str, Any]],
-                         what: str = "its releases with this one") -> str | None:
-    """Why the releases ``rows`` pass the central budget a dataset of ``datasets`` declares (``what`` names the
-    releases in the message), or None when every one fits."""
+def over_central_budgets(events_of: Callable[[str], Mapping[tuple[float, float], int]],
+                         datasets: Sequence[Mapping[str, Any]], what: str = "its releases with this one",
+                         composed: Callable[[str], Callable[[Mapping[tuple[float, float], int], float], float]]
+                         | None = None) -> str | None:
+    """Why the releases pass the central budget a dataset of ``datasets`` declares (``events_of(root)``: their
+    events on a dataset's root, as counts; ``what`` names them in the message), or None when every one fits."""
     for d in datasets:
         budget = central_budget(d)
         if budget is None:
             continue
-        spend = central_spend(rows, d["root"], budget)
+        events = events_of(d["root"])
+        if basic_composition(events, budget[1]) <= budget[0]:  # composition is never above the sum: it fits
+            continue
+        spend = spend_of_events(events, budget, compose if composed is None else composed(d["root"]))
         if over_budget(spend["epsilon"], budget[0]):
             return (f"the dataset {d['name']!r} has a central budget of ε {budget[0]:g} at δ {budget[1]:g}, and "
                     f"{what} compose to ε {spend['epsilon']:.4g} at that δ")

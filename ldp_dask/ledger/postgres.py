@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .store import MIGRATIONS, SCHEMA_VERSION, TABLES, LedgerError, Store, Tx, check_schema
+from .store import MIGRATIONS, POSTGRES_TYPES, SCHEMA_VERSION, TABLES, LedgerError, Store, Tx, check_schema, migrate
 
 __all__ = ["PostgresStore", "public_url"]
 
@@ -52,7 +52,7 @@ class PostgresStore(Store):
             names = {r[0] for r in cur.fetchall()}
             if not names & {"ledger_meta", "datasets", "releases"}:  # a new ledger in this database
                 for stmt in TABLES:
-                    cur.execute(stmt.format(id="BIGSERIAL PRIMARY KEY"))
+                    cur.execute(stmt.format(**POSTGRES_TYPES))
                 cur.execute("INSERT INTO ledger_meta VALUES ('schema', %s)", (SCHEMA_VERSION,))
                 return
             row = None
@@ -62,9 +62,7 @@ class PostgresStore(Store):
             found = row[0] if row else None
             # an earlier schema: brought up to date
             while isinstance(found, str) and found in MIGRATIONS and {"datasets", "releases"} <= names:
-                for stmt in MIGRATIONS[found]:  # one version at a time
-                    cur.execute(stmt)
-                found = str(int(found) + 1)
+                found = migrate(Tx(cur, self.placeholder), found, POSTGRES_TYPES)  # one version at a time
             check_schema(where, names, found)
 
     @contextmanager

@@ -12,6 +12,7 @@ import os
 import socket
 import time
 
+from .index import drop_release
 from .store import Tx
 
 __all__ = ["recover"]
@@ -78,4 +79,4 @@ def recover(tx: Tx) -> None:
                    "output staged on disk' WHERE id=?", (r["id"],))
             _remove_staged(outputs, r["token"])
         else:
-            tx.run("DELETE FROM releases WHERE id=?", (r["id"],))
+            drop_release(tx, r["id"])

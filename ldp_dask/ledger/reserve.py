@@ -18,15 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from .._validation import LdpDaskError
 from .append_only import append_only_breaks
-from .budget import BudgetExceeded, Part, charges_of, over_budget, overlaps, release_of, remaining
+from .budget import BudgetExceeded, Part, over_budget, overlaps, remaining
 from .central import over_central_budgets
+from .index import charged_locations, index_release, recorded_parts
 from .memos import capped_increase
-from .store import Tx
+from .standing import View
 
 if TYPE_CHECKING:
     from . import Ledger
 
-__all__ = ["Request", "Reservation", "reserve_in"]
+__all__ = ["Request", "Reservation", "reserve_in", "touching", "PENDING"]
 
 
 @dataclass(frozen=True)
@@ -85,26 +86,16 @@ class Reservation:
     spread: dict[str, Any] | None = None
 
 
-def recorded_parts(tx: Tx, exclude: int | None = None) -> dict[str, set[str | None]]:
-    """The parts of committed releases: content tags by part key."""
-    out: dict[str, set[str | None]] = {}
-    for r in tx.all("SELECT id, parts FROM releases WHERE status='committed' AND parts IS NOT NULL"):
-        if r["id"] != exclude:
-            for p in json.loads(r["parts"]):
-                out.setdefault(p["key"], set()).add(p.get("tag"))
-    return out
-
-
 #: The id a release has in the rules before it is recorded.
 PENDING = -1
 
 
-def touching(active: list[dict[str, Any]], pending: dict[str, Any], root: str,
-              datasets: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def touching(view: View, pending: dict[str, Any], root: str) -> list[dict[str, Any]]:
     """The datasets a release not recorded yet (``pending``, id :data:`PENDING`) touches: those overlapping its
     root or any location its charges lie at (the real locations of the files it reads, their hard links)."""
-    where = {loc for loc, _, rid in charges_of([*active, pending]) if release_of(rid) == PENDING} | {root}
-    return [d for d in datasets if any(overlaps(d["root"], w) for w in where)]
+    files = json.loads(pending.get("files") or "[]")
+    where = charged_locations(root, pending.get("parts"), files) | view.elsewhere(pending) | {root}
+    return [d for d in view.datasets if any(overlaps(d["root"], w) for w in where)]
 
 
 def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -> Reservation:
@@ -120,14 +111,14 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
         ledger._recover(tx)
         if request.capped:  # a capped series' night costs what its number of nights says, nothing else
             epsilon = epsilon + sum(capped_increase(tx, *c) for c in request.capped)
-        active = ledger._active(tx)
-        for r in active:
-            if overlaps(r["root"], root) and r["privacy_unit"] != privacy_unit:
+        view = View(tx, tx.all("SELECT * FROM datasets"))
+        for unit, where in view.fold(root).units.items():
+            if unit != privacy_unit:
                 raise LdpDaskError(
-                    f"earlier releases of {r['root']!r} used privacy unit {r['privacy_unit']!r}; this release "
+                    f"earlier releases of {where!r} used privacy unit {unit!r}; this release "
                     f"uses {privacy_unit!r}. ε per row and per person cannot be added up: release with the "
                     "same unit")
-        recorded = recorded_parts(tx) if parts is not None else {}
+        recorded = recorded_parts(tx, [p.key for p in parts]) if parts is not None else {}
         if parts is None:
             maybe_free = bool(reproducible and tx.one(
                 "SELECT id FROM releases WHERE release_key=? AND status='committed'", (release_key,)))
@@ -145,8 +136,7 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
 
         new = pending(charges)
         # every location the release's rows really lie at (links resolved): each dataset overlapping one
-        everything = tx.all("SELECT * FROM datasets")
-        declared = touching(active, new, root, everything)
+        declared = touching(view, new, root)
         for d in declared:
             if d["privacy_unit"] != privacy_unit:
                 raise LdpDaskError(f"the dataset {d['name']!r} ({d['root']}) is declared with privacy unit "
@@ -154,7 +144,7 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
         notes = []
         for d in declared:
             if d["append_only"] and not d["fallback"]:
-                broken = append_only_breaks(active, d["root"], files, key_id, listing)
+                broken = append_only_breaks(view.rows([d["root"]]), d["root"], files, key_id, listing)
                 if broken:
                     d["fallback"] = broken
                     found.append((d["name"], broken))
@@ -164,7 +154,7 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
         checks = [(d["name"], d["root"], float(d["epsilon_limit"])) for d in declared]
 
         def spent(croot: str, pending_release: dict[str, Any] | None = None) -> float:
-            return ledger._spent_on(active, croot, everything, pending_release)
+            return view.spent(croot, pending_release)
 
         tight = min(checks, key=lambda c: c[2] - spent(c[1]), default=None)
         identity = tight[0] if tight else root
@@ -183,7 +173,7 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
             tentative = True  # may be a free re-run: decided by the content digest
             charges = [(root, 0.0)]
             new = pending(charges)
-        full = over_central_budgets(active, declared, "its releases so far")
+        full = over_central_budgets(view.events, declared, "its releases so far", view.composed)
         if full and not maybe_free:  # a composition only grows: no release charged anything can fit
             raise BudgetExceeded(f"{full}; nothing was run")
         held = new["epsilon"]
@@ -201,5 +191,6 @@ def reserve_in(ledger: Ledger, request: Request, found: list[tuple[str, str]]) -
              release_key, json.dumps(list(outputs)), token, flow_run_id, stored, files_json, request.table_log,
              "; ".join(notes) or None, socket.gethostname(), os.getpid(), time.time() + ledger.lease_seconds))
         rid = int(cur.fetchone()[0])
+        index_release(tx, rid, root, stored, files_json)
     return Reservation(rid, float(epsilon), False, token, release_key, identity, before, limit, tentative,
                        float(epsilon), identity_root=tight[1] if tight else root, note="; ".join(notes))

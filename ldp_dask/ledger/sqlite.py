@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .store import MIGRATIONS, SCHEMA_VERSION, TABLES, LedgerError, Store, Tx, check_schema
+from .store import MIGRATIONS, SCHEMA_VERSION, SQLITE_TYPES, TABLES, LedgerError, Store, Tx, check_schema, migrate
 
 __all__ = ["SQLiteStore"]
 
@@ -40,7 +40,7 @@ class SQLiteStore(Store):
         con = sqlite3.connect(tmp, isolation_level=None)
         try:
             for stmt in TABLES:
-                con.execute(stmt.format(id="INTEGER PRIMARY KEY AUTOINCREMENT"))
+                con.execute(stmt.format(**SQLITE_TYPES))
             con.execute("INSERT INTO ledger_meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         finally:
             con.close()
@@ -72,9 +72,8 @@ class SQLiteStore(Store):
                     row = con.execute("SELECT value FROM ledger_meta WHERE key='schema'").fetchone()
                     version = row[0] if row else None
                 while version in MIGRATIONS and {"datasets", "releases"} <= names:  # one version at a time
-                    for stmt in MIGRATIONS[version]:
-                        con.execute(stmt)
-                    version = str(int(version) + 1)
+                    version = migrate(Tx(con.cursor(), "?"), version, SQLITE_TYPES)
+                    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 con.execute("COMMIT")
             finally:
                 con.close()

@@ -15,9 +15,10 @@ from typing import Any
 
 from .._validation import LdpDaskError
 
-__all__ = ["Store", "Tx", "LedgerError", "SCHEMA_VERSION", "MIGRATIONS", "TABLES", "ACTIVE", "check_schema"]
+__all__ = ["Store", "Tx", "LedgerError", "SCHEMA_VERSION", "MIGRATIONS", "TABLES", "ACTIVE", "check_schema",
+           "INDEX_SCHEMA", "INDEX_TABLES", "SQLITE_TYPES", "POSTGRES_TYPES", "migrate"]
 
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 
 
 #: Statements that bring a ledger of an earlier schema version to :data:`SCHEMA_VERSION`, applied on opening
@@ -38,6 +39,32 @@ _MEMO_STATES = """CREATE TABLE IF NOT EXISTS memo_states (
         created_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (series, release_id))"""
 
+INDEX_TABLES = ("release_locs", "release_files", "aliased", "release_parts", "root_states", "compositions")
+
+#: ``{text}`` is the column type of a location: compared byte by byte on every backend (a prefix range must not
+#: follow a locale's collation)
+INDEX_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS release_locs (loc {text} NOT NULL, release_id BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS release_locs_by_loc ON release_locs (loc, release_id)",
+    "CREATE INDEX IF NOT EXISTS release_locs_by_release ON release_locs (release_id)",
+    "CREATE TABLE IF NOT EXISTS release_files (file_id TEXT NOT NULL, loc {text} NOT NULL, release_id BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS release_files_by_id ON release_files (file_id)",
+    "CREATE INDEX IF NOT EXISTS release_files_by_release ON release_files (release_id)",
+    "CREATE TABLE IF NOT EXISTS aliased (file_id TEXT PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS release_parts (part_key TEXT NOT NULL, tag TEXT, release_id BIGINT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS release_parts_by_key ON release_parts (part_key)",
+    "CREATE INDEX IF NOT EXISTS release_parts_by_release ON release_parts (release_id)",
+    # a root's standing over its committed releases up to an entry (:mod:`.standing`)
+    "CREATE TABLE IF NOT EXISTS root_states (root {text} PRIMARY KEY, upto BIGINT NOT NULL, state TEXT NOT NULL)",
+    # the composed central ε a root's receipt stated last, by its events: the next check or receipt of the same
+    # events does not run the accountant again (:meth:`.standing.View.central`)
+    "CREATE TABLE IF NOT EXISTS compositions (root {text} PRIMARY KEY, events TEXT NOT NULL, "
+    "delta DOUBLE PRECISION NOT NULL, epsilon DOUBLE PRECISION NOT NULL)",
+    # the entries recovery looks at, few: a partial index (one on every status would lead the planner past the
+    # index by release key for the 'committed' lookups)
+    "CREATE INDEX IF NOT EXISTS releases_running ON releases (status) WHERE status IN ('reserved', 'publishing')",
+]
+
 MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
                     "UPDATE ledger_meta SET value='3' WHERE key='schema'"],
               "3": ["ALTER TABLE releases ADD COLUMN files TEXT",
@@ -50,7 +77,22 @@ MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
                     "ALTER TABLE datasets ADD COLUMN central_delta DOUBLE PRECISION",
                     "UPDATE ledger_meta SET value='6' WHERE key='schema'"],
               "6": ["ALTER TABLE releases ADD COLUMN table_log TEXT",
-                    "UPDATE ledger_meta SET value='7' WHERE key='schema'"]}
+                    "UPDATE ledger_meta SET value='7' WHERE key='schema'"],
+              "7": [*INDEX_SCHEMA, "UPDATE ledger_meta SET value='8' WHERE key='schema'"]}
+
+#: the versions whose migration ends by indexing the releases already recorded (:func:`.index.reindex`)
+REINDEX_AFTER = {"7"}
+
+
+def migrate(tx: Tx, version: str, types: dict[str, str]) -> str:
+    """Bring a ledger at ``version`` up by one version, in the caller's transaction; the new version."""
+    for stmt in MIGRATIONS[version]:
+        tx.run(stmt.format(**types))
+    if version in REINDEX_AFTER:
+        from .index import reindex
+
+        reindex(tx)
+    return str(int(version) + 1)
 
 
 TABLES = [
@@ -95,7 +137,13 @@ TABLES = [
     "CREATE INDEX IF NOT EXISTS releases_by_root ON releases (root)",
     "CREATE INDEX IF NOT EXISTS releases_by_key ON releases (release_key)",
     _MEMO_STATES,
+    *INDEX_SCHEMA,
 ]
+
+#: the backends' spelling of the schema's placeholders: ``{id}``, an entry number assigned in order, and
+#: ``{text}``, a location compared byte by byte
+SQLITE_TYPES = {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "text": "TEXT"}
+POSTGRES_TYPES = {"id": "BIGSERIAL PRIMARY KEY", "text": 'TEXT COLLATE "C"'}
 
 
 ACTIVE = ("reserved", "publishing", "committed")

@@ -75,6 +75,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/incremental.py
 	$(PY) benchmarks/plans.py
 	$(PY) benchmarks/longitudinal.py
+	$(PY) benchmarks/ledger.py
 
 clean:
 	rm -rf demo-output .pytest_cache build *.egg-info

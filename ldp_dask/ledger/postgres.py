@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .index import reindex
 from .store import MIGRATIONS, POSTGRES_TYPES, SCHEMA_VERSION, TABLES, LedgerError, Store, Tx, check_schema, migrate
 
 __all__ = ["PostgresStore", "public_url"]
@@ -62,7 +63,7 @@ class PostgresStore(Store):
             found = row[0] if row else None
             # an earlier schema: brought up to date
             while isinstance(found, str) and found in MIGRATIONS and {"datasets", "releases"} <= names:
-                found = migrate(Tx(cur, self.placeholder), found, POSTGRES_TYPES)  # one version at a time
+                found = migrate(Tx(cur, self.placeholder), found, POSTGRES_TYPES, reindex)  # one version at a time
             check_schema(where, names, found)
 
     @contextmanager

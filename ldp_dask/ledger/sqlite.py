@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .index import reindex
 from .store import MIGRATIONS, SCHEMA_VERSION, SQLITE_TYPES, TABLES, LedgerError, Store, Tx, check_schema, migrate
 
 __all__ = ["SQLiteStore"]
@@ -72,7 +73,7 @@ class SQLiteStore(Store):
                     row = con.execute("SELECT value FROM ledger_meta WHERE key='schema'").fetchone()
                     version = row[0] if row else None
                 while version in MIGRATIONS and {"datasets", "releases"} <= names:  # one version at a time
-                    version = migrate(Tx(con.cursor(), "?"), version, SQLITE_TYPES)
+                    version = migrate(Tx(con.cursor(), "?"), version, SQLITE_TYPES, reindex)
                     names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 con.execute("COMMIT")
             finally:

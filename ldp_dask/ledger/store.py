@@ -9,7 +9,7 @@ them are written once, in :class:`ldp_dask.ledger.Ledger`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -84,13 +84,12 @@ MIGRATIONS = {"2": ["ALTER TABLE releases ADD COLUMN parts TEXT",
 REINDEX_AFTER = {"7"}
 
 
-def migrate(tx: Tx, version: str, types: dict[str, str]) -> str:
-    """Bring a ledger at ``version`` up by one version, in the caller's transaction; the new version."""
+def migrate(tx: Tx, version: str, types: dict[str, str], reindex: Callable[[Tx], None]) -> str:
+    """Bring a ledger at ``version`` up by one version, in the caller's transaction; the new version. ``reindex``
+    (:func:`.index.reindex`) indexes the recorded releases after the migrations of :data:`REINDEX_AFTER`."""
     for stmt in MIGRATIONS[version]:
         tx.run(stmt.format(**types))
     if version in REINDEX_AFTER:
-        from .index import reindex
-
         reindex(tx)
     return str(int(version) + 1)
 

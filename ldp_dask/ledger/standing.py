@@ -234,9 +234,6 @@ class View:
             d["append_only"] and not d["fallback"] and d["privacy_unit"] == ROW_UNIT and
             (root.rstrip("/") + "/").startswith(d["root"].rstrip("/") + "/") for d in self.datasets)
 
-    def unit(self, root: str, standing: Fold) -> str:
-        return standing.unit or ROW_UNIT
-
     def standing(self, root: str, pending: Mapping[str, Any] | None = None,
                  exclude: int | None = None) -> tuple[Fold, list[dict[str, Any]] | None]:
         """The fold on ``root`` (with ``pending``), and the whole history's rows where the rules need them (rows

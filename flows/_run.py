@@ -86,16 +86,16 @@ def logged_warnings(logger: Any) -> Iterator[None]:
     of the run's log (where the Prefect UI shows them); others pass on."""
     from ldp_dask.policy import LdpDaskWarning
 
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always", LdpDaskWarning)
-        try:
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", LdpDaskWarning)
             yield
-        finally:
-            for w in seen:
-                if issubclass(w.category, LdpDaskWarning):
-                    logger.warning("%s", w.message)
-                else:
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    finally:  # outside the recording block: a warning passed on inside it would be recorded again, endlessly
+        for w in seen:
+            if issubclass(w.category, LdpDaskWarning):
+                logger.warning("%s", w.message)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 _RUN_DOC = "\n\n    Run options (every releasing flow takes them):\n\n" + "\n".join(

@@ -1,5 +1,5 @@
-"""A release and a plan through a dask-gateway server (docs/how-to/dask-gateway.md), started here on 127.0.0.1 with
-its local backend, whose schedulers and workers run as another OS user (``nobody``) than the driver: the releases
+"""A release, a plan and two nights of the nightly flow through a dask-gateway server (docs/how-to/dask-gateway.md),
+started here on 127.0.0.1 with its local backend, whose schedulers and workers run as another OS user (``nobody``) than the driver: the releases
 equal the same releases in process under the same key, and no worker can read the key — not in its environment,
 not in the key file or the driver's ``/proc/<pid>/environ``, not in any task's payload as the scheduler holds it,
 not in the cluster's logs.
@@ -38,6 +38,9 @@ from ldp_dask import LaplaceMean
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 pytest.importorskip("dask_gateway_server")
+# imported before any dask.config.set of its keys: a set made before dask_gateway loads its defaults removes the
+# whole "gateway" section, defaults included, when it exits (the next cluster then fails on gateway.public-address)
+pytest.importorskip("dask_gateway")
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = b"gateway-test-key-that-only-the-driver-holds"
@@ -54,6 +57,9 @@ class OwnedLocalBackend(LocalBackend):
         workdir = paths[0]
         owned = [workdir] + [os.path.join(d, f) for d, dirs, files in os.walk(workdir) for f in dirs + files]
         super().set_file_permissions(owned, username)
+
+    def cleanup_working_directory(self, workdir):
+        pass  # kept until the test ends, so that it reads the logs of clusters that have stopped
 
 
 c.DaskGateway.address = "127.0.0.1:{api}"
@@ -234,3 +240,53 @@ def test_releases_through_a_gateway_are_bit_identical_and_workers_cannot_read_th
     tasks, found = payloads
     assert tasks > 0 and found == [], payloads
     assert logs and KEY not in text and KEY.hex().encode() not in text
+
+
+@pytest.mark.prefect
+def test_the_nightly_flow_through_a_gateway_equals_the_same_nights_in_process(gateway, prefect_harness, tmp_path,
+                                                                              monkeypatch):
+    """The nightly deployment (``release_flow`` with ``incremental=True``, a ledger and a privacy unit), two nights,
+    its cluster made by the gateway for each run: every night's summary is bit-identical to the same night run in
+    process under the same key, each night reads only its new file, the ledger charges the same ε per person, and
+    no log of the gateway's clusters holds the key."""
+    import dask
+
+    from ldp_dask.flows import release_flow
+    from ldp_dask.ledger import open_ledger
+
+    table = gateway["data"] / "nightly"
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o400)
+    monkeypatch.setenv("LDP_DASK_SECRET_FILE", str(key_file))
+    monkeypatch.setenv("LDP_DASK_CLUSTER", "dask_gateway.GatewayCluster")
+    monkeypatch.setenv("LDP_DASK_CLUSTER_OPTIONS", json.dumps(
+        {"address": gateway["address"], "proxy_address": gateway["proxy_address"], "auth": "basic"}))
+    monkeypatch.setenv("LDP_DASK_CLUSTER_WORKERS", "2")
+    runs: dict[str, list[dict]] = {"gateway": [], "local": []}
+    with dask.config.set({"gateway.auth.kwargs": {"username": USER, "password": PASSWORD}}):
+        for night in (1, 2):
+            rng = np.random.default_rng(night)  # the same 500 persons every night
+            folder = table / f"date=2026-11-{night:02d}"
+            folder.mkdir(parents=True, mode=0o755)
+            pq.write_table(pa.table({"x": rng.beta(2, 5, 20_000), "user": rng.integers(0, 500, 20_000)}),
+                           folder / "part.parquet")
+            (folder / "part.parquet").chmod(0o644)
+            for where, scheduler in (("gateway", None), ("local", "local")):
+                runs[where].append(release_flow(
+                    source=str(table), column="x", out_dir=str(tmp_path / where), domain=[0.0, 1.0],
+                    channel="histogram", epsilon=1.0, bins=8, incremental=True, date=f"2026-11-{night:02d}",
+                    privacy_unit="user", max_contributions=2, ledger=str(tmp_path / f"{where}.sqlite"),
+                    scheduler=scheduler, partition_rows=10_000))
+                gc.collect()  # the gateway's client objects are finalized now, not inside a later import
+    for far, here in zip(runs["gateway"], runs["local"], strict=True):
+        a = ldp_dask.read_summary(far["written"]["summary"])
+        b = ldp_dask.read_summary(here["written"]["summary"])
+        assert a.n == b.n and np.array_equal(a.sums["sum"], b.sums["sum"]), far["date"]
+        assert a.metadata["partitions_read"] == 1, a.metadata  # each night reads its new file alone
+    assert ldp_dask.read_summary(runs["gateway"][-1]["written"]["summary"]).metadata["partitions_reused"] == 1
+    spent = [[(item["root"], item["spent"]) for item in open_ledger(str(tmp_path / f"{where}.sqlite")).summary()]
+             for where in ("gateway", "local")]
+    assert spent[0] == spent[1] and [e for _, e in spent[0]] == [2.0], spent  # ε 1 a night to every person
+    text = b"".join(p.read_bytes() for p in gateway["clusters"].rglob("*.log"))
+    assert text and KEY not in text and KEY.hex().encode() not in text

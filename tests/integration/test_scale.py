@@ -286,3 +286,67 @@ def test_an_unreachable_scheduler_fails_in_one_line(capsys, tmp_path: Path) -> N
     assert code == 2 and len(err) == 1, err
     assert f"cannot reach the Dask scheduler at '{NOWHERE}' within 10 s" in err[0]
     assert not (tmp_path / "s.parquet").exists()
+
+
+#: What docs/scale.md states for planning a source of 10^5 local files on the driver (footers only) and building its
+#: task graph: time, growth of the driver's peak memory, and the bytes of the job every task shares.
+PLAN_FILES = 100_000
+PLAN_SECONDS = 90.0
+PLAN_MEMORY_MIB = 512
+JOB_BYTES_PER_PIECE = 256
+
+_PLAN_SCRIPT = """
+import json, pickle, resource, sys, time
+from ldp_dask.channels import build_channel
+from ldp_dask.engine import batches, tasks_of, tree
+from ldp_dask.noise import partition_base_keys, resolve_secret
+from ldp_dask.options import DEFAULT_SPLIT_EVERY, RunOptions
+from ldp_dask.release import plan
+from ldp_dask.tasks import ChannelJob
+import pyarrow.dataset  # loaded before the baseline, as a release loads it
+
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+ds = plan(sys.argv[1], "x", "numeric", RunOptions(seed=1))
+tasks = tasks_of(ds)
+keys = tuple(partition_base_keys(resolve_secret(seed=1), {"v": 1}, len(ds.pieces)))
+job = pickle.dumps((tuple(tasks), ChannelJob(ds.reader, ds.pieces, keys, build_channel("histogram", 1.0,
+                   domain=(0.0, 1.0), bins=16), False, "summary")))
+cuts = batches([ds.pieces[i].num_rows for i in range(len(ds.pieces))], 64)  # a cluster of 64 worker threads
+nodes = []
+tree(list(range(len(cuts))), None, DEFAULT_SPLIT_EVERY, lambda combine, group, depth, i: nodes.append(i) or i)
+seconds = time.perf_counter() - t
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+print(json.dumps({"seconds": seconds, "mib": grown, "pieces": len(ds.pieces), "n": ds.n, "job": len(job),
+                  "graph": len(cuts) + len(nodes)}))
+"""
+
+
+@pytest.mark.slow
+def test_a_hundred_thousand_files_plan_within_the_stated_time_and_memory(tmp_path: Path) -> None:
+    """The planning bound of docs/scale.md ("At scale"): a source of 10^5 Parquet files (100 hive directories of
+    1,000) is planned from its footers and its task graph built, in a fresh process, within PLAN_SECONDS and with
+    the driver's peak memory grown by at most PLAN_MEMORY_MIB; the job the tasks share is at most
+    JOB_BYTES_PER_PIECE a piece, and the graph is one batch per worker thread and its reduction, whatever the
+    number of files."""
+    import json
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(11)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"x": rng.beta(2, 5, 10)}), sink)
+    body = sink.getvalue().to_pybytes()  # the same 10 rows in every file: planning reads footers only
+    for d in range(PLAN_FILES // 1000):
+        folder = tmp_path / "wide" / f"day={d:03d}"
+        folder.mkdir(parents=True)
+        for f in range(1000):
+            (folder / f"part-{f:04d}.parquet").write_bytes(body)
+    done = subprocess.run([sys.executable, "-c", _PLAN_SCRIPT, str(tmp_path / "wide")], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["pieces"] == PLAN_FILES and got["n"] == 10 * PLAN_FILES, got
+    assert got["seconds"] < PLAN_SECONDS and got["mib"] < PLAN_MEMORY_MIB, got
+    assert got["job"] < JOB_BYTES_PER_PIECE * PLAN_FILES, got
+    assert got["graph"] < 64 + 16, got  # 64 batches, then 8 + 1 combines at fan-in 8

@@ -19,6 +19,9 @@ section of RESULTS.md and ``benchmarks/scaling.png``.
 
 Defaults: 128 files of 2^20 rows (1.34·10^8) on 8 or more cores, 128 files of
 2^17 rows (1.7·10^7) below, so that the run takes minutes on a laptop.
+``--weak`` runs the weak-scaling benchmark instead (``benchmarks/weak_scaling.py``:
+rows per worker fixed, light channels, a 10-statistic plan and a privacy-unit
+release beside DuckDB).
 """
 
 from __future__ import annotations
@@ -192,6 +195,11 @@ def planning_seconds(work: Path, files: int = 10_000) -> float:
 
 
 def main() -> None:
+    if "--weak" in sys.argv[1:]:  # rows per worker fixed instead of rows in all (benchmarks/weak_scaling.py)
+        import weak_scaling
+
+        weak_scaling.main([arg for arg in sys.argv[1:] if arg != "--weak"])
+        return
     cores = os.cpu_count() or 1
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=128)

@@ -250,6 +250,9 @@ domain = [0, 100]
 
 #: a count printed below zero (estimated rows, group rows, counts): a minus sign before a digit in a cell
 NEGATIVE_CELL = re.compile(r"(^|[|\s])[-−]\d")
+#: the one sentence that may quote a number outside the domain: the warning that the unbiased estimate fell outside
+#: it, so the estimate shown is the nearest possible value (about 3% of releases of a mean near 50 with se 27)
+UNBIASED_OUTSIDE = re.compile(r"the unbiased estimate [-−]?[0-9.e+-]+ fell outside the domain")
 #: every δ a page states
 STATED_DELTA = re.compile(r"at δ ([0-9.e+-]+)")
 
@@ -324,7 +327,8 @@ def test_a_nightly_plan_artifact_shows_only_possible_numbers_and_one_delta(stack
         png = (shots / name).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
         assert not re.search(r"\bnan\b", text, re.IGNORECASE), f"{name} shows nan"
-        assert not NEGATIVE_CELL.search(text), f"{name} shows a negative number: {NEGATIVE_CELL.search(text)}"
+        shown = UNBIASED_OUTSIDE.sub("", text)
+        assert not NEGATIVE_CELL.search(shown), f"{name} shows a negative number: {NEGATIVE_CELL.search(shown)}"
         assert len(set(STATED_DELTA.findall(text))) <= 1, f"{name} states several δ"
     # the grouped plan's report states its δ, the tiny and empty groups are there, and the series' spend is shown
     report = next(t for n, t in seen.items() if n == "plan-0-ldp-plan.png")

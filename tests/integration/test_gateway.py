@@ -145,6 +145,20 @@ def gateway():
         shutil.rmtree(shared, ignore_errors=True)
 
 
+def _through_the_gateway(gateway: dict, tmp_path: Path, monkeypatch) -> Path:
+    """The driver's key file (under its own temporary directory, mode 0700: root's alone) and the cluster hook's
+    variables naming the gateway; returns the key file."""
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o400)
+    monkeypatch.setenv("LDP_DASK_SECRET_FILE", str(key_file))
+    monkeypatch.setenv("LDP_DASK_CLUSTER", "dask_gateway.GatewayCluster")
+    monkeypatch.setenv("LDP_DASK_CLUSTER_OPTIONS", json.dumps(
+        {"address": gateway["address"], "proxy_address": gateway["proxy_address"], "auth": "basic"}))
+    monkeypatch.setenv("LDP_DASK_CLUSTER_WORKERS", "2")
+    return key_file
+
+
 class _PayloadWatch:
     """A scheduler plugin: whether any task's payload, as the scheduler holds it, contains the key (hex too)."""
 
@@ -192,14 +206,7 @@ def test_releases_through_a_gateway_are_bit_identical_and_workers_cannot_read_th
         pq.write_table(pa.table({"x": rng.uniform(0, 1, 40_000), "c": rng.choice(["a", "b", "c"], 40_000)}),
                        gateway["data"] / f"part-{i}.parquet")
         (gateway["data"] / f"part-{i}.parquet").chmod(0o644)
-    key_file = tmp_path / "key"  # under the driver's own temporary directory (mode 0700): root's alone
-    key_file.write_bytes(KEY)
-    key_file.chmod(0o400)
-    monkeypatch.setenv("LDP_DASK_SECRET_FILE", str(key_file))
-    monkeypatch.setenv("LDP_DASK_CLUSTER", "dask_gateway.GatewayCluster")
-    monkeypatch.setenv("LDP_DASK_CLUSTER_OPTIONS", json.dumps(
-        {"address": gateway["address"], "proxy_address": gateway["proxy_address"], "auth": "basic"}))
-    monkeypatch.setenv("LDP_DASK_CLUSTER_WORKERS", "2")
+    key_file = _through_the_gateway(gateway, tmp_path, monkeypatch)
     source = str(gateway["data"])
     plan = ldp_dask.Plan.from_dict({"statistic": [
         {"column": "x", "target": "mean", "domain": [0, 1]},
@@ -255,14 +262,7 @@ def test_the_nightly_flow_through_a_gateway_equals_the_same_nights_in_process(ga
     from ldp_dask.ledger import open_ledger
 
     table = gateway["data"] / "nightly"
-    key_file = tmp_path / "key"
-    key_file.write_bytes(KEY)
-    key_file.chmod(0o400)
-    monkeypatch.setenv("LDP_DASK_SECRET_FILE", str(key_file))
-    monkeypatch.setenv("LDP_DASK_CLUSTER", "dask_gateway.GatewayCluster")
-    monkeypatch.setenv("LDP_DASK_CLUSTER_OPTIONS", json.dumps(
-        {"address": gateway["address"], "proxy_address": gateway["proxy_address"], "auth": "basic"}))
-    monkeypatch.setenv("LDP_DASK_CLUSTER_WORKERS", "2")
+    _through_the_gateway(gateway, tmp_path, monkeypatch)
     runs: dict[str, list[dict]] = {"gateway": [], "local": []}
     with dask.config.set({"gateway.auth.kwargs": {"username": USER, "password": PASSWORD}}):
         for night in (1, 2):

@@ -9,8 +9,8 @@ worker has the same work at every w, and the ideal is a constant time. On a Loca
 * ``ldp_dask.privatize``: the light channels (histogram, mean) of one column;
 * ``ldp_dask.release_plan``: the 10-statistic plan of ``benchmarks/plans.py`` (histograms, means, a hybrid mean,
   quantiles, frequencies over 10 columns) in the design it chooses;
-* a privacy-unit release: a histogram of ``x0`` at ε per person (k = 1), about 10 rows a person, persons spread
-  over every file (the shuffle moves kept rows between all workers).
+* a privacy-unit release: a histogram of ``x0`` at ε per person (k = 1), about 10 rows a person, each worker's
+  block of files with its own persons (the shuffle moves kept rows between all workers).
 
 Weak-scaling efficiency at w: time at 1 worker / time at w (1.0 is ideal). Defaults: R = 2^27 rows per worker on
 8 or more cores (the issue's size), 2^23 below (a 2-core machine's CI-sized run). Rewrites the "weak-scaling"
@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import best_of, machine, write_section  # noqa: E402
 from plans import CATEGORIES, PLAN, duckdb_query  # noqa: E402
+from scaling import worker_counts  # noqa: E402
 
 JOBS = ("duckdb", "duckdb-plan", "histogram", "mean", "plan", "unit")
 WHAT = {
@@ -48,10 +49,13 @@ WHAT = {
 }
 
 
-def make_table(directory: Path, files: int, rows: int, persons: int) -> Path:
+def make_table(directory: Path, files: int, rows: int, per_worker: int) -> Path:
     """``files`` files of ``rows`` rows of the plan's columns (x0..x6 Beta(2, 5), k0..k2 of 8 categories) and a
-    ``person`` among ``persons`` (about 10 rows each over the whole table, spread over every file)."""
+    ``person``. Each worker's block of ``per_worker`` files has its own persons, about 10 rows each, spread over the
+    block's files: the persons grow with the workers while each keeps about 10 rows (weak scaling), and the
+    shuffle still sends each person's rows to the worker its id hashes to, not the one that read them."""
     directory.mkdir(parents=True, exist_ok=True)
+    persons = max(1, per_worker * rows // 10)
     for f in range(files):
         if (directory / f"part-{f:05d}.parquet").exists():  # --keep-data reuses them
             continue
@@ -59,7 +63,7 @@ def make_table(directory: Path, files: int, rows: int, persons: int) -> Path:
         cols: dict[str, Any] = {f"x{j}": rng.beta(2, 5, rows) for j in range(7)}
         cols.update({f"k{j}": pa.array(np.array(CATEGORIES)[rng.integers(0, len(CATEGORIES), rows)])
                      for j in range(3)})
-        cols["person"] = rng.integers(0, persons, rows)
+        cols["person"] = (f // per_worker) * persons + rng.integers(0, persons, rows)
         pq.write_table(pa.table(cols), directory / f"part-{f:05d}.parquet", row_group_size=1 << 20)
     return directory
 
@@ -98,13 +102,6 @@ def jobs(client: Any, source: str, threads: int) -> dict[str, Callable[[], Any]]
     }
 
 
-def worker_counts(cores: int) -> list[int]:
-    ws = [1]
-    while ws[-1] * 2 <= cores:
-        ws.append(ws[-1] * 2)
-    return ws if ws[-1] == cores else [*ws, cores]
-
-
 def main(argv: list[str] | None = None) -> None:
     cores = os.cpu_count() or 1
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -121,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     per_worker = max(1, a.rows_per_worker // a.rows_per_file)
     work = Path(a.keep_data) if a.keep_data else Path(tempfile.mkdtemp(prefix="ldp-weak-"))
     total = ws[-1] * per_worker
-    data = make_table(work / "data", total, a.rows_per_file, persons=total * a.rows_per_file // 10)
+    data = make_table(work / "data", total, a.rows_per_file, per_worker)
     print(f"{per_worker * a.rows_per_file:,} rows per worker ({per_worker} files of {a.rows_per_file:,}); "
           f"{machine()}", flush=True)
     times: dict[str, dict[int, float]] = {j: {} for j in JOBS}
@@ -150,8 +147,8 @@ def report(times: dict[str, dict[int, float]], ws: list[int], per_worker: int, r
         "",
         f"Machine: {machine()}.", "",
         f"At w workers the source is w × {per_worker} Parquet files of {rows:,} rows (7 Beta(2, 5) float columns, 3 "
-        "string columns of 8 categories, a person id: about 10 rows a person, spread over every file), in the page "
-        "cache; LocalClusters of w worker processes × 1 thread, DuckDB with `threads = w` in the same run. Best of "
+        "string columns of 8 categories, a person id: about 10 rows a person, each worker's block of files with its "
+        "own persons), in the page cache; LocalClusters of w worker processes × 1 thread, DuckDB with `threads = w` in the same run. Best of "
         f"{repeats} after a warm-up. Efficiency: time at 1 worker / time at w (1.00 is ideal: the same work per "
         "worker in the same time).", "",
         "| job | " + " | ".join(f"w = {w}" for w in ws) + f" | efficiency at {top} |",

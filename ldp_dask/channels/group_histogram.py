@@ -109,3 +109,15 @@ class GroupHistogram(Channel):
         if self.noise == "lattice":
             return z + discrete_laplace(rng, self.noise_scale, z.shape)
         return z + rng.laplace(0.0, self.noise_scale, size=z.shape)
+
+    # --- the audit's statistic ------------------------------------------------------------------------------
+    def log_likelihood(self, z: np.ndarray, x: Any) -> np.ndarray:
+        """log of each view's density (Laplace) or mass (discrete Laplace) given the row ``x`` = (group, cell), up
+        to a constant that does not depend on ``x`` (the privacy audit's statistic is a difference of two)."""
+        mean = np.zeros(self.dim)
+        mean[self._cell(np.array([x], dtype=np.intp))[0]] = 1.0
+        return -np.abs(np.asarray(z, dtype=np.float64) - mean).sum(axis=1) / self.noise_scale
+
+    def worst_pair(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Two rows in different groups: their one-hot views are 2 apart in L1 (the sensitivity)."""
+        return (0, 0), (1, 0)

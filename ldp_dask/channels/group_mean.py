@@ -128,3 +128,19 @@ class GroupMean(NumericChannel):
         if self.noise == "lattice":
             return (z + discrete_laplace(rng, self.noise_scale, z.shape)) / LATTICE_HALF
         return z + rng.laplace(0.0, self.noise_scale, size=z.shape)
+
+    # --- the audit's statistic ------------------------------------------------------------------------------
+    def log_likelihood(self, z: np.ndarray, x: Any) -> np.ndarray:
+        """log of each view's density (Laplace) or mass (discrete Laplace) given the row ``x`` = (group, value), up
+        to a constant that does not depend on ``x`` (the privacy audit's statistic is a difference of two)."""
+        g, t = self._coordinates(np.array([x], dtype=np.float64))
+        unit = LATTICE_HALF if self.noise == "lattice" else 1
+        mean = np.zeros(self.dim)
+        mean[g[0]], mean[self.groups + g[0]] = t[0], unit
+        return -np.abs(np.asarray(z, dtype=np.float64) * unit - mean).sum(axis=1) / self.noise_scale
+
+    def worst_pair(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Two rows whose views are 4 apart in L1 (the sensitivity): the top of the domain in the first group, the
+        bottom in the second."""
+        lo, hi = self.domain
+        return (0.0, hi), (1.0, lo)

@@ -1,4 +1,6 @@
-"""The privacy auditor on the channels with an explicit output law (categorical, bounded means, Square Wave; the
+"""The privacy auditor on the channels with an explicit output law (categorical, bounded means, Square Wave, and
+the private groups' (group, value) channels in both noise modes, at their worst pair: the top of the domain in one
+group against the bottom in another, 4 apart in L1 for group-mean); the other
 Laplace channels are audited in both noise modes in tests/statistical/test_laws.py): a channel's audited ε lower bound stays ≤ its ε,
 and a channel that really spends about 2ε is caught. Bounds are one-sided Clopper–Pearson bounds at confidence
 1 − 10⁻³, so a correct channel fails "passed" with probability ≤ 10⁻³ for a random seed; the seeds
@@ -11,6 +13,8 @@ import pytest
 
 from ldp_dask.audit import audit, audit_channel, miscalibrated, worst_pair
 from ldp_dask.channels import (
+    GroupHistogram,
+    GroupMean,
     HadamardResponse,
     HybridMean,
     LaplaceHistogram,
@@ -31,6 +35,10 @@ CHANNELS = {
     "hybrid-mean-piecewise-continuous": lambda: HybridMean(1.0, (0.0, 10.0), "piecewise", "continuous"),
     "hybrid-mean-duchi": lambda: HybridMean(1.0, (-1.0, 1.0), "duchi"),
     "square-wave": lambda: SquareWave(1.0, (0.0, 10.0), cells=64),
+    "group-mean": lambda: GroupMean(1.0, (0.0, 10.0), groups=3),
+    "group-mean-continuous": lambda: GroupMean(1.0, (0.0, 10.0), groups=3, noise="continuous"),
+    "group-histogram": lambda: GroupHistogram(1.0, groups=3, cells=4),
+    "group-histogram-continuous": lambda: GroupHistogram(1.0, groups=3, cells=4, noise="continuous"),
 }
 
 

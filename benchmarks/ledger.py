@@ -153,9 +153,10 @@ def main() -> None:
         f"{REPEATS}; `own` is a dataset holding N/{DATASETS} of the history, `fresh` one with none; `budget` is the "
         "summary of all datasets, the first time after the upgrade (each dataset's history folded once and kept) and "
         "again. Ratios are to the empty ledger in the same run. `of which the accountant` is one "
-        "composition of the own dataset's central events by the privacy-loss-distribution accountant, timed alone: "
-        "a receipt states the composed central ε, and that composition costs the same whatever the history's length "
-        "once the dataset holds two kinds of events.", "", *lines])
+        "composition of the own dataset's central events, timed alone (two kinds of events: each kind's binomial "
+        "loss, exact, rounded up once onto one grid and convolved, `ldp_dask/ledger/accountant.py`): a receipt "
+        "states the composed central ε, and that composition grows with the history only through the binomials.",
+        "", *lines])
     print(body)
     write_section("ledger", body)
 

@@ -5,12 +5,12 @@ Every release is also centrally differentially private for the same unit: a summ
 ε-DP, δ = 0; a central release is ε-DP by construction). The ledger records each release's *events*: the
 independent mechanisms it consists of, each an (ε, δ) pair (a plan splitting ε is one event per statistic; a plan
 splitting rows, or a grouped statistic, one event, the worst of its parallel parts). This module composes the
-events of every release that touches a dataset, with the privacy-loss-distribution accountant of Google's
-``dp-accounting`` (Meiser and Mohammadi 2018; Doroshenko, Ghazi, Kamath, Kumar and Manurangsi 2022): each event
-enters as the pessimistic loss distribution of an (ε, δ)-DP mechanism, which is what optimal composition of
-(ε, δ)-DP mechanisms needs (Kairouz, Oh and Viswanath 2015), discretized pessimistically. Copies of one event (a
-series of identical nights) are composed exactly instead (:func:`homogeneous`, the binomial loss of the copies'
-dominating pairs), in time linear in their number: every receipt composes its dataset's releases anew.
+events of every release that touches a dataset by their privacy-loss distribution (Meiser and Mohammadi 2018):
+each event enters as the loss of the dominating pair of an (ε, δ)-DP mechanism, which is what optimal composition
+of (ε, δ)-DP mechanisms needs (Kairouz, Oh and Viswanath 2015). Copies of one event (a series of identical nights)
+have a binomial loss, composed exactly (:func:`homogeneous`); several kinds of events are composed exactly per kind
+and rounded up once onto a grid for their sum (:mod:`.accountant`), in time linear in the number of copies: every
+receipt composes its dataset's releases anew.
 
 Pure functions of the recorded releases — no database — like :mod:`.budget`, whose rule for which releases touch a
 dataset they share: every release with a charge overlapping its root counts for every person in it (the
@@ -36,6 +36,7 @@ from typing import Any
 
 from .._validation import LdpDaskError
 from ..amplification import homogeneous
+from .accountant import grouped_epsilon
 from .budget import charges_of, over_budget, overlaps, release_of
 
 __all__ = ["compose", "homogeneous", "dataset_events", "central_spend", "report_delta", "delta_label", "encode_events",
@@ -46,10 +47,6 @@ LONGITUDINAL = {"longitudinal": True}
 #: a dataset without a central budget reports its composed ε at this δ (or at 10× the sum of its releases' δ,
 #: where that is larger: composition adds the δ's up)
 DEFAULT_REPORT_DELTA = 1e-6
-#: the loss grid of the accountant: at most 10⁻⁴ and 1% of the smallest event's ε, unless that would pass 2·10⁵
-#: points over the sum of the ε (every receipt composes its dataset: 300 rows-mode releases beside 300 summaries
-#: took 1.2 s a receipt on 2·10⁶ points, 0.04 s on 2·10⁵, the composed ε 0.3% larger — pessimistic either way)
-_FINEST, _GRID_POINTS = 1e-4, 200_000
 
 
 def encode_events(events: Sequence[tuple[float, float]] | None, longitudinal: bool = False) -> str | None:
@@ -128,12 +125,13 @@ def delta_label(declared: bool, of: str = "the dataset") -> str:
 def compose(events: Sequence[tuple[float, float]] | Mapping[tuple[float, float], int], delta: float) -> float:
     """The smallest ε at which the adaptive composition of ``events`` ((ε, δ)-DP mechanisms) is (ε, ``delta``)-DP.
 
-    By the privacy-loss-distribution accountant of ``dp-accounting`` (each event's pessimistic distribution, on a
-    grid of at most 10⁻⁴ unless that passes 2·10⁵ points, rounded up), never more than basic composition (the sum
-    of the ε, where the δ's add up to at most ``delta``); ``inf`` when the events' δ's alone exceed ``delta``.
-    Events equal to 4 significant digits (rounded up) compose as one group. A single mechanism is stated at its own ε (at a larger δ it holds a
-    hair less: not worth the accountant); copies of one mechanism are composed exactly (:func:`homogeneous`), since
-    a receipt composes its dataset's releases on every release.
+    Events equal to 4 significant digits (rounded up) compose as one kind. A single mechanism is stated at its own ε
+    (at a larger δ it holds a hair less); copies of one kind are composed exactly (:func:`homogeneous`); several
+    kinds by their privacy-loss distribution, exact per kind and rounded up onto one grid
+    (:func:`~.accountant.grouped_epsilon`: at most the number of kinds × the grid step above the exact ε). Never more
+    than basic composition (the sum of the ε, where the δ's add up to at most ``delta``); ``inf`` when the events'
+    δ's alone exceed ``delta``. Its cost does not grow with the number of copies beyond their binomials (O(copies)),
+    since a receipt composes its dataset's releases on every release.
     """
     live = {ev: n for ev, n in counts(events).items() if (ev[0] > 0 or ev[1] > 0) and n > 0}
     if not live:
@@ -143,23 +141,10 @@ def compose(events: Sequence[tuple[float, float]] | Mapping[tuple[float, float],
     groups = _groups(live)
     total = math.fsum(e * c for (e, _), c in sorted(groups.items()))
     basic = total if math.fsum(d * c for (_, d), c in sorted(groups.items())) <= delta else math.inf
-    if len(groups) == 1:  # k copies of one mechanism: exact, in O(k) (the accountant took 60 ms per receipt)
+    if len(groups) == 1:  # k copies of one mechanism: exact, in O(k)
         ((e, d), count), = groups.items()
         return float(min(homogeneous(e, d, count, delta), basic))
-    from dp_accounting.pld import common
-    from dp_accounting.pld import privacy_loss_distribution as pld
-
-    smallest = min((e for e, _ in groups if e > 0), default=_FINEST)
-    interval = max(min(_FINEST, smallest / 100), total / _GRID_POINTS)
-    composed = None
-    for (e, d), count in sorted(groups.items()):
-        one = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(max(e, interval), d),
-                                          value_discretization_interval=interval)
-        if count > 1:
-            one = one.self_compose(count)
-        composed = one if composed is None else composed.compose(one)
-    assert composed is not None
-    return float(min(composed.get_epsilon_for_delta(delta), basic))
+    return float(min(grouped_epsilon(groups, delta), basic))
 
 
 def basic_composition(events: Mapping[tuple[float, float], int], delta: float) -> float:

@@ -69,12 +69,13 @@ def charges_of(active: list[dict[str, Any]]) -> list[tuple[str, float, Any]]:
     link): wherever the rows it released really lie.
     """
     aliases: dict[str, set[str]] = {}
-    for r in active:
-        for f in json.loads(r.get("files") or "[]"):
+    files = [json.loads(r["files"]) if r.get("files") else [] for r in active]  # each decoded once
+    for read in files:
+        for f in read:
             if f.get("id"):
                 aliases.setdefault(f["id"], set()).add(f["loc"])
     out: list[tuple[str, float, Any]] = []
-    for r in active:
+    for r, read in zip(active, files):
         rid, eps, root = r["id"], float(r["epsilon"]), r["root"].rstrip("/")
         # with a privacy unit each part (a file) is a release over the persons in it, and a person may be in all
         per_part = bool(r.get("parts")) and r.get("privacy_unit", ROW_UNIT) != ROW_UNIT
@@ -85,7 +86,7 @@ def charges_of(active: list[dict[str, Any]]) -> list[tuple[str, float, Any]]:
         else:
             mine = [(root, eps, rid)]
         by_loc = {loc.rstrip("/"): (e, who) for loc, e, who in mine}
-        for f in json.loads(r.get("files") or "[]"):
+        for f in read:
             loc = f["loc"].rstrip("/")
             e, who = by_loc.get(loc, (eps if not r.get("parts") else 0.0, rid))
             if not r.get("parts") and not overlaps(loc, root):

@@ -114,11 +114,16 @@ def fold(rows: Sequence[Mapping[str, Any]], root: str,
                 rid = release_of(who)
                 charged[rid] = max(charged.get(rid, 0.0), float(e))
                 copies.setdefault(rid, set()).add(who)
-    paid: dict[Any, Fraction] = {}
+    # sums kept exact as integers in units of 2^-1074 (every double is one), made Fractions once at the end
+    paid: dict[Any, int] = {}
     for who, e in best.items():
         rid = release_of(who)
-        paid[rid] = paid.get(rid, Fraction(0)) + Fraction(e)
+        paid[rid] = paid.get(rid, 0) + _exact(e)
     out = Fold()
+    spend, longitudinal, night_spend = 0, 0, 0
+    by_column: dict[str, int] = {}
+    by_scope: dict[str, int] = {}
+    decoded: dict[str, Any] = {}  # central statements repeat from release to release: each text decoded once
     for r in rows:
         rid = r["id"]
         if overlaps(r["root"], top):
@@ -126,7 +131,7 @@ def fold(rows: Sequence[Mapping[str, Any]], root: str,
             out.units.setdefault(unit, r["root"])
             if out.unit is None:
                 out.unit = unit
-            t = json.loads(r.get("table_log") or "null")
+            t = json.loads(r["table_log"]) if r.get("table_log") else None
             if not t or not t.get("followed") or unit != ROW_UNIT:
                 out.unfollowed = True
             else:
@@ -134,22 +139,38 @@ def fold(rows: Sequence[Mapping[str, Any]], root: str,
         if rid not in paid:
             continue
         p = paid[rid]
-        out.spend += p
+        spend += p
         column, scope = str(r.get("column_name")), str(r.get("scope"))
-        out.by_column[column] = out.by_column.get(column, Fraction(0)) + p
-        out.by_scope[scope] = out.by_scope.get(scope, Fraction(0)) + p
+        by_column[column] = by_column.get(column, 0) + p
+        by_scope[scope] = by_scope.get(scope, 0) + p
         if r.get("parts") and (out.night is None or rid > out.night):
-            out.night, out.night_spend = rid, p
+            out.night, night_spend = rid, p
         if rid in charged:
-            recorded = json.loads(r["central"]) if r.get("central") else None
+            text = r.get("central")
+            if text and text not in decoded:
+                decoded[text] = json.loads(text)
+            recorded = decoded[text] if text else None
             if recorded == LONGITUDINAL:
-                out.longitudinal += Fraction(charged[rid])
+                longitudinal += _exact(charged[rid])
                 continue
             mine = ([(float(e), float(d)) for e, d in recorded["events"]] if recorded is not None
                     else [(charged[rid], 0.0)])
             for ev in mine:
                 out.events[ev] += len(copies[rid])
+    out.spend, out.longitudinal, out.night_spend = (Fraction(v, _SCALE) for v in (spend, longitudinal, night_spend))
+    out.by_column = {k: Fraction(v, _SCALE) for k, v in by_column.items()}
+    out.by_scope = {k: Fraction(v, _SCALE) for k, v in by_scope.items()}
     return out
+
+
+#: every finite double is an integer multiple of 2^-1074
+_SCALE = 1 << 1074
+
+
+def _exact(x: float) -> int:
+    """``x`` in units of 2^-1074, exactly (its denominator is a power of two no larger)."""
+    num, den = float(x).as_integer_ratio()
+    return num * (_SCALE // den)
 
 
 class View:
@@ -184,7 +205,7 @@ class View:
         kept = self.tx.one("SELECT upto, state FROM root_states WHERE root=?", (top,))
         upto, base = (int(kept["upto"]), Fold.from_json(kept["state"])) if kept else (0, Fold())
         tail = relevant(self.tx, [top], upto, (), self.aliases)
-        if _file_ids(tail) & self.linked:  # a hard link ties these releases to others: the whole history, not kept
+        if self.linked and _file_ids(tail) & self.linked:  # a hard link ties these releases to others: the whole history, not kept
             whole = [r for r in relevant(self.tx, [top], 0, (), self.aliases) if r["id"] != exclude]
             out = self._folds[key] = fold(whole, top)
             return out

@@ -11,7 +11,8 @@ pairs with c_j copies each, so its composed loss is the sum of G independent bin
   lower tail onto the lowest loss kept, the upper tail to +∞);
 * each kind's losses are rounded *up* onto one grid of step h, once per kind (not once per copy, as composing the
   copies one by one on a grid would: at 10^5 releases that rounding overstated ε by 9%), with h the span of the
-  kinds' kept losses over 2^15 points, so the composed ε is at most G·h above the exact one;
+  kinds' kept losses over 2^13 points, so the composed ε is at most G·h above the exact one (at 10^5 releases in
+  two kinds, 0.016 above 23.72: 0.07%);
 * the kinds are convolved with :func:`scipy.signal.fftconvolve`; each convolution's rounding is bounded by
   8·u·N·log₂N·‖a‖₂‖b‖₂ in total mass (u the double's unit roundoff, N the output's length), which is added to the
   mass at +∞;
@@ -20,8 +21,8 @@ pairs with c_j copies each, so its composed loss is the sum of G independent bin
   with δ(ε) ≤ the target is solved in closed form between two grid points.
 
 The result is a valid upper bound on the smallest ε of the composition (never below it: every step is pessimistic),
-in O(Σ c_j + 2^15 log 2^15) time whatever the number of copies: 0.6–6 ms where Google's ``dp-accounting`` (which the
-tests use as a reference) took 50–180 ms, and its per-copy rounding was the looser bound.
+in O(Σ c_j + 2^13 log 2^13) time whatever the number of copies: 1.1 ms at 10^5 releases in two kinds, where Google's
+``dp-accounting`` (which the tests use as a reference) took 50–180 ms and its per-copy rounding stated 25.97.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 __all__ = ["grouped_epsilon", "grid_distribution", "epsilon_for_delta", "POINTS"]
 
 #: grid points over the span of the kinds' kept losses
-POINTS = 1 << 15
+POINTS = 1 << 13
 #: a kind's binomial probabilities below this are folded (pessimistically)
 _TAIL = 1e-30
 _UNIT_ROUNDOFF = 2.0**-53

@@ -32,8 +32,8 @@ from ._validation import LdpDaskError, check_int, check_probability
 from .channels import Channel, NumericChannel, WaveletSplit
 from .channels.categorical import CategoricalChannel
 
-__all__ = ["audit", "audit_channel", "audit_composed", "audit_person", "audit_summary", "AuditResult", "worst_pair", "miscalibrated",
-           "event_loss_lower_bound"]
+__all__ = ["audit", "audit_channel", "audit_composed", "audit_person", "audit_summary", "AuditResult", "worst_pair",
+           "miscalibrated", "event_loss_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -149,13 +149,31 @@ def audit(channel: Channel, x: Any, x_prime: Any, samples: int = 200_000, rng: n
 def audit_composed(parts: Sequence[tuple[Channel, Any, Any]], samples: int = 200_000, reports: int = 1,
                    rng: np.random.Generator | None = None, alpha: float = 0.05, block: int = 20_000) -> AuditResult:
     """Audit one row (or one person) released by several channels in turn: a lower confidence bound on the ε the
-    composition realises, to compare with the sum of the parts' ε (basic composition).
+    composition realises, to compare with the sum of the parts' ε (basic composition, which holds for adaptively
+    chosen local randomizers).
 
-    Each part is ``(channel, x, x')``: the row's input to that channel under the two neighbouring datasets (a
-    private group's (group, value) pair, a sketch's prepared value, a number, a category). Under each dataset the
-    row makes ``reports`` reports to every part (a person's k reports with a privacy unit, each channel then at
-    its ε/k); the statistic is the sum of all reports' log-likelihood ratios, thresholded as in :func:`audit`.
-    ``epsilon_nominal`` is ``reports`` × the sum of the parts' ε.
+    Parameters
+    ----------
+    parts : sequence of (Channel, x, x')
+        Each channel with the row's input to it under the two neighbouring datasets: a private group's (group,
+        value) pair, a sketch's prepared value, a number or a category.
+    samples : int
+        Draws under each dataset; half choose the threshold event, half bound its probabilities.
+    reports : int
+        The reports the row makes to every part under each dataset (a person's k reports with a privacy unit, each
+        channel then at its ε/k).
+    rng : numpy.random.Generator, optional
+        The randomness of the draws.
+    alpha : float
+        1 − the confidence of the one-sided Clopper–Pearson bounds.
+    block : int
+        Draws per batch (memory).
+
+    Returns
+    -------
+    AuditResult
+        ``epsilon_lower``: the bound on the ε realised by the sum of all reports' log-likelihood ratios,
+        thresholded as in :func:`audit`; ``epsilon_nominal``: ``reports`` × the sum of the parts' ε.
     """
     samples = check_int(samples, "samples", 1000, 10**9)
     reports = check_int(reports, "reports", 1, 10**4)

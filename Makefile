@@ -72,7 +72,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/units.py
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/scaling.py
-	$(PY) benchmarks/weak_scaling.py
+	$(PY) benchmarks/weak_scaling.py --s3
 	$(PY) benchmarks/incremental.py
 	$(PY) benchmarks/plans.py
 	$(PY) benchmarks/longitudinal.py

@@ -20,6 +20,7 @@ section of RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import shutil
@@ -47,6 +48,9 @@ WHAT = {
     "plan": "the 10-statistic plan, its chosen design",
     "unit": "histogram of x0, ε per person (k = 1)",
 }
+#: the jobs run again over object storage with ``--s3`` (DuckDB reads S3 only through an extension it downloads)
+S3_JOBS = ("histogram", "mean", "plan", "unit")
+BUCKET = "ldp-bench"
 
 
 def make_table(directory: Path, files: int, rows: int, per_worker: int) -> Path:
@@ -78,28 +82,63 @@ def linked(data: Path, where: Path, files: int) -> Path:
     return where
 
 
-def jobs(client: Any, source: str, threads: int) -> dict[str, Callable[[], Any]]:
+def jobs(client: Any, source: str, threads: int, s3: tuple[str, dict[str, Any]] | None = None
+         ) -> dict[str, Callable[[], Any]]:
+    """The jobs at one worker count: over ``source`` on local disk, and over its copy ``s3 = (url, storage
+    options)`` on the S3-compatible server (named ``<job> s3``)."""
     import duckdb
-
-    import ldp_dask
-    from ldp_dask.channels import build_channel
 
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
     hist = (f"SELECT least(floor(x0 * 256)::INTEGER, 255) AS b, count(*) FROM read_parquet('{source}/*.parquet') "
             "GROUP BY b")
-    common: dict[str, Any] = {"client": client, "seed": 1, "ledger": False}
+    out: dict[str, Callable[[], Any]] = {"duckdb": lambda: con.execute(hist).fetchall(),
+                                         "duckdb-plan": lambda: con.execute(duckdb_query(source)).fetchall()}
+    out.update(_ours(client, source, {}))
+    if s3 is not None:
+        out.update({f"{k} s3": v for k, v in _ours(client, s3[0], {"storage_options": s3[1]}).items()})
+    return out
+
+
+def _ours(client: Any, source: str, extra: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    import ldp_dask
+    from ldp_dask.channels import build_channel
+
+    common: dict[str, Any] = {"client": client, "seed": 1, "ledger": False, **extra}
     h = build_channel("histogram", 1.0, (0.0, 1.0), 256)
     m = build_channel("mean", 1.0, (0.0, 1.0))
     plan = ldp_dask.Plan.from_dict(PLAN)
     return {
-        "duckdb": lambda: con.execute(hist).fetchall(),
-        "duckdb-plan": lambda: con.execute(duckdb_query(source)).fetchall(),
         "histogram": lambda: ldp_dask.privatize(source, column="x0", channel=h, **common),
         "mean": lambda: ldp_dask.privatize(source, column="x1", channel=m, **common),
         "plan": lambda: ldp_dask.release_plan(plan, source, 2.0, **common),
         "unit": lambda: ldp_dask.privatize(source, column="x0", channel=h, privacy_unit="person", **common),
     }
+
+
+def s3_server(stack: contextlib.ExitStack) -> dict[str, Any]:
+    """moto's S3-compatible server on 127.0.0.1 (the one the tests start), its credentials in this process's
+    environment, which the workers inherit as a deployment's would; returns the storage options."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from s3_server import CREDENTIALS, s3_server
+
+    endpoint = stack.enter_context(s3_server())
+    os.environ.update(CREDENTIALS)
+    return {"endpoint_url": endpoint}
+
+
+def upload(data: Path, files: int, options: dict[str, Any], prefix: str) -> str:
+    """The first ``files`` files of ``data`` under ``s3://<bucket>/<prefix>/``; returns that URL."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**options)
+    if not fs.exists(BUCKET):
+        fs.mkdir(BUCKET)
+    for f in range(files):
+        name = f"part-{f:05d}.parquet"
+        fs.put(str(data / name), f"{BUCKET}/{prefix}/{name}")
+    fs.invalidate_cache()
+    return f"s3://{BUCKET}/{prefix}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -111,9 +150,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=2, help="runs per job; the best time is kept")
     ap.add_argument("--keep-data", default=None, help="keep (or reuse) the data in this directory")
     ap.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md as it is")
+    ap.add_argument("--s3", action="store_true", help="run our jobs also over object storage: moto's S3-compatible "
+                    "server on 127.0.0.1 (the test extra), the files copied there")
+    ap.add_argument("--s3-max-rows", type=int, default=1 << 25, help="the most rows copied to the server at one "
+                    "worker count (it holds them on this machine's disk and memory); larger counts run locally only")
     a = ap.parse_args(argv)
-    from distributed import Client, LocalCluster
-
     ws = worker_counts(min(a.max_workers, cores))
     per_worker = max(1, a.rows_per_worker // a.rows_per_file)
     work = Path(a.keep_data) if a.keep_data else Path(tempfile.mkdtemp(prefix="ldp-weak-"))
@@ -121,23 +162,36 @@ def main(argv: list[str] | None = None) -> None:
     data = make_table(work / "data", total, a.rows_per_file, per_worker)
     print(f"{per_worker * a.rows_per_file:,} rows per worker ({per_worker} files of {a.rows_per_file:,}); "
           f"{machine()}", flush=True)
-    times: dict[str, dict[int, float]] = {j: {} for j in JOBS}
+    names = [*JOBS, *(f"{j} s3" for j in S3_JOBS if a.s3)]
+    times: dict[str, dict[int, float]] = {j: {} for j in names}
     try:
-        for w in ws:
-            source = str(linked(data, work / f"w{w}", w * per_worker))
-            with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
-                              silence_logs=logging.ERROR) as lc, Client(lc) as client:
-                for name, job in jobs(client, source, w).items():
-                    job()  # warm-up: imports, numba compilation on every worker
-                    times[name][w] = best_of(job, a.repeats)
-                    rows = w * per_worker * a.rows_per_file
-                    print(f"w={w:>3}  {name:<12} {times[name][w]:8.2f} s  {rows / times[name][w] / 1e6:8.1f} M rows/s"
-                          f"  efficiency {times[name][ws[0]] / times[name][w]:.2f}", flush=True)
+        with contextlib.ExitStack() as stack:
+            options = s3_server(stack) if a.s3 else {}
+            for w in ws:
+                source = str(linked(data, work / f"w{w}", w * per_worker))
+                fits = w * per_worker * a.rows_per_file <= a.s3_max_rows
+                s3 = (upload(data, w * per_worker, options, f"w{w}"), options) if a.s3 and fits else None
+                _run_at(w, jobs, source, s3, times, ws[0], w * per_worker * a.rows_per_file, a.repeats)
     finally:
         if not a.keep_data:
             shutil.rmtree(work, ignore_errors=True)
     if not a.no_write:
         report(times, ws, per_worker, a.rows_per_file, a.repeats)
+
+
+def _run_at(w: int, make: Callable[..., dict[str, Callable[[], Any]]], source: str,
+            s3: tuple[str, dict[str, Any]] | None, times: dict[str, dict[int, float]], first: int, rows: int,
+            repeats: int) -> None:
+    """Every job at ``w`` workers (a fresh LocalCluster), each warmed up once, then its best of ``repeats``."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as lc, Client(lc) as client:
+        for name, job in make(client, source, w, s3).items():
+            job()  # warm-up: imports, numba compilation on every worker
+            times[name][w] = best_of(job, repeats)
+            print(f"w={w:>3}  {name:<12} {times[name][w]:8.2f} s  {rows / times[name][w] / 1e6:8.1f} M rows/s"
+                  f"  efficiency {times[name][first] / times[name][w]:.2f}", flush=True)
 
 
 def report(times: dict[str, dict[int, float]], ws: list[int], per_worker: int, rows: int, repeats: int) -> None:
@@ -154,9 +208,20 @@ def report(times: dict[str, dict[int, float]], ws: list[int], per_worker: int, r
         "| job | " + " | ".join(f"w = {w}" for w in ws) + f" | efficiency at {top} |",
         "|---|" + "---|" * (len(ws) + 1),
     ]
-    for j in JOBS:
+    for j in times:
         t = times[j]
-        lines.append(f"| {WHAT[j]} | " + " | ".join(f"{t[w]:.2f} s" for w in ws) + f" | {t[ws[0]] / t[top]:.2f} |")
+        if not t:
+            continue
+        what = WHAT[j] if j in WHAT else f"{WHAT[j[:-3]]}, read from the S3-compatible server"
+        eff = f"{t[ws[0]] / t[top]:.2f}" if top in t else "–"
+        lines.append(f"| {what} | " + " | ".join(f"{t[w]:.2f} s" if w in t else "–" for w in ws) + f" | {eff} |")
+    s3 = [j for j in S3_JOBS if times.get(f"{j} s3")]
+    if s3:
+        lines += ["", "Object storage ÷ local disk, the same job at the same w (moto's server, a Python process on "
+                  "this machine, stands in for S3: what it shows is our reading path over HTTP, not S3's bandwidth):",
+                  "", "| job | " + " | ".join(f"w = {w}" for w in ws) + " |", "|---|" + "---|" * len(ws)]
+        lines += [f"| {WHAT[j]} | " + " | ".join(f"{times[j + ' s3'][w] / times[j][w]:.2f}×" if w in times[j + ' s3']
+                                                 else "–" for w in ws) + " |" for j in s3]
     write_section("weak-scaling", "\n".join(lines))
 
 

@@ -42,7 +42,7 @@ lint: $(STAMP)
 test-unit test-statistical test-integration: test-%: $(STAMP)
 	$(PY) -m pytest -q tests/$*
 
-# Everything but the slow tests, the Prefect runs, the S3 server and the local stack: about 2 minutes on 2 cores.
+# Everything but the slow tests, the Prefect runs, the S3 server and the local stack: under 3 minutes on 2 cores.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q tests -m "not slow and not prefect and not stack and not s3"
 

@@ -35,6 +35,7 @@ def flights(tmp_path):
     return d
 
 
+@pytest.mark.slow
 def test_python_with_no_ledger_argument_charges_the_default_ledger(flights, default_ledger):
     """The reviewers' case: ε 5 per row on a dataset declared per person with a budget went out unrecorded."""
     assert main(["budget", "set", "flights", "--source", str(flights), "--limit", "1", "--privacy-unit", "tail"]) == 0

@@ -53,6 +53,7 @@ def test_every_flow_has_a_deployment(prefect_yaml):
     assert ours <= deployed, f"flows without a deployment: {sorted(ours - deployed)}"
 
 
+@pytest.mark.slow
 def test_entrypoints_and_parameters_match_the_flows(prefect_yaml):
     from prefect.flows import Flow
 

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LABELS = ["$a^$", "50%", "<b>x</b>", "a_b|c", "**bold**"]
 
 
+@pytest.mark.slow
 def test_wheel_has_one_top_level_package_and_py_typed(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(tmp_path)], check=True, capture_output=True, cwd=tmp_path)

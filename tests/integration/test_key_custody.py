@@ -45,6 +45,7 @@ def test_local_cluster_workers_cannot_read_the_key(tmp_path, monkeypatch):
     assert os.environ["LDP_DASK_SECRET"] == KEY  # the driver's environment is back as it was
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_a_jobqueue_cluster_keeps_the_key_home_and_releases_bit_identically(tmp_path, monkeypatch):
     """``LDP_DASK_CLUSTER`` naming dask-jobqueue's cluster class (its local job queue: the same job scripts and

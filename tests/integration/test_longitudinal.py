@@ -235,6 +235,7 @@ def _snapshot(directory, x, c):
     pd.DataFrame({"id": np.arange(PERSONS), "x": x, "c": c}).to_parquet(directory / "snapshot.parquet")
 
 
+@pytest.mark.slow
 def test_a_longitudinal_plan_charges_its_statistics_caps_once(tmp_path, cluster):
     rng = np.random.default_rng(15)
     root, ledger = tmp_path / "t", str(tmp_path / "l.sqlite")

@@ -28,6 +28,7 @@ def _reserved(ledger) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_release_stopped_before_publishing_leaves_nothing(tmp_path, sig):
     data = tmp_path / "d.parquet"

@@ -275,6 +275,7 @@ def test_bad_privacy_units_are_refused(source, unit, match):
         ldp_dask.privatize(df, "x", build_channel("mean", 1.0, (0, 1)), seed=1, max_contributions=2)
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_the_large_shuffle_releases_what_the_direct_one_does(cluster, tmp_path, monkeypatch):
     """Above SHUFFLE_DIRECT_ROWS rows a unit release moves its rows with Dask's DataFrame shuffle, one bucket per

@@ -131,6 +131,7 @@ def _kinds(events):
     return Counter(events)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(12))
 def test_several_kinds_compose_validly_within_the_grid_step(seed):
     """Random histories of 2–4 kinds of mechanism (1–9 copies each, ε in [0.01, 1.5], δ 0 or up to 10⁻⁸): the

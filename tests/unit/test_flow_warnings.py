@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import logging, warnings
 from ldp_dask.flows._run import logged_warnings
@@ -30,6 +32,7 @@ print(lines.lines, [str(w.message) for w in passed])
 """
 
 
+@pytest.mark.slow
 def test_a_dependency_warning_passes_on_once_and_ours_is_logged() -> None:
     """A warning that is not the library's passed on inside the recording block was recorded again, and again:
     the flow's task never returned and grew until the machine killed it (a gateway cluster whose workers run

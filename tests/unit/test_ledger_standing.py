@@ -97,6 +97,7 @@ def _listing(root):
              for x in fs] if f["loc"].startswith(root.rstrip("/") + "/")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_kept_standing_equals_the_rules_over_the_whole_history(tmp_path, seed):
     rng = np.random.default_rng(seed)

@@ -14,7 +14,9 @@ Run: ``python benchmarks/heavy_hitters.py`` (``--quick`` for a smoke run).
   values listed, and rows/s: privatize + aggregate per row for the peers (one core), the worker's pass
   (``prepare`` + summary draw) for ours on 10^6 rows (one core), its decode time apart.
 
-Rewrites the "heavy-hitters" section of RESULTS.md.
+Rewrites the "heavy-hitters" section of RESULTS.md. ``--profile EPS`` instead measures, on the Zipf strings at that
+ε, how often each of the true first five values is listed (ours at the default estimate share and at 0.02, PEM;
+``--reps`` runs each) and rewrites the "heavy-hitters-profile" section.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import re
 import string
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -87,8 +90,9 @@ def english_words(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndar
     return np.array(words, dtype=object), rng.choice(len(words), n, p=f / f.sum())
 
 
-def ours(values: list[str], eps: float, L: int, rng: np.random.Generator) -> tuple[dict[str, float], float]:
-    ch = HeavyHitters(eps, max_bytes=L, salt=int(rng.integers(0, 2**62)))
+def ours(values: list[str], eps: float, L: int, rng: np.random.Generator,
+         share: float = 0.25) -> tuple[dict[str, float], float]:
+    ch = HeavyHitters(eps, max_bytes=L, estimate_share=share, salt=int(rng.integers(0, 2**62)))
     s = Summary(ch, len(values), ch.stats(ch.prepare(pa.array(values))[0], rng), {})
     t = time.perf_counter()
     r = heavy_hitters(s, top=K, alphabet=string.ascii_lowercase)
@@ -161,11 +165,46 @@ def _mean(scores: list[tuple[float, list[float]]]) -> str:
     return cell + f"{errs.mean():.4f} ± {se:.4f} [{len(errs)}]"
 
 
+def profile(eps: float, reps: int) -> None:
+    """How often each of the true first five Zipf values is listed, and the recall of the top K, by method
+    (module docstring)."""
+    n, rng, t0 = 100_000, np.random.default_rng(2029), time.perf_counter()
+    vocab, x = zipf_strings(rng, n)
+    values = vocab[x].tolist()
+    counts = np.bincount(x, minlength=len(vocab))
+    first = vocab[np.argsort(-counts, kind="stable")[:K]]
+    methods: dict[str, Callable[[], dict[str, float]]] = {
+        "ours (estimate share 0.25, the default)": lambda: ours(values, eps, 6, rng)[0],
+        "ours (estimate share 0.02)": lambda: ours(values, eps, 6, rng, share=0.02)[0],
+        "PEM": lambda: peer("PEM", values, eps, 6)[0]}
+    rows = []
+    for name, run in methods.items():
+        listed = np.array([[v in got for v in first] for got in (run() for _ in range(reps))], dtype=float)
+        top10 = listed.sum(axis=1) / K
+        rows.append(f"| {name} | " + " | ".join(f"{p:.2f}" for p in listed.mean(axis=0)[:5])
+                    + f" | {top10.mean():.3f} ± {top10.std(ddof=1) / np.sqrt(reps):.3f} |")
+        print(rows[-1], flush=True)
+    body = "\n".join([
+        "## Heavy hitters: which of the first values each method lists (`benchmarks/heavy_hitters.py --profile`)",
+        "", f"Machine: {machine()}. The Zipf(1.1) strings of the section above (n = {n:,}), ε = {eps:g}, K = {K}, "
+        f"{reps} runs a method (fresh randomness). Shares (true, this sample): "
+        + ", ".join(f"{counts[vocab == v][0] / n:.4f}" for v in first[:5])
+        + f". Run time {time.perf_counter() - t0:.0f} s.", "",
+        "| method | 1st | 2nd | 3rd | 4th | 5th | recall (top 10) |",
+        "|---|---|---|---|---|---|---|", *rows])
+    print(body)
+    write_section("heavy-hitters-profile", body)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=REPS, help=f"runs of each method and ε (default {REPS})")
+    ap.add_argument("--profile", type=float, metavar="EPS", help="the listing profile at this ε (module docstring)")
     a = ap.parse_args()
+    if a.profile is not None:
+        profile(a.profile, a.reps)
+        return
     n = 20_000 if a.quick else 100_000
     rng = np.random.default_rng(2029)
     t0 = time.perf_counter()

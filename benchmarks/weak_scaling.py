@@ -15,6 +15,12 @@ worker has the same work at every w, and the ideal is a constant time. On a Loca
 Weak-scaling efficiency at w: time at 1 worker / time at w (1.0 is ideal). Defaults: R = 2^27 rows per worker on
 8 or more cores (the issue's size), 2^23 below (a 2-core machine's CI-sized run). Rewrites the "weak-scaling"
 section of RESULTS.md.
+
+``--strong`` runs the same jobs over one fixed table at every w instead (strong scaling; efficiency: time at 1
+worker / (w × time at w)), ``--rows`` rows in all: by default 2^28 on 8 or more cores, where the plan runs about
+30 s on one worker (8.3·10^6 rows/s a worker measured), 2^24 below. Rewrites the "strong-scaling" section. The
+light channels run 4–12× faster than the plan a worker: 30 s of them on one worker is 10^9 rows or more (about
+80 GB of these columns), which we do not write for a benchmark.
 """
 
 from __future__ import annotations
@@ -154,7 +160,13 @@ def main(argv: list[str] | None = None) -> None:
                     "server on 127.0.0.1 (the test extra), the files copied there")
     ap.add_argument("--s3-max-rows", type=int, default=1 << 25, help="the most rows copied to the server at one "
                     "worker count (it holds them on this machine's disk and memory); larger counts run locally only")
+    ap.add_argument("--strong", action="store_true", help="strong scaling: one table of --rows rows at every w")
+    ap.add_argument("--rows", type=int, default=(1 << 28) if cores >= 8 else (1 << 24),
+                    help="the rows of --strong's table")
     a = ap.parse_args(argv)
+    if a.strong:
+        strong(a, worker_counts(min(a.max_workers, cores)))
+        return
     ws = worker_counts(min(a.max_workers, cores))
     per_worker = max(1, a.rows_per_worker // a.rows_per_file)
     work = Path(a.keep_data) if a.keep_data else Path(tempfile.mkdtemp(prefix="ldp-weak-"))
@@ -179,9 +191,39 @@ def main(argv: list[str] | None = None) -> None:
         report(times, ws, per_worker, a.rows_per_file, a.repeats)
 
 
+def strong(a: argparse.Namespace, ws: list[int]) -> None:
+    """The jobs over one table of ``a.rows`` rows at every worker count (module docstring)."""
+    files = max(1, a.rows // a.rows_per_file)
+    work = Path(a.keep_data) if a.keep_data else Path(tempfile.mkdtemp(prefix="ldp-strong-"))
+    times: dict[str, dict[int, float]] = {j: {} for j in JOBS}
+    try:
+        source = str(make_table(work / "data", files, a.rows_per_file, files))
+        print(f"{files * a.rows_per_file:,} rows ({files} files of {a.rows_per_file:,}); {machine()}", flush=True)
+        for w in ws:
+            _run_at(w, jobs, source, None, times, ws[0], files * a.rows_per_file, a.repeats, strong=True)
+    finally:
+        if not a.keep_data:
+            shutil.rmtree(work, ignore_errors=True)
+    if a.no_write:
+        return
+    top = ws[-1]
+    lines = [f"## Strong scaling: {files * a.rows_per_file:,} rows, 1 to {top} workers (`benchmarks/weak_scaling.py "
+             "--strong`)", "", f"Machine: {machine()}.", "",
+             f"One source at every w: {files} Parquet files of {a.rows_per_file:,} rows (the weak-scaling section's "
+             "columns; about 10 rows a person), in the page cache; LocalClusters of w worker processes × 1 thread, "
+             f"DuckDB with `threads = w` in the same run. Best of {a.repeats} after a warm-up. Efficiency: time at 1 "
+             "worker / (w × time at w); 1.00 is ideal.", "",
+             "| job | " + " | ".join(f"w = {w}" for w in ws) + f" | efficiency at {top} |",
+             "|---|" + "---|" * (len(ws) + 1)]
+    for j, t in times.items():
+        lines.append(f"| {WHAT[j]} | " + " | ".join(f"{t[w]:.2f} s" for w in ws)
+                     + f" | {t[ws[0]] / (top / ws[0] * t[top]):.2f} |")
+    write_section("strong-scaling", "\n".join(lines))
+
+
 def _run_at(w: int, make: Callable[..., dict[str, Callable[[], Any]]], source: str,
             s3: tuple[str, dict[str, Any]] | None, times: dict[str, dict[int, float]], first: int, rows: int,
-            repeats: int) -> None:
+            repeats: int, strong: bool = False) -> None:
     """Every job at ``w`` workers (a fresh LocalCluster), each warmed up once, then its best of ``repeats``."""
     from distributed import Client, LocalCluster
 
@@ -191,7 +233,8 @@ def _run_at(w: int, make: Callable[..., dict[str, Callable[[], Any]]], source: s
             job()  # warm-up: imports, numba compilation on every worker
             times[name][w] = best_of(job, repeats)
             print(f"w={w:>3}  {name:<12} {times[name][w]:8.2f} s  {rows / times[name][w] / 1e6:8.1f} M rows/s"
-                  f"  efficiency {times[name][first] / times[name][w]:.2f}", flush=True)
+                  f"  efficiency {times[name][first] / times[name][w] / (w / first if strong else 1):.2f}",
+                  flush=True)
 
 
 def report(times: dict[str, dict[int, float]], ws: list[int], per_worker: int, rows: int, repeats: int) -> None:

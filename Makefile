@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/scale.py
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/weak_scaling.py --s3
+	$(PY) benchmarks/weak_scaling.py --strong
 	$(PY) benchmarks/incremental.py
 	$(PY) benchmarks/plans.py
 	$(PY) benchmarks/longitudinal.py

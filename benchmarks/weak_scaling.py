@@ -164,10 +164,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", type=int, default=(1 << 28) if cores >= 8 else (1 << 24),
                     help="the rows of --strong's table")
     a = ap.parse_args(argv)
-    if a.strong:
-        strong(a, worker_counts(min(a.max_workers, cores)))
-        return
     ws = worker_counts(min(a.max_workers, cores))
+    if a.strong:
+        strong(a, ws)
+        return
     per_worker = max(1, a.rows_per_worker // a.rows_per_file)
     work = Path(a.keep_data) if a.keep_data else Path(tempfile.mkdtemp(prefix="ldp-weak-"))
     total = ws[-1] * per_worker
@@ -206,19 +206,28 @@ def strong(a: argparse.Namespace, ws: list[int]) -> None:
             shutil.rmtree(work, ignore_errors=True)
     if a.no_write:
         return
-    top = ws[-1]
-    lines = [f"## Strong scaling: {files * a.rows_per_file:,} rows, 1 to {top} workers (`benchmarks/weak_scaling.py "
+    lines = [f"## Strong scaling: {files * a.rows_per_file:,} rows, 1 to {ws[-1]} workers (`benchmarks/weak_scaling.py "
              "--strong`)", "", f"Machine: {machine()}.", "",
              f"One source at every w: {files} Parquet files of {a.rows_per_file:,} rows (the weak-scaling section's "
              "columns; about 10 rows a person), in the page cache; LocalClusters of w worker processes × 1 thread, "
              f"DuckDB with `threads = w` in the same run. Best of {a.repeats} after a warm-up. Efficiency: time at 1 "
-             "worker / (w × time at w); 1.00 is ideal.", "",
-             "| job | " + " | ".join(f"w = {w}" for w in ws) + f" | efficiency at {top} |",
+             "worker / (w × time at w); 1.00 is ideal.", "", *_table(times, ws, strong=True)]
+    write_section("strong-scaling", "\n".join(lines))
+
+
+def _table(times: dict[str, dict[int, float]], ws: list[int], strong: bool = False) -> list[str]:
+    """The jobs' times at each worker count and their efficiency at the most: t1/t_w (weak) or t1/(w·t_w)
+    (strong, the first count being 1 worker)."""
+    top = ws[-1]
+    lines = ["| job | " + " | ".join(f"w = {w}" for w in ws) + f" | efficiency at {top} |",
              "|---|" + "---|" * (len(ws) + 1)]
     for j, t in times.items():
-        lines.append(f"| {WHAT[j]} | " + " | ".join(f"{t[w]:.2f} s" for w in ws)
-                     + f" | {t[ws[0]] / (top / ws[0] * t[top]):.2f} |")
-    write_section("strong-scaling", "\n".join(lines))
+        if not t:
+            continue
+        what = WHAT[j] if j in WHAT else f"{WHAT[j[:-3]]}, read from the S3-compatible server"
+        eff = f"{t[ws[0]] / t[top] / (top / ws[0] if strong else 1):.2f}" if top in t else "–"
+        lines.append(f"| {what} | " + " | ".join(f"{t[w]:.2f} s" if w in t else "–" for w in ws) + f" | {eff} |")
+    return lines
 
 
 def _run_at(w: int, make: Callable[..., dict[str, Callable[[], Any]]], source: str,
@@ -248,16 +257,8 @@ def report(times: dict[str, dict[int, float]], ws: list[int], per_worker: int, r
         "own persons), in the page cache; LocalClusters of w worker processes × 1 thread, DuckDB with `threads = w` in the same run. Best of "
         f"{repeats} after a warm-up. Efficiency: time at 1 worker / time at w (1.00 is ideal: the same work per "
         "worker in the same time).", "",
-        "| job | " + " | ".join(f"w = {w}" for w in ws) + f" | efficiency at {top} |",
-        "|---|" + "---|" * (len(ws) + 1),
+        *_table(times, ws),
     ]
-    for j in times:
-        t = times[j]
-        if not t:
-            continue
-        what = WHAT[j] if j in WHAT else f"{WHAT[j[:-3]]}, read from the S3-compatible server"
-        eff = f"{t[ws[0]] / t[top]:.2f}" if top in t else "–"
-        lines.append(f"| {what} | " + " | ".join(f"{t[w]:.2f} s" if w in t else "–" for w in ws) + f" | {eff} |")
     s3 = [j for j in S3_JOBS if times.get(f"{j} s3")]
     if s3:
         lines += ["", "Object storage ÷ local disk, the same job at the same w (moto's server, a Python process on "

@@ -2,16 +2,21 @@
 hitters"; the channel: :mod:`ldp_dask.channels.heavy_hitters`).
 
 **Search.** Level 0's candidates are every value of at most two bytes (complete), every two-byte prefix and the
-empty value; level ℓ's are every kept prefix of ℓ + 1 bytes extended by each byte (of ``alphabet``, if given), as a complete value and as a
-proper prefix. Each candidate has a group estimate f̂_g in each of the level's h groups, f̂_g = (m·θ̂_g − 1)/(m − 1)
-with θ̂_g = (T_g/n_g − q)/(p − q) as in the count-mean sketch. Its score is the mean of f̂_g over the groups where
-its bucket holds neither one of the ``beam`` candidates of highest lower median (the ⌊h/2⌋-th smallest f̂_g) but
-itself nor a value found complete at an earlier level (the same item here), so that a collision with a heavier
-item cannot lift it; the lower median when fewer than five groups are so free.
-The ``beam`` best scores are kept: complete candidates are found values, proper prefixes are extended at the next
-level (at the last level they are found as truncated values). The found values are ranked by the mean over the
-levels at which they are complete of their median group estimate there, less two of its standard errors, and
-the ``top`` first are listed.
+empty value; level ℓ's are every kept prefix of ℓ + 1 bytes extended by each byte (of ``alphabet``, if given), as a
+complete value and as a proper prefix. Each candidate has a group estimate f̂_g in each of the level's h groups,
+f̂_g = (m·θ̂_g − 1)/(m − 1) with θ̂_g = (T_g/n_g − q)/(p − q) as in the count-mean sketch. A proper prefix's score is
+the mean of f̂_g over the groups where its bucket holds neither one of the ``beam`` candidates of highest lower
+median (the ⌊h/2⌋-th smallest f̂_g) but itself nor a value found complete at an earlier level (the same item
+here), so that a collision with a heavier item cannot lift it; the lower median when fewer than five groups are so
+free. A complete value is the same item at every later level, so its score is the mean over levels ℓ..L − 1 of its
+median group estimate there: √(L − ℓ) times less noisy. Complete values are found, never extended, so they do not
+compete with the prefixes: the ``beam`` best of each are kept (one beam at the last level, where every item is
+found: complete, or a prefix found as a truncated value). The found values are ranked by the mean, over the levels
+where they are complete, of their group estimates there (over the groups where their bucket holds no other heavy
+item: a kept item scoring past RANK_Z standard errors; the median where fewer than five are so free), less RANK_Z
+of its standard errors, and the ``top`` first are listed. RANK_Z = 3 is about the largest noise among the 10³
+candidates a level scores: a value found on one level's rows must stand that far above them to outrank a value
+measured on many.
 
 **Estimates.** The listed values' frequencies come from the estimate groups alone: in each estimate group where a
 listed value's bucket holds no other listed value, f̂_g = (m·θ̂_g − 1 + F)/(m − 1), F the other listed values'
@@ -20,12 +25,14 @@ Student t interval from their spread (as :func:`~ldp_dask.estimators.sketch_freq
 part in the search, so the estimate of a listed value is unbiased whichever values were listed (no winner's
 curse) and its interval covers at its level.
 
-**Misses.** A value of share f ≥ τ is missed only if one of its prefixes scored below its level's cutoff c_ℓ
-(the beam's last kept score), or its ranking score fell below the last listed one. Each group estimate of its
-prefix is at least f − (1 − f)/(m − 1) in mean (collisions only add mass) with standard deviation σ_g(f) from the
-optimized unary encoding (bucket mass θ = f + (1 − f)/m). Its score is either a mean over j ≥ 5 groups, below c
-with probability at most Φ((c − f + (1 − f)/(m − 1))·√j/σ_g(f)), or the lower median, below c only if ⌊h/2⌋ of the
-h groups are: P(Binomial(h, Φ((c − f + (1 − f)/(m − 1))/σ_g(f))) ≥ ⌊h/2⌋); the worst of these is taken. The
+**Misses.** A value of share f ≥ τ is missed only if one of its prefixes scored below its level's prefix cutoff
+c_ℓ (the beam's last kept score), or its complete score fell below that level's cutoff for complete values, or its
+ranking score fell below the last listed one. Each group estimate of its item is at least f − (1 − f)/(m − 1) in
+mean (collisions only add mass) with standard deviation σ_g(f) from the optimized unary encoding (bucket mass
+θ = f + (1 − f)/m). A prefix's score is either a mean over j ≥ 5 groups, below c with probability at most
+Φ((c − f + (1 − f)/(m − 1))·√j/σ_g(f)), or the lower median, below c only if ⌊h/2⌋ of the h groups are:
+P(Binomial(h, Φ((c − f + (1 − f)/(m − 1))/σ_g(f))) ≥ ⌊h/2⌋); a complete score is a mean of L − ℓ medians, of
+standard error √(π/2)·σ_g(f)/√(h(L − ℓ)) (normal approximation). The worst of these is taken at each level. The
 stated chance is the union bound over levels and the ranking, maximized over f ∈ [τ, 1] (normal approximation of
 each group's count); ``sure_share`` is the smallest τ at which it is at most 5%.
 """
@@ -55,8 +62,9 @@ SURE_MISS = 0.05
 CLEAN_MIN = 5
 #: The standard error of a median of h group estimates over that of their mean (√(π/2), normal errors).
 MEDIAN_SE = math.sqrt(math.pi / 2)
-#: The found values are ranked by their search estimate less this many standard errors.
-RANK_Z = 2.0
+#: The found values are ranked by their estimate less this many standard errors (about the largest noise among the
+#: 10³ candidates a level scores).
+RANK_Z = 3.0
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,7 @@ class HeavyHittersEstimate(FrequencyEstimate):
     and ``beam``."""
 
     #: the summary, the search's level cutoffs and its ranking cutoff (for :meth:`miss_chance`)
-    search: tuple[Summary, list[float], float] | None = field(default=None, repr=False, compare=False)
+    search: tuple[Summary, list[tuple[float, float]], float] | None = field(default=None, repr=False, compare=False)
 
     def miss_chance(self, share: float) -> float:
         """The stated chance (a union bound, module docstring) that a value of at least ``share`` is not listed."""
@@ -106,10 +114,31 @@ def _text(b: bytes, truncated: bool) -> str | None:
         return None
 
 
+def _best(score: np.ndarray, among: np.ndarray, beam: int) -> tuple[np.ndarray, float]:
+    """The ``beam`` highest scores of the candidates ``among`` (indices), and the cutoff (the last kept score;
+    −inf when every one was kept)."""
+    if len(among) <= beam:
+        return among, -math.inf
+    keep = among[np.argpartition(-score[among], beam - 1)[:beam]]
+    return keep, float(score[keep].min())
+
+
+def _complete_scores(s: Summary, ch: HeavyHitters, hashes: np.ndarray, lev: int) -> np.ndarray:
+    """The search score of values complete at level ``lev``: the mean over levels ``lev``..L − 1, where each is
+    the same complete item, of its median group estimate there (a collision with an item not yet found cannot
+    lift a median)."""
+    L, h = ch.levels, ch.hashes
+    f = item_estimates(s, hashes, np.arange(lev * h, L * h)).reshape(len(hashes), L - lev, h)
+    return np.median(f, axis=2).mean(axis=1)
+
+
 def _search(s: Summary, ch: HeavyHitters, beam: int,
-            alphabet: np.ndarray) -> tuple[list[tuple[bytes, bool, int]], list[float], int]:
+            alphabet: np.ndarray) -> tuple[list[tuple[bytes, bool, int]], list[tuple[float, float]], int,
+                                           list[np.ndarray]]:
     """Prefix extension over the levels: the found items (bytes, truncated, level of completion), each level's
-    cutoff (−inf when every candidate was kept) and the candidates scored."""
+    cutoffs (prefixes, complete values; −inf when every candidate was kept), the candidates scored and each level's
+    heavy items' hashes (kept, scoring past RANK_Z standard errors of a mean, or such values found complete before;
+    for :func:`_rank`)."""
     L, h, B, start = ch.levels, ch.hashes, ch.max_bytes, ch.start
     k = max(1, h // 2)
     # level 0: every value of at most `start` bytes (complete), every `start`-byte prefix, the empty value
@@ -122,10 +151,12 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
             grid[:, 1 + j] = alphabet[(codes // a ** (t - 1 - j)) % a]
         first.append(grid)
     found: list[tuple[bytes, bool, int]] = []
-    cutoffs: list[float] = []
+    cutoffs: list[tuple[float, float]] = []
+    kept: list[np.ndarray] = []
     searched = 0
     parents = np.zeros((0, B + 1), dtype=np.uint8)
     done_hashes: list[np.uint64] = []
+    heavy_done = np.zeros(0, dtype=np.uint64)
     for lev in range(L):
         width = lev + start
         if lev == 0:
@@ -148,12 +179,22 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
         score = _clean_mean(ch, f, buckets, np.partition(f, k - 1, axis=1)[:, k - 1], beam,
                             item_buckets(ch, done, groups))
         searched += len(cand)
-        if len(cand) > beam:
-            keep = np.argpartition(-score, beam - 1)[:beam]
-            cutoffs.append(float(score[keep].min()))
-        else:
-            keep = np.arange(len(cand))
-            cutoffs.append(-math.inf)
+        if lev < L - 1:  # a complete value is found, not extended: it takes no place in the prefixes' beam
+            whole, part = np.flatnonzero(complete == 1), np.flatnonzero(complete == 0)
+            score[whole] = _complete_scores(s, ch, hashes[whole], lev)
+            keep_c, cut_c = _best(score, whole, beam)
+            keep_p, cut_p = _best(score, part, beam)
+            keep = np.concatenate([keep_c, keep_p])
+            cutoffs.append((cut_p, cut_c))
+        else:  # the last level's items are all found (complete, or truncated): one beam
+            keep, cut_l = _best(score, np.arange(len(cand)), beam)
+            cutoffs.append((cut_l, cut_l))
+        # the heavy items here, for the ranking's clean means: those kept whose score passes RANK_Z standard errors
+        # of a mean over the level's groups, and the heavy values found complete before (the same items here)
+        sig = float(_sigma(ch, np.zeros(1), float(np.asarray(s.sums["rows"])[groups].min()))[0]) / math.sqrt(h)
+        heavy = keep[score[keep] > RANK_Z * sig]
+        kept.append(np.concatenate([hashes[heavy], heavy_done]))
+        heavy_done = np.concatenate([heavy_done, hashes[heavy[complete[heavy] == 1]]])
         for i in keep[complete[keep] == 1]:
             found.append((bytes(cand[i, 1:1 + cut[i]]), False, lev))
             done_hashes.append(hashes[i])
@@ -163,7 +204,7 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
         parents = cand[prefixes]
         if not len(parents):
             break
-    return found, cutoffs, searched
+    return found, cutoffs, searched, kept
 
 
 def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np.ndarray, beam: int,
@@ -194,33 +235,76 @@ def _sigma(ch: HeavyHitters, f: np.ndarray, rows: float) -> np.ndarray:
     return m / (m - 1.0) * np.sqrt(var)
 
 
-def _miss_chance(s: Summary, cutoffs: list[float], final: float, tau: float) -> float:
+def _miss_chance(s: Summary, cutoffs: list[tuple[float, float]], final: float, tau: float) -> float:
     """The chance (union bound, module docstring) that a value of share ≥ ``tau`` is not listed, given the
-    search's level cutoffs and the ranking cutoff ``final``."""
+    search's level cutoffs (prefixes, complete values) and the ranking cutoff ``final``."""
     ch: HeavyHitters = s.channel  # type: ignore[assignment]
-    h, m = ch.hashes, ch.width
+    h, m, L = ch.hashes, ch.width, ch.levels
     k = max(1, h // 2)
     rows = np.asarray(s.sums["rows"], dtype=np.float64)
     f = np.linspace(tau, 1.0, 65)
     slack = (1.0 - f) / (m - 1.0)
     total = 0.0
-    for lev, c in enumerate(cutoffs):
-        if c == -math.inf:
-            continue
+    for lev, (c, c_whole) in enumerate(cutoffs):
         n_g = float(rows[ch.level_groups(lev)].min())
-        below = ndtr((c - f + slack) / _sigma(ch, f, n_g))
-        worst = bdtrc(k - 1, h, below)  # the score: the lower median, or a mean over CLEAN_MIN..h groups
-        for j in range(min(h, CLEAN_MIN), h + 1):
-            worst = np.maximum(worst, ndtr((c - f + slack) / (_sigma(ch, f, n_g) / math.sqrt(j))))
+        sigma = _sigma(ch, f, n_g)
+        worst = np.zeros_like(f)
+        if c > -math.inf:  # a prefix's score: the lower median, or a mean over CLEAN_MIN..h groups
+            worst = bdtrc(k - 1, h, ndtr((c - f + slack) / sigma))
+            for j in range(min(h, CLEAN_MIN), h + 1):
+                worst = np.maximum(worst, ndtr((c - f + slack) / (sigma / math.sqrt(j))))
+        if c_whole > -math.inf and lev < L - 1:  # a complete value's: the mean of its medians over L − lev levels
+            n_w = float(rows[lev * h: L * h].min())
+            whole_se = MEDIAN_SE * _sigma(ch, f, n_w) / math.sqrt(h * (L - lev))
+            worst = np.maximum(worst, ndtr((c_whole - f + slack) / whole_se))
         total += float(worst.max())
     if final > -math.inf:  # ranked by a mean over the levels where complete (1 to L levels of h groups) less
         n_g = float(rows[: ch.levels * h].min())  # RANK_Z of its standard errors: the worst number of levels
-        se = [MEDIAN_SE * _sigma(ch, f, n_g) / math.sqrt(j * h) for j in range(1, ch.levels + 1)]
-        total += max(float(ndtr((final + RANK_Z * e - f + slack) / e).max()) for e in se)
+        ses = [_level_se(ch, f, n_g) / math.sqrt(j) for j in range(1, ch.levels + 1)]
+        total += max(float(ndtr((final + RANK_Z * e - f + slack) / e).max()) for e in ses)
     return min(1.0, total)
 
 
-def _sure_share(s: Summary, cutoffs: list[float], final: float) -> float:
+def _level_se(ch: HeavyHitters, f: np.ndarray, rows: float) -> np.ndarray:
+    """The largest standard error of one level's ranking estimate: a clean mean over at least CLEAN_MIN groups, or
+    the median of all h."""
+    return max(1.0 / math.sqrt(min(CLEAN_MIN, ch.hashes)), MEDIAN_SE / math.sqrt(ch.hashes)) * _sigma(ch, f, rows)
+
+
+def _rank(s: Summary, ch: HeavyHitters, hashes: np.ndarray, first: np.ndarray,
+          heavy_items: list[np.ndarray]) -> np.ndarray:
+    """Each found item's ranking score: the mean over the levels where it is complete (from ``first`` on) of its
+    clean mean there (the groups where its bucket holds no other of that level's ``heavy`` items, from
+    :func:`_search`; the median where fewer than CLEAN_MIN are so free), less RANK_Z standard errors."""
+    L, h = ch.levels, ch.hashes
+    rows = np.asarray(s.sums["rows"], dtype=np.float64)
+    total, var, levels = np.zeros(len(hashes)), np.zeros(len(hashes)), np.zeros(len(hashes))
+    for lev in range(L):
+        groups = ch.level_groups(lev)
+        here = first <= lev
+        if not here.any():
+            continue
+        heavy = heavy_items[min(lev, len(heavy_items) - 1)]
+        b = item_buckets(ch, hashes[here], groups)
+        occupied = np.zeros((h, ch.width), dtype=np.int64)
+        hb = item_buckets(ch, heavy.astype(np.uint64), groups)
+        np.add.at(occupied, (np.tile(np.arange(h), len(heavy)), hb.ravel()), 1)
+        f = item_estimates(s, hashes[here], groups, b)
+        mine = np.isin(hashes[here], heavy).astype(np.int64)
+        clean = occupied[np.arange(h)[None, :], b] - mine[:, None] == 0
+        n_clean = clean.sum(axis=1)
+        use = n_clean >= min(CLEAN_MIN, h)
+        est = np.where(use, (f * clean).sum(axis=1) / np.maximum(n_clean, 1), np.median(f, axis=1))
+        n_g = float(rows[groups].min())
+        sd = _sigma(ch, np.clip(est, 0.0, 1.0), n_g)
+        se2 = np.where(use, sd**2 / np.maximum(n_clean, 1), (MEDIAN_SE * sd) ** 2 / h)
+        total[here] += est
+        var[here] += se2
+        levels[here] += 1
+    return total / levels - RANK_Z * np.sqrt(var) / levels
+
+
+def _sure_share(s: Summary, cutoffs: list[tuple[float, float]], final: float) -> float:
     """The smallest share at which :func:`miss_chance` is at most :data:`SURE_MISS` (bisection; 2 when none)."""
     if _miss_chance(s, cutoffs, final, 1.0) > SURE_MISS:
         return 2.0
@@ -292,25 +376,17 @@ def heavy_hitters(summary: Summary | str, top: int = 10, level: float = 0.95, be
                            "instead.")
     symbols = np.arange(256, dtype=np.uint8) if alphabet is None else np.unique(
         np.frombuffer(alphabet.encode("utf-8"), dtype=np.uint8))
-    found, cutoffs, searched = _search(s, ch, beam, symbols)
+    found, cutoffs, searched, heavy = _search(s, ch, beam, symbols)
     items = [(t, trunc, lev, b) for b, trunc, lev in found if (t := _text(b, trunc)) is not None]
     if not items:
         raise LdpDaskError("The search found no value (every candidate scored below the noise): more rows or ε.")
-    L, h = ch.levels, ch.hashes
     cand = np.zeros((len(items), ch.max_bytes + 1), dtype=np.uint8)
     for i, (_, _, _, b) in enumerate(items):
         cand[i, 1:1 + len(b)] = np.frombuffer(b, dtype=np.uint8)
     cut = np.array([len(b) for *_, b in items], dtype=np.int64)
     hashes = ch.candidate_hashes(cand, cut, np.array([0 if t else 1 for _, t, _, _ in items], dtype=np.int64))
-    # rank by a lower bound: the mean over the search levels where each item is complete of its median group
-    # estimate there (a collision in a few of a level's groups cannot lift it), less RANK_Z standard errors
     rows = np.asarray(s.sums["rows"], dtype=np.float64)
-    first = np.array([lev for _, _, lev, _ in items])
-    medians = np.median(item_estimates(s, hashes, np.arange(L * h)).reshape(len(items), L, h), axis=2)
-    levels_in = np.arange(L)[None, :] >= first[:, None]
-    mean = (medians * levels_in).sum(axis=1) / levels_in.sum(axis=1)
-    n_g = float(rows[: L * h].min())
-    rank = mean - RANK_Z * MEDIAN_SE * _sigma(ch, np.clip(mean, 0.0, 1.0), n_g) / np.sqrt(h * levels_in.sum(axis=1))
+    rank = _rank(s, ch, hashes, np.array([lev for _, _, lev, _ in items]), heavy)
     order = np.argsort(-rank, kind="stable")
     listed = order[:top]
     final = float(rank[listed[-1]]) if len(items) > top else -math.inf

@@ -1,7 +1,7 @@
 """Heavy hitters of values nobody listed (docs/channels.md "Heavy hitters"): the prefix hashes against a pure-Python
 reference, the fused counts against the per-row views, the summary law against per-row privatization, ε audited on
 the row views, the listed values' intervals covering, the stated miss chance bounding the misses, truncated and
-integer values, the command line.
+integer values, values that end early found beside long ones, the command line.
 
 The data of the coverage and miss tests (words of a made-up alphabet, Zipf(1.2) and planted shares) are used by no
 benchmark. False-failure rates (fixed seeds; the rates a correct implementation would suffer with a random one):
@@ -179,6 +179,38 @@ def test_listed_values_intervals_cover_and_misses_stay_below_the_stated_chance()
     z = 3.9  # one-sided, Bonferroni over the ≤ 25 watched values: ≈ 10⁻³ in all
     assert np.all(missed <= stated + z * np.sqrt(stated) + 1), (missed, stated)
     assert (stated / R)[:3].max() < 0.05 and missed[:3].sum() == 0  # the head is found, and said to be
+
+
+def _short_and_long(rng: np.random.Generator, n: int) -> tuple[np.ndarray, set[str]]:
+    """Rows of a made-up 20-letter alphabet: eight short values (1–4 letters) sharing 15% of the rows, and
+    Zipf(1.1) over 50,000 values of 6–10 letters; the true top 10 mixes both."""
+    letters = np.array(list("bcdfghjklmnpqrstvwxz"))
+    short = np.array(["".join(rng.choice(letters, k)) for k in (1, 2, 2, 3, 3, 4, 4, 4)])
+    vocab = np.unique(["".join(rng.choice(letters, k)) for k in rng.integers(6, 11, size=50_000)])
+    rng.shuffle(vocab)
+    w = 1.0 / np.arange(1, len(vocab) + 1) ** 1.1
+    x = np.where(rng.random(n) < 0.15, short[rng.integers(0, 8, n)], vocab[rng.choice(len(vocab), n, p=w / w.sum())])
+    u, c = np.unique(x, return_counts=True)
+    return x, set(u[np.argsort(-c, kind="stable")[:10]].tolist())
+
+
+@pytest.mark.slow  # 60 releases, decoded: about 15 s, in make test
+def test_a_value_that_ends_early_is_measured_on_every_later_level():
+    """A value of k bytes is the same complete item at every level from k − 2 on, so the search scores it over
+    all of them and keeps it in a beam of its own (it is found, not extended): short values are no longer
+    outscored by the noise of the prefixes' level. 60 releases at ε = 2 of 100,000 rows (data no benchmark uses):
+    the true top 10 are listed at a pooled rate ≥ 0.60. Measured on this data: 0.68 (sd 0.09 a release) with this
+    search, 0.48 (sd 0.13) when complete values shared the prefixes' beam and were scored on one level; 0.60 is 7
+    standard errors of the 60-release mean from each (false failure ≪ 10⁻³). Two other draws of such data: 0.67
+    and 0.58 against 0.48 and 0.43."""
+    rng = np.random.default_rng(31)
+    x, top = _short_and_long(rng, 100_000)
+    rates = []
+    for _ in range(60):
+        ch = HeavyHitters(2.0, max_bytes=10, salt=int(rng.integers(0, 2**62)))
+        s = Summary(ch, len(x), ch.stats(ch.prepare(pa.array(x[rng.permutation(len(x))]))[0], rng), {})
+        rates.append(len(top & set(heavy_hitters(s, top=10, alphabet="bcdfghjklmnpqrstvwxz").labels)) / 10)
+    assert np.mean(rates) >= 0.60, (np.mean(rates), np.std(rates))
 
 
 def test_truncated_and_integer_values(tmp_path):

@@ -152,7 +152,8 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
         first.append(grid)
     found: list[tuple[bytes, bool, int]] = []
     cutoffs: list[tuple[float, float]] = []
-    kept: list[np.ndarray] = []
+    heavy_at: list[np.ndarray] = []
+    rows = np.asarray(s.sums["rows"], dtype=np.float64)
     searched = 0
     parents = np.zeros((0, B + 1), dtype=np.uint8)
     done_hashes: list[np.uint64] = []
@@ -191,9 +192,9 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
             cutoffs.append((cut_l, cut_l))
         # the heavy items here, for the ranking's clean means: those kept whose score passes RANK_Z standard errors
         # of a mean over the level's groups, and the heavy values found complete before (the same items here)
-        sig = float(_sigma(ch, np.zeros(1), float(np.asarray(s.sums["rows"])[groups].min()))[0]) / math.sqrt(h)
+        sig = float(_sigma(ch, np.zeros(1), float(rows[groups].min()))[0]) / math.sqrt(h)
         heavy = keep[score[keep] > RANK_Z * sig]
-        kept.append(np.concatenate([hashes[heavy], heavy_done]))
+        heavy_at.append(np.concatenate([hashes[heavy], heavy_done]))
         heavy_done = np.concatenate([heavy_done, hashes[heavy[complete[heavy] == 1]]])
         for i in keep[complete[keep] == 1]:
             found.append((bytes(cand[i, 1:1 + cut[i]]), False, lev))
@@ -204,7 +205,7 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
         parents = cand[prefixes]
         if not len(parents):
             break
-    return found, cutoffs, searched, kept
+    return found, cutoffs, searched, heavy_at
 
 
 def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np.ndarray, beam: int,
@@ -213,16 +214,22 @@ def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np
     candidates of highest lower median but itself nor a value found complete at an earlier level (``found``: their
     buckets here), where a collision with a heavier item would lift it; the lower median where fewer than
     :data:`CLEAN_MIN` groups are so free."""
-    c, h = f.shape
+    c = len(f)
     heavy = np.argpartition(-median, min(beam, c) - 1)[:beam] if c > beam else np.arange(c)
-    occupied = np.zeros((h, ch.width), dtype=np.int64)
-    np.add.at(occupied, (np.tile(np.arange(h), len(heavy)), buckets[heavy].ravel()), 1)
-    np.add.at(occupied, (np.tile(np.arange(h), len(found)), found.ravel()), 1)
     mine = np.zeros(c, dtype=np.int64)
     mine[heavy] = 1
-    clean = occupied[np.arange(h)[None, :], buckets] - mine[:, None] == 0
+    clean = _free(ch, buckets, np.concatenate([buckets[heavy], found]), mine)
     kept = clean.sum(axis=1)
     return np.where(kept >= CLEAN_MIN, (f * clean).sum(axis=1) / np.maximum(kept, 1), median)
+
+
+def _free(ch: HeavyHitters, buckets: np.ndarray, heavy: np.ndarray, mine: np.ndarray) -> np.ndarray:
+    """Which groups of each item are free of a heavy item: its bucket there (``buckets``, items × h) holds none of
+    the heavy items' buckets (``heavy``, one row an item) but its own (``mine``: 1 where the item is one of them)."""
+    h = buckets.shape[1]
+    occupied = np.zeros((h, ch.width), dtype=np.int64)
+    np.add.at(occupied, (np.tile(np.arange(h), len(heavy)), heavy.ravel()), 1)
+    return occupied[np.arange(h)[None, :], buckets] - mine[:, None] == 0
 
 
 def _sigma(ch: HeavyHitters, f: np.ndarray, rows: float) -> np.ndarray:
@@ -286,12 +293,8 @@ def _rank(s: Summary, ch: HeavyHitters, hashes: np.ndarray, first: np.ndarray,
             continue
         heavy = heavy_items[min(lev, len(heavy_items) - 1)]
         b = item_buckets(ch, hashes[here], groups)
-        occupied = np.zeros((h, ch.width), dtype=np.int64)
-        hb = item_buckets(ch, heavy.astype(np.uint64), groups)
-        np.add.at(occupied, (np.tile(np.arange(h), len(heavy)), hb.ravel()), 1)
         f = item_estimates(s, hashes[here], groups, b)
-        mine = np.isin(hashes[here], heavy).astype(np.int64)
-        clean = occupied[np.arange(h)[None, :], b] - mine[:, None] == 0
+        clean = _free(ch, b, item_buckets(ch, heavy, groups), np.isin(hashes[here], heavy).astype(np.int64))
         n_clean = clean.sum(axis=1)
         use = n_clean >= min(CLEAN_MIN, h)
         est = np.where(use, (f * clean).sum(axis=1) / np.maximum(n_clean, 1), np.median(f, axis=1))

@@ -194,7 +194,7 @@ def _short_and_long(rng: np.random.Generator, n: int) -> tuple[np.ndarray, set[s
     return x, set(u[np.argsort(-c, kind="stable")[:10]].tolist())
 
 
-@pytest.mark.slow  # 60 releases, decoded: about 15 s, in make test
+@pytest.mark.slow  # 60 releases, decoded: about 25 s, in make test
 def test_a_value_that_ends_early_is_measured_on_every_later_level():
     """A value of k bytes is the same complete item at every level from k − 2 on, so the search scores it over
     all of them and keeps it in a beam of its own (it is found, not extended): short values are no longer

@@ -1,22 +1,28 @@
 """The most frequent values of a column nobody listed, from a heavy-hitter summary (docs/estimators.md "Heavy
 hitters"; the channel: :mod:`ldp_dask.channels.heavy_hitters`).
 
-**Search.** Level 0's candidates are every value of at most two bytes (complete), every two-byte prefix and the
-empty value; level ℓ's are every kept prefix of ℓ + 1 bytes extended by each byte (of ``alphabet``, if given), as a
-complete value and as a proper prefix. Each candidate has a group estimate f̂_g in each of the level's h groups,
-f̂_g = (m·θ̂_g − 1)/(m − 1) with θ̂_g = (T_g/n_g − q)/(p − q) as in the count-mean sketch. A proper prefix's score is
-the mean of f̂_g over the groups where its bucket holds neither one of the ``beam`` candidates of highest lower
-median (the ⌊h/2⌋-th smallest f̂_g) but itself nor a value found complete at an earlier level (the same item
-here), so that a collision with a heavier item cannot lift it; the lower median when fewer than five groups are so
-free. A complete value is the same item at every later level, so its score is the mean over levels ℓ..L − 1 of its
-median group estimate there: √(L − ℓ) times less noisy. Complete values are found, never extended, so they do not
-compete with the prefixes: the ``beam`` best of each are kept (one beam at the last level, where every item is
-found: complete, or a prefix found as a truncated value). The found values are ranked by the mean, over the levels
-where they are complete, of their group estimates there (over the groups where their bucket holds no other heavy
-item: a kept item scoring past RANK_Z standard errors; the median where fewer than five are so free), less RANK_Z
-of its standard errors, and the ``top`` first are listed. RANK_Z = 3 is about the largest noise among the 10³
-candidates a level scores: a value found on one level's rows must stand that far above them to outrank a value
-measured on many.
+**Search.** Level 0's candidates are every value of at most two bytes (complete), every two-byte prefix and the empty
+value; level ℓ's are every kept prefix of ℓ + 1 bytes extended by each byte (of ``alphabet``, if given), as a
+complete value and as a proper prefix. Each candidate has a group estimate f̂_g in each of the level's h groups, f̂_g
+= (m·θ̂_g − 1)/(m − 1) with θ̂_g = (T_g/n_g − q)/(p − q) as in the count-mean sketch. A proper prefix's score is the
+mean of f̂_g over the groups where its bucket holds neither a heavy candidate but itself (one of the ``beam`` of
+highest lower median, the ⌊h/2⌋-th smallest f̂_g, whose lower median passes RANK_Z of its standard errors) nor a
+heavy value found complete at an earlier level (the same item here), so that a collision with a heavier item cannot
+lift it; the lower median when fewer than five groups are so free. Groups shared with noise are kept: avoiding them
+cost every score a group or two for nothing. A complete value is the same item at every later level, so its score is
+the mean over levels ℓ..L − 1 of its median group estimate there: √(L − ℓ) times less noisy. Complete values are
+found, never extended, so they do not compete with the prefixes: the ``beam`` best of each are kept (one beam at the
+last level, where every item is found: complete, or a prefix found as a truncated value). The found values are ranked
+by the mean, over the levels where they are complete, of their group estimates there (over the groups where their
+bucket holds no other heavy item: a kept item scoring past RANK_Z standard errors; the median where fewer than five
+are so free), less RANK_Z of its standard errors, and the ``top`` first are listed. RANK_Z = 3 is about the largest
+noise among the 10³ candidates a level scores: a value found on one level's rows must stand that far above them to
+outrank a value measured on many. Before that score comes the *pool*: the complete values one level scored (at the
+last level, the complete and the truncated ones apart) are a pool of N candidates, *live* when one of its found
+values has a mean past Φ⁻¹(1 − LIVE_ALPHA/N) of its standard errors (LIVE_ALPHA = 0.2: a pool of noise alone is live
+with chance at most 0.2, Bonferroni). The values of live pools are listed first. Where every value has one length,
+the other levels' complete values are noise alone, and their best would otherwise outrank the values of the last
+level, measured on one level's rows.
 
 **Estimates.** The listed values' frequencies come from the estimate groups alone: in each estimate group where a
 listed value's bucket holds no other listed value, f̂_g = (m·θ̂_g − 1 + F)/(m − 1), F the other listed values'
@@ -27,7 +33,9 @@ curse) and its interval covers at its level.
 
 **Misses.** A value of share f ≥ τ is missed only if one of its prefixes scored below its level's prefix cutoff
 c_ℓ (the beam's last kept score), or its complete score fell below that level's cutoff for complete values, or its
-ranking score fell below the last listed one. Each group estimate of its item is at least f − (1 − f)/(m − 1) in
+ranking score fell below the last listed one, or (when the last listed value is of a live pool) its own pool
+stayed dead, which needs its mean below its pool's bar b standard errors (b at most the highest bar of the found
+values' pools). Each group estimate of its item is at least f − (1 − f)/(m − 1) in
 mean (collisions only add mass) with standard deviation σ_g(f) from the optimized unary encoding (bucket mass
 θ = f + (1 − f)/m). A prefix's score is either a mean over j ≥ 5 groups, below c with probability at most
 Φ((c − f + (1 − f)/(m − 1))·√j/σ_g(f)), or the lower median, below c only if ⌊h/2⌋ of the h groups are:
@@ -44,7 +52,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import bdtrc, ndtr
+from scipy.special import bdtrc, ndtr, ndtri
 
 from .._validation import LdpDaskError, check_int, check_probability
 from ..channels.heavy_hitters import HeavyHitters
@@ -65,6 +73,10 @@ MEDIAN_SE = math.sqrt(math.pi / 2)
 #: The found values are ranked by their estimate less this many standard errors (about the largest noise among the
 #: 10³ candidates a level scores).
 RANK_Z = 3.0
+#: A pool (the complete values one level scored, or the last level's truncated ones) is *live* when one of its found
+#: values scores past the Bonferroni bar Φ⁻¹(1 − LIVE_ALPHA/N) of its N candidates: a pool of noise alone is live
+#: with chance at most LIVE_ALPHA. Values of live pools are ranked before those of pools that show only noise.
+LIVE_ALPHA = 0.2
 
 
 @dataclass(frozen=True)
@@ -74,8 +86,9 @@ class HeavyHittersEstimate(FrequencyEstimate):
     with probability ≥ 95%), ``miss_chance`` (share, chance) at a given ``miss_share``, ``found``, ``searched``
     and ``beam``."""
 
-    #: the summary, the search's level cutoffs and its ranking cutoff (for :meth:`miss_chance`)
-    search: tuple[Summary, list[tuple[float, float]], float] | None = field(default=None, repr=False, compare=False)
+    #: the summary, the search's level cutoffs, its ranking cutoff and the live bar (for :meth:`miss_chance`)
+    search: tuple[Summary, list[tuple[float, float]], float, float] | None = field(default=None, repr=False,
+                                                                                   compare=False)
 
     def miss_chance(self, share: float) -> float:
         """The stated chance (a union bound, module docstring) that a value of at least ``share`` is not listed."""
@@ -134,11 +147,11 @@ def _complete_scores(s: Summary, ch: HeavyHitters, hashes: np.ndarray, lev: int)
 
 def _search(s: Summary, ch: HeavyHitters, beam: int,
             alphabet: np.ndarray) -> tuple[list[tuple[bytes, bool, int]], list[tuple[float, float]], int,
-                                           list[np.ndarray]]:
+                                           list[np.ndarray], dict[tuple[int, bool], int]]:
     """Prefix extension over the levels: the found items (bytes, truncated, level of completion), each level's
-    cutoffs (prefixes, complete values; −inf when every candidate was kept), the candidates scored and each level's
+    cutoffs (prefixes, complete values; −inf when every candidate was kept), the candidates scored, each level's
     heavy items' hashes (kept, scoring past RANK_Z standard errors of a mean, or such values found complete before;
-    for :func:`_rank`)."""
+    for :func:`_rank`) and the candidates of each pool ((level, truncated): how many were scored)."""
     L, h, B, start = ch.levels, ch.hashes, ch.max_bytes, ch.start
     k = max(1, h // 2)
     # level 0: every value of at most `start` bytes (complete), every `start`-byte prefix, the empty value
@@ -156,8 +169,8 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
     rows = np.asarray(s.sums["rows"], dtype=np.float64)
     searched = 0
     parents = np.zeros((0, B + 1), dtype=np.uint8)
-    done_hashes: list[np.uint64] = []
     heavy_done = np.zeros(0, dtype=np.uint64)
+    pools: dict[tuple[int, bool], int] = {}
     for lev in range(L):
         width = lev + start
         if lev == 0:
@@ -175,11 +188,16 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
         hashes = ch.candidate_hashes(cand, cut, complete)
         buckets = item_buckets(ch, hashes, groups)
         f = item_estimates(s, hashes, groups, buckets)
-        # the values found complete at earlier levels are the same items here: their mass lies in these groups too
-        done = np.asarray(done_hashes, dtype=np.uint64)
+        # a heavy item is one whose lower median passes RANK_Z of its standard errors (of a mean of h groups, times
+        # √(π/2)); the heavy values found complete at earlier levels are the same items here, their mass in these
+        # groups too
+        sig = float(_sigma(ch, np.zeros(1), float(rows[groups].min()))[0]) / math.sqrt(h)
         score = _clean_mean(ch, f, buckets, np.partition(f, k - 1, axis=1)[:, k - 1], beam,
-                            item_buckets(ch, done, groups))
+                            RANK_Z * MEDIAN_SE * sig, item_buckets(ch, heavy_done, groups))
         searched += len(cand)
+        pools[(lev, False)] = int(complete.sum())
+        if lev == L - 1:
+            pools[(lev, True)] = int(len(cand) - complete.sum())
         if lev < L - 1:  # a complete value is found, not extended: it takes no place in the prefixes' beam
             whole, part = np.flatnonzero(complete == 1), np.flatnonzero(complete == 0)
             score[whole] = _complete_scores(s, ch, hashes[whole], lev)
@@ -192,30 +210,29 @@ def _search(s: Summary, ch: HeavyHitters, beam: int,
             cutoffs.append((cut_l, cut_l))
         # the heavy items here, for the ranking's clean means: those kept whose score passes RANK_Z standard errors
         # of a mean over the level's groups, and the heavy values found complete before (the same items here)
-        sig = float(_sigma(ch, np.zeros(1), float(rows[groups].min()))[0]) / math.sqrt(h)
         heavy = keep[score[keep] > RANK_Z * sig]
         heavy_at.append(np.concatenate([hashes[heavy], heavy_done]))
         heavy_done = np.concatenate([heavy_done, hashes[heavy[complete[heavy] == 1]]])
-        for i in keep[complete[keep] == 1]:
-            found.append((bytes(cand[i, 1:1 + cut[i]]), False, lev))
-            done_hashes.append(hashes[i])
+        found.extend((bytes(cand[i, 1:1 + cut[i]]), False, lev) for i in keep[complete[keep] == 1])
         prefixes = keep[complete[keep] == 0]
         if lev == L - 1:
             found.extend((bytes(cand[i, 1:1 + B]), True, L - 1) for i in prefixes)
         parents = cand[prefixes]
         if not len(parents):
             break
-    return found, cutoffs, searched, heavy_at
+    return found, cutoffs, searched, heavy_at, pools
 
 
-def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np.ndarray, beam: int,
+def _clean_mean(ch: HeavyHitters, f: np.ndarray, buckets: np.ndarray, median: np.ndarray, beam: int, bar: float,
                 found: np.ndarray) -> np.ndarray:
-    """Each candidate's mean group estimate over the groups where its bucket holds neither one of the ``beam``
-    candidates of highest lower median but itself nor a value found complete at an earlier level (``found``: their
-    buckets here), where a collision with a heavier item would lift it; the lower median where fewer than
-    :data:`CLEAN_MIN` groups are so free."""
+    """Each candidate's mean group estimate over the groups where its bucket holds neither a heavy candidate but
+    itself (one of the ``beam`` of highest lower median whose lower median passes ``bar``) nor a heavy value found
+    complete at an earlier level (``found``: their buckets here), where a collision with a heavier item would lift
+    it; the lower median where fewer than :data:`CLEAN_MIN` groups are so free. Only heavy items are avoided: a
+    group shared with noise costs nothing, and dropping it would cost the score a group."""
     c = len(f)
     heavy = np.argpartition(-median, min(beam, c) - 1)[:beam] if c > beam else np.arange(c)
+    heavy = heavy[median[heavy] > bar]
     mine = np.zeros(c, dtype=np.int64)
     mine[heavy] = 1
     clean = _free(ch, buckets, np.concatenate([buckets[heavy], found]), mine)
@@ -242,9 +259,10 @@ def _sigma(ch: HeavyHitters, f: np.ndarray, rows: float) -> np.ndarray:
     return m / (m - 1.0) * np.sqrt(var)
 
 
-def _miss_chance(s: Summary, cutoffs: list[tuple[float, float]], final: float, tau: float) -> float:
+def _miss_chance(s: Summary, cutoffs: list[tuple[float, float]], final: float, live_bar: float, tau: float) -> float:
     """The chance (union bound, module docstring) that a value of share ≥ ``tau`` is not listed, given the
-    search's level cutoffs (prefixes, complete values) and the ranking cutoff ``final``."""
+    search's level cutoffs (prefixes, complete values), the ranking cutoff ``final`` and, when the last listed value
+    is of a live pool, the highest pool's bar ``live_bar`` in standard errors (−inf otherwise)."""
     ch: HeavyHitters = s.channel  # type: ignore[assignment]
     h, m, L = ch.hashes, ch.width, ch.levels
     k = max(1, h // 2)
@@ -268,7 +286,10 @@ def _miss_chance(s: Summary, cutoffs: list[tuple[float, float]], final: float, t
     if final > -math.inf:  # ranked by a mean over the levels where complete (1 to L levels of h groups) less
         n_g = float(rows[: ch.levels * h].min())  # RANK_Z of its standard errors: the worst number of levels
         ses = [_level_se(ch, f, n_g) / math.sqrt(j) for j in range(1, ch.levels + 1)]
-        total += max(float(ndtr((final + RANK_Z * e - f + slack) / e).max()) for e in ses)
+        # below the last listed, or (when that one is of a live pool) of a pool that stayed dead: below its bar
+        total += max(float((ndtr((final + RANK_Z * e - f + slack) / e)
+                            + (ndtr((live_bar * e - f + slack) / e) if live_bar > -math.inf else 0.0)).max())
+                     for e in ses)
     return min(1.0, total)
 
 
@@ -278,11 +299,13 @@ def _level_se(ch: HeavyHitters, f: np.ndarray, rows: float) -> np.ndarray:
     return max(1.0 / math.sqrt(min(CLEAN_MIN, ch.hashes)), MEDIAN_SE / math.sqrt(ch.hashes)) * _sigma(ch, f, rows)
 
 
-def _rank(s: Summary, ch: HeavyHitters, hashes: np.ndarray, first: np.ndarray,
-          heavy_items: list[np.ndarray]) -> np.ndarray:
+def _rank(s: Summary, ch: HeavyHitters, hashes: np.ndarray, first: np.ndarray, heavy_items: list[np.ndarray],
+          pool: np.ndarray, pool_size: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each found item's ranking score: the mean over the levels where it is complete (from ``first`` on) of its
     clean mean there (the groups where its bucket holds no other of that level's ``heavy`` items, from
-    :func:`_search`; the median where fewer than CLEAN_MIN are so free), less RANK_Z standard errors."""
+    :func:`_search`; the median where fewer than CLEAN_MIN are so free), less RANK_Z standard errors; whether its
+    pool (``pool``: an id an item, of ``pool_size`` candidates) is live (:data:`LIVE_ALPHA`); and each item's bar
+    (in standard errors)."""
     L, h = ch.levels, ch.hashes
     rows = np.asarray(s.sums["rows"], dtype=np.float64)
     total, var, levels = np.zeros(len(hashes)), np.zeros(len(hashes)), np.zeros(len(hashes))
@@ -304,17 +327,20 @@ def _rank(s: Summary, ch: HeavyHitters, hashes: np.ndarray, first: np.ndarray,
         total[here] += est
         var[here] += se2
         levels[here] += 1
-    return total / levels - RANK_Z * np.sqrt(var) / levels
+    x, se = total / levels, np.sqrt(var) / levels
+    bar = ndtri(1.0 - LIVE_ALPHA / np.maximum(pool_size, 1.0))
+    live = np.isin(pool, pool[x >= bar * se])
+    return x - RANK_Z * se, live, bar
 
 
-def _sure_share(s: Summary, cutoffs: list[tuple[float, float]], final: float) -> float:
+def _sure_share(s: Summary, cutoffs: list[tuple[float, float]], final: float, live_bar: float) -> float:
     """The smallest share at which :func:`miss_chance` is at most :data:`SURE_MISS` (bisection; 2 when none)."""
-    if _miss_chance(s, cutoffs, final, 1.0) > SURE_MISS:
+    if _miss_chance(s, cutoffs, final, live_bar, 1.0) > SURE_MISS:
         return 2.0
     lo, hi = 0.0, 1.0
     for _ in range(30):
         mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if _miss_chance(s, cutoffs, final, mid) <= SURE_MISS else (mid, hi)
+        lo, hi = (lo, mid) if _miss_chance(s, cutoffs, final, live_bar, mid) <= SURE_MISS else (mid, hi)
     return hi
 
 
@@ -379,7 +405,7 @@ def heavy_hitters(summary: Summary | str, top: int = 10, level: float = 0.95, be
                            "instead.")
     symbols = np.arange(256, dtype=np.uint8) if alphabet is None else np.unique(
         np.frombuffer(alphabet.encode("utf-8"), dtype=np.uint8))
-    found, cutoffs, searched, heavy = _search(s, ch, beam, symbols)
+    found, cutoffs, searched, heavy, pools = _search(s, ch, beam, symbols)
     items = [(t, trunc, lev, b) for b, trunc, lev in found if (t := _text(b, trunc)) is not None]
     if not items:
         raise LdpDaskError("The search found no value (every candidate scored below the noise): more rows or ε.")
@@ -389,18 +415,23 @@ def heavy_hitters(summary: Summary | str, top: int = 10, level: float = 0.95, be
     cut = np.array([len(b) for *_, b in items], dtype=np.int64)
     hashes = ch.candidate_hashes(cand, cut, np.array([0 if t else 1 for _, t, _, _ in items], dtype=np.int64))
     rows = np.asarray(s.sums["rows"], dtype=np.float64)
-    rank = _rank(s, ch, hashes, np.array([lev for _, _, lev, _ in items]), heavy)
-    order = np.argsort(-rank, kind="stable")
+    pool = np.array([2 * lev + trunc for _, trunc, lev, _ in items], dtype=np.int64)
+    size = np.array([pools[(lev, trunc)] for _, trunc, lev, _ in items], dtype=np.float64)
+    rank, live, bar = _rank(s, ch, hashes, np.array([lev for _, _, lev, _ in items]), heavy, pool, size)
+    order = np.lexsort((-rank, ~live))  # live pools first, each by its ranking score
     listed = order[:top]
     final = float(rank[listed[-1]]) if len(items) > top else -math.inf
+    live_bar = float(bar.max()) if len(items) > top and live[listed[-1]] else -math.inf
     raw, se, est, low, high = _estimates(s, ch, hashes[listed], level)
     show = np.argsort(-raw, kind="stable")
     labels = [items[listed[i]][0] + ("…" if items[listed[i]][1] else "") for i in show]
     info = {**summary_info(s), "encoding": "heavy-hitters", "truncated": [bool(items[listed[i]][1]) for i in show],
-            "sure_share": _sure_share(s, cutoffs, final), "found": len(items), "searched": searched, "beam": beam,
+            "sure_share": _sure_share(s, cutoffs, final, live_bar), "found": len(items), "searched": searched, "beam": beam,
             "max_bytes": ch.max_bytes, "estimate_rows": int(rows[ch.estimate_group_ids()].sum()),
             "miss_chance": None if miss_share is None else (float(miss_share),
-                                                            _miss_chance(s, cutoffs, final, float(miss_share)))}
+                                                            _miss_chance(s, cutoffs, final, live_bar,
+                                                                         float(miss_share)))}
     return HeavyHittersEstimate(labels=labels, frequencies=est[show], se=se[show], ci_low=low[show],
                                 ci_high=high[show], raw=raw[show], method="heavy-hitters", n=s.n,
-                                epsilon=ch.epsilon, level=level, info=info, search=(s, cutoffs, final))
+                                epsilon=ch.epsilon, level=level, info=info,
+                                search=(s, cutoffs, final, live_bar))

@@ -1,7 +1,8 @@
 """Heavy hitters of values nobody listed (docs/channels.md "Heavy hitters"): the prefix hashes against a pure-Python
 reference, the fused counts against the per-row views, the summary law against per-row privatization, ε audited on
 the row views, the listed values' intervals covering, the stated miss chance bounding the misses, truncated and
-integer values, values that end early found beside long ones, the command line.
+integer values, values that end early found beside long ones, values of one length not outranked by pools of
+noise, the command line.
 
 The data of the coverage and miss tests (words of a made-up alphabet, Zipf(1.2) and planted shares) are used by no
 benchmark. False-failure rates (fixed seeds; the rates a correct implementation would suffer with a random one):
@@ -211,6 +212,33 @@ def test_a_value_that_ends_early_is_measured_on_every_later_level():
         s = Summary(ch, len(x), ch.stats(ch.prepare(pa.array(x[rng.permutation(len(x))]))[0], rng), {})
         rates.append(len(top & set(heavy_hitters(s, top=10, alphabet="bcdfghjklmnpqrstvwxz").labels)) / 10)
     assert np.mean(rates) >= 0.60, (np.mean(rates), np.std(rates))
+
+
+@pytest.mark.slow  # 300 releases, decoded: about 15 s, in make test
+def test_values_of_one_length_are_not_outranked_by_pools_of_noise():
+    """When every value has the same length, the complete values each earlier level scores are noise alone; the
+    search still keeps the best of them, and a value found on the last level's rows alone could be outranked by
+    one of those, measured on more levels. A pool that shows only noise (no value past its Bonferroni bar) is now
+    ranked after the pools that hold a value, and the search avoids only the groups of heavy items. 300 releases
+    at ε = 2 of 100,000 rows of 7-letter values of a made-up 12-letter alphabet (Zipf(1.1) over 10⁵ values; data
+    no benchmark uses): the true top 10 are listed at a pooled rate ≥ 0.435. Measured on this data: 0.461 (sd 0.078
+    a release) with this ranking, 0.412 (sd 0.071) with one ranking for every pool and the beam's whole top
+    avoided; 0.435 is 5.8 and 6.0 standard errors of the 300-release mean from each (false failure < 10⁻⁶). Two
+    other draws of such data: 0.461 and 0.455 against 0.427 and 0.397 (100 releases)."""
+    rng = np.random.default_rng(43)
+    letters = np.array(list("cdfhjkmprtwy"))
+    vocab = np.unique(["".join(r) for r in rng.choice(letters, size=(120_000, 7))])
+    rng.shuffle(vocab)
+    w = 1.0 / np.arange(1, len(vocab) + 1) ** 1.1
+    x = vocab[rng.choice(len(vocab), 100_000, p=w / w.sum())]
+    u, c = np.unique(x, return_counts=True)
+    top = set(u[np.argsort(-c, kind="stable")[:10]].tolist())
+    rates = []
+    for _ in range(300):
+        ch = HeavyHitters(2.0, max_bytes=7, salt=int(rng.integers(0, 2**62)))
+        s = Summary(ch, len(x), ch.stats(ch.prepare(pa.array(x[rng.permutation(len(x))]))[0], rng), {})
+        rates.append(len(top & set(heavy_hitters(s, top=10, alphabet="".join(letters)).labels)) / 10)
+    assert np.mean(rates) >= 0.435, (np.mean(rates), np.std(rates))
 
 
 def test_truncated_and_integer_values(tmp_path):

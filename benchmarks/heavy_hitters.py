@@ -16,7 +16,9 @@ Run: ``python benchmarks/heavy_hitters.py`` (``--quick`` for a smoke run).
 
 Rewrites the "heavy-hitters" section of RESULTS.md. ``--profile EPS`` instead measures, on the Zipf strings at that
 ε, how often each of the true first five values is listed (ours at the default estimate share and at 0.02, PEM;
-``--reps`` runs each) and rewrites the "heavy-hitters-profile" section.
+``--reps`` runs each) and rewrites the "heavy-hitters-profile" section. ``--frontier EPS`` measures, on the same
+strings, our recall and error at each estimate share of FRONTIER beside PEM's (``--reps`` runs each): the rows held
+out for unbiased estimates are rows the search does not get; rewrites the "heavy-hitters-frontier" section.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ K = 10
 #: runs of each method and ε on the same rows (fresh randomness each): recall and error are their means, with
 #: standard errors (at ε 1 a method lists one or two of the true top 10 per run, so few runs say little)
 REPS = 12
+#: the estimate shares of ``--frontier``
+FRONTIER = (0.05, 0.10, 0.15, 0.20, 0.25)
 
 
 class _Numpy:
@@ -153,12 +157,12 @@ def score(listed: dict[str, float], truth: dict[str, float], top: set[str]) -> t
     return len(hit) / K, [abs(listed[v] - truth[v]) for v in hit]
 
 
-def _mean(scores: list[tuple[float, list[float]]]) -> str:
+def _mean(scores: list[tuple[float, list[float]]], digits: int = 2) -> str:
     """Two table cells: the mean recall over the runs ± its standard error, and the mean |f̂ − f| over every true
     top-K value listed in any run ± its standard error, with how many values it averages (in brackets)."""
     recall = np.array([r for r, _ in scores])
     errs = np.array([e for _, es in scores for e in es])
-    cell = f"{recall.mean():.2f} ± {recall.std(ddof=1) / np.sqrt(len(recall)):.2f} | "
+    cell = f"{recall.mean():.{digits}f} ± {recall.std(ddof=1) / np.sqrt(len(recall)):.{digits}f} | "
     if len(errs) == 0:
         return cell + "– [0]"
     se = errs.std(ddof=1) / np.sqrt(len(errs)) if len(errs) > 1 else float("nan")
@@ -197,14 +201,41 @@ def profile(eps: float, reps: int) -> None:
     write_section("heavy-hitters-profile", body)
 
 
+def frontier(eps: float, reps: int) -> None:
+    """Recall and error on the Zipf strings at ``eps`` by estimate share, ours, beside PEM's (module docstring)."""
+    n, rng, t0 = 100_000, np.random.default_rng(2029), time.perf_counter()
+    vocab, x = zipf_strings(rng, n)
+    values = vocab[x].tolist()
+    truth_arr = np.bincount(x, minlength=len(vocab)) / n
+    truth = {vocab[i]: truth_arr[i] for i in np.flatnonzero(truth_arr)}
+    top = set(vocab[np.argsort(-truth_arr, kind="stable")[:K]])
+    rows = []
+    for share in FRONTIER:
+        runs = [score(ours(values, eps, 6, rng, estimate_share=share)[0], truth, top) for _ in range(reps)]
+        rows.append(f"| ours, estimate share {share:g} | {_mean(runs, 3)} |")
+        print(rows[-1], flush=True)
+    rows.append(f"| PEM | {_mean([score(peer('PEM', values, eps, 6)[0], truth, top) for _ in range(reps)], 3)} |")
+    body = "\n".join([
+        "## Heavy hitters: recall and error by estimate share (`benchmarks/heavy_hitters.py --frontier`)", "",
+        f"Machine: {machine()}. The Zipf(1.1) strings of the section above (n = {n:,}), ε = {eps:g}, K = {K}, "
+        f"{reps} runs a row (fresh randomness); recall and error as above. Run time {time.perf_counter() - t0:.0f} s.",
+        "", "| method | recall | error |", "|---|---|---|", *rows])
+    print(body)
+    write_section("heavy-hitters-frontier", body)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=REPS, help=f"runs of each method and ε (default {REPS})")
     ap.add_argument("--profile", type=float, metavar="EPS", help="the listing profile at this ε (module docstring)")
+    ap.add_argument("--frontier", type=float, metavar="EPS", help="recall and error by estimate share at this ε")
     a = ap.parse_args()
     if a.profile is not None:
         profile(a.profile, a.reps)
+        return
+    if a.frontier is not None:
+        frontier(a.frontier, a.reps)
         return
     n = 20_000 if a.quick else 100_000
     rng = np.random.default_rng(2029)

@@ -300,12 +300,11 @@ def _level_se(ch: HeavyHitters, f: np.ndarray, rows: float) -> np.ndarray:
 
 
 def _rank(s: Summary, ch: HeavyHitters, hashes: np.ndarray, first: np.ndarray, heavy_items: list[np.ndarray],
-          pool: np.ndarray, pool_size: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+          pool: np.ndarray, pool_size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each found item's ranking score: the mean over the levels where it is complete (from ``first`` on) of its
     clean mean there (the groups where its bucket holds no other of that level's ``heavy`` items, from
-    :func:`_search`; the median where fewer than CLEAN_MIN are so free), less RANK_Z standard errors; whether its
-    pool (``pool``: an id an item, of ``pool_size`` candidates) is live (:data:`LIVE_ALPHA`); and each item's bar
-    (in standard errors)."""
+    :func:`_search`; the median where fewer than CLEAN_MIN are so free), less RANK_Z standard errors; and whether
+    its pool (``pool``: an id an item, of ``pool_size`` candidates) is live (:func:`_live_bar`)."""
     L, h = ch.levels, ch.hashes
     rows = np.asarray(s.sums["rows"], dtype=np.float64)
     total, var, levels = np.zeros(len(hashes)), np.zeros(len(hashes)), np.zeros(len(hashes))
@@ -328,9 +327,14 @@ def _rank(s: Summary, ch: HeavyHitters, hashes: np.ndarray, first: np.ndarray, h
         var[here] += se2
         levels[here] += 1
     x, se = total / levels, np.sqrt(var) / levels
-    bar = ndtri(1.0 - LIVE_ALPHA / np.maximum(pool_size, 1.0))
-    live = np.isin(pool, pool[x >= bar * se])
-    return x - RANK_Z * se, live, bar
+    live = np.isin(pool, pool[x >= _live_bar(pool_size) * se])
+    return x - RANK_Z * se, live
+
+
+def _live_bar(pool_size: np.ndarray | float) -> np.ndarray:
+    """The bar, in standard errors, that one value of a pool of ``pool_size`` candidates must pass for the pool to
+    be live: Φ⁻¹(1 − LIVE_ALPHA/N)."""
+    return ndtri(1.0 - LIVE_ALPHA / np.maximum(pool_size, 1.0))
 
 
 def _sure_share(s: Summary, cutoffs: list[tuple[float, float]], final: float, live_bar: float) -> float:
@@ -417,11 +421,11 @@ def heavy_hitters(summary: Summary | str, top: int = 10, level: float = 0.95, be
     rows = np.asarray(s.sums["rows"], dtype=np.float64)
     pool = np.array([2 * lev + trunc for _, trunc, lev, _ in items], dtype=np.int64)
     size = np.array([pools[(lev, trunc)] for _, trunc, lev, _ in items], dtype=np.float64)
-    rank, live, bar = _rank(s, ch, hashes, np.array([lev for _, _, lev, _ in items]), heavy, pool, size)
+    rank, live = _rank(s, ch, hashes, np.array([lev for _, _, lev, _ in items]), heavy, pool, size)
     order = np.lexsort((-rank, ~live))  # live pools first, each by its ranking score
     listed = order[:top]
     final = float(rank[listed[-1]]) if len(items) > top else -math.inf
-    live_bar = float(bar.max()) if len(items) > top and live[listed[-1]] else -math.inf
+    live_bar = float(_live_bar(size.max())) if len(items) > top and live[listed[-1]] else -math.inf
     raw, se, est, low, high = _estimates(s, ch, hashes[listed], level)
     show = np.argsort(-raw, kind="stable")
     labels = [items[listed[i]][0] + ("…" if items[listed[i]][1] else "") for i in show]
